@@ -1,0 +1,106 @@
+"""Rule registry: op key -> rule, filled by decorators.
+
+A rule is ``Callable[[OpNode], Cost]``: it sees plain data only.  Registering ``None`` marks a key as
+explicitly free (aliasing ops: views, reshapes, ``getitem``), which costs 0 FLOPs *and* 0 bytes, so only
+ops that move no data may be free.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+
+from ..graph import OpNode
+from .cost import Cost
+
+__all__ = ["Rule", "RuleRegistry", "REGISTRY", "register_rule", "FREE"]
+
+Rule = Callable[[OpNode], Cost]
+
+
+def _free(node: OpNode) -> Cost:  # noqa: ARG001 - the free rule ignores its node
+    return Cost()
+
+
+#: The rule object stored for explicitly free keys.
+FREE: Rule = _free
+
+
+class RuleRegistry:
+    """Op key -> rule.  Duplicate registration raises unless ``override=True``."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, Rule] = {}
+
+    def add(self, key: str, rule: Rule | None, *, override: bool = False) -> None:
+        if key in self._rules and not override:
+            first = self._rules[key]
+            raise ValueError(
+                f"duplicate rule for {key!r} (first: {first.__module__}.{first.__qualname__}); "
+                "pass override=True to replace it"
+            )
+        self._rules[key] = FREE if rule is None else rule
+
+    def register(self, *keys: str, override: bool = False) -> Callable[[Rule], Rule]:
+        """Decorator registering one rule under several op keys."""
+        if not keys:
+            raise TypeError("register_rule needs at least one op key")
+
+        def deco(fn: Rule) -> Rule:
+            for k in keys:
+                self.add(k, fn, override=override)
+            return fn
+
+        return deco
+
+    def free(self, *keys: str, override: bool = False) -> None:
+        """Mark aliasing ops (no data moved) as free."""
+        for k in keys:
+            self.add(k, None, override=override)
+
+    def lookup(self, key: str, overrides: Mapping[str, Rule | None] | None = None) -> Rule | None:
+        """The rule for *key* (per-call *overrides* first), or ``None`` when there is none."""
+        if overrides and key in overrides:
+            r = overrides[key]
+            return FREE if r is None else r
+        return self._rules.get(key)
+
+    def is_free(self, key: str) -> bool:
+        return self._rules.get(key) is FREE
+
+    def keys(self) -> list[str]:
+        return sorted(self._rules)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rules
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def suggest(self, key: str, n: int = 3) -> list[str]:
+        """Close registered keys, for "did you mean" messages."""
+        return difflib.get_close_matches(key, self._rules, n=n, cutoff=0.6)
+
+    def copy(self) -> RuleRegistry:
+        r = RuleRegistry()
+        r._rules = dict(self._rules)
+        return r
+
+    def update(self, rules: Iterable[tuple[str, Rule | None]], *, override: bool = True) -> None:
+        for k, v in rules:
+            self.add(k, v, override=override)
+
+
+#: The global registry the built-in rules register into.
+REGISTRY = RuleRegistry()
+
+
+def register_rule(*keys: str, override: bool = False) -> Callable[[Rule], Rule]:
+    """Register a rule globally under one or more op keys.
+
+    >>> from graphroof import Cost, register_rule
+    >>> @register_rule("mylib.doctest_op")
+    ... def _rule(node):
+    ...     return Cost(vector_flops=1)
+    """
+    return REGISTRY.register(*keys, override=override)

@@ -1,0 +1,3 @@
+"""Built-in rules.  Each module registers its rules with ``@register_rule`` on import."""
+
+from . import table  # noqa: F401

@@ -1,0 +1,264 @@
+"""The OpGraph: a networkx ``DiGraph`` whose nodes are ops and whose edges are tensors.
+
+Node-attribute keys (documented once, ShapeProp style):
+
+* ``OP`` (``"op"``): the :class:`OpNode` (plain data: op key, tensor specs, attributes, scope).
+* ``COST`` (``"cost"``): the :class:`~graphroof.counters.cost.Cost`, written by ``counters.count``.
+* ``BOUND`` (``"bound"``): the :class:`~graphroof.roofline.Bound`, written by ``roofline.evaluate_graph``.
+
+Edge attribute ``"tensor"`` is the name of the tensor flowing producer -> consumer.  Shapes may hold symbolic
+dims (``str``: a name such as ``"seq"`` or an arithmetic expression such as ``"past + 1"``); :func:`bind`
+substitutes them.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import math
+import operator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import networkx as nx
+
+from .dtypes import canonical_dtype, dtype_bits
+from .errors import UnboundDimError
+
+__all__ = [
+    "OP", "COST", "BOUND", "Role", "TensorSpec", "OpNode", "OpGraph", "Dim", "resolve_dim", "bind",
+]
+
+OP = "op"
+COST = "cost"
+BOUND = "bound"
+
+Dim = int | str
+
+
+class Role(str, enum.Enum):
+    """What a tensor is, which decides the byte bucket it is counted in."""
+
+    WEIGHT = "weight"
+    ACTIVATION = "activation"
+    KV_CACHE = "kv_cache"
+    CONST = "const"
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _eval_dim(expr: ast.AST, dims: Mapping[str, int], text: str) -> int:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, int):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        if expr.id in dims:
+            return int(dims[expr.id])
+        raise UnboundDimError(expr.id)
+    if isinstance(expr, ast.BinOp) and type(expr.op) in _BINOPS:
+        return _BINOPS[type(expr.op)](_eval_dim(expr.left, dims, text), _eval_dim(expr.right, dims, text))
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return -_eval_dim(expr.operand, dims, text)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("max", "min", "ceil", "floor"):
+        args = [_eval_dim(a, dims, text) for a in expr.args]
+        return {"max": max, "min": min}.get(expr.func.id, lambda *a: a[0])(*args)
+    raise UnboundDimError(text, "cannot evaluate this symbolic dimension; set it with --dim or --input")
+
+
+def resolve_dim(d: Dim, dims: Mapping[str, int] | None = None) -> int:
+    """Return *d* as an int, evaluating a symbolic dim against *dims*.
+
+    >>> resolve_dim("seq + past", {"seq": 1, "past": 7})
+    8
+    """
+    if isinstance(d, int):
+        return d
+    dims = dims or {}
+    if d in dims:
+        return int(dims[d])
+    try:
+        expr = ast.parse(d.replace("//", "/"), mode="eval").body
+    except SyntaxError:
+        raise UnboundDimError(d) from None
+    return _eval_dim(expr, dims, d)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """Shape, dtype and role of one tensor.  ``shape`` entries are ints or symbolic ``str`` dims."""
+
+    shape: tuple[Dim, ...]
+    dtype: str = "fp32"
+    role: Role = Role.ACTIVATION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        object.__setattr__(self, "role", Role(self.role))
+
+    @property
+    def is_bound(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        """Number of elements; raises :class:`UnboundDimError` naming the first symbolic dim."""
+        n = 1
+        for d in self.shape:
+            if not isinstance(d, int):
+                raise UnboundDimError(d)
+            n *= d
+        return n
+
+    @property
+    def itemsize_bits(self) -> int:
+        return dtype_bits(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """Storage bytes, packed for sub-byte types: ``ceil(numel * bits / 8)``."""
+        return math.ceil(self.numel * self.itemsize_bits / 8)
+
+    def bind(self, dims: Mapping[str, int]) -> TensorSpec:
+        if self.is_bound:
+            return self
+        return replace(self, shape=tuple(resolve_dim(d, dims) for d in self.shape))
+
+    def with_dtype(self, dtype: str) -> TensorSpec:
+        return replace(self, dtype=dtype)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class OpNode:
+    """One op: plain data only, so rules can be tested with literals.
+
+    ``op`` is a namespaced key (``aten.addmm``, ``onnx.Gemm``, ``table.op``); ``attrs`` are named plain Python
+    values; ``scope`` is the dotted module / layer path (``model.layers.0.self_attn``).
+    """
+
+    name: str
+    op: str
+    inputs: tuple[TensorSpec | None, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+
+    def input(self, i: int) -> TensorSpec | None:
+        """The i-th input, or ``None`` when absent (optional inputs)."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def bind(self, dims: Mapping[str, int]) -> OpNode:
+        return replace(
+            self,
+            inputs=tuple(t.bind(dims) if t is not None else None for t in self.inputs),
+            outputs=tuple(t.bind(dims) for t in self.outputs),
+        )
+
+    def describe(self) -> str:
+        """``name (op) in [..] out [..] scope s``: used in error messages."""
+        ins = ", ".join(str(t) if t is not None else "-" for t in self.inputs)
+        outs = ", ".join(str(t) for t in self.outputs)
+        return f"node {self.name!r} ({self.op}) inputs [{ins}] outputs [{outs}] scope {self.scope or '-'!r}"
+
+
+class OpGraph:
+    """A model's op graph.  ``graph.nx`` is the underlying :class:`networkx.DiGraph` (public).
+
+    Nodes are keyed by op name and carry ``nx.nodes[name][OP]``; edges carry the tensor name.  Frontends add
+    ops in topological order, and :meth:`ops` yields them in that order.  ``meta`` holds graph-level facts
+    (model name, capture method, symbolic dims and their defaults, notes for the report).
+    """
+
+    def __init__(self, name: str = "model", meta: Mapping[str, Any] | None = None):
+        self.nx: nx.DiGraph = nx.DiGraph(name=name)
+        self.name = name
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._producer: dict[str, str] = {}
+
+    def add_op(self, node: OpNode, inputs: Sequence[str | None] = (), outputs: Sequence[str] = ()) -> OpNode:
+        """Add *node*; *inputs* / *outputs* are tensor names used to draw producer -> consumer edges."""
+        if node.name in self.nx:
+            raise ValueError(f"duplicate op name {node.name!r}")
+        self.nx.add_node(node.name, **{OP: node})
+        for t in inputs:
+            if t and t in self._producer and self._producer[t] != node.name:
+                self.nx.add_edge(self._producer[t], node.name, tensor=t)
+        for t in outputs:
+            if t:
+                self._producer[t] = node.name
+        return node
+
+    def __len__(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def __iter__(self) -> Iterator[OpNode]:
+        return self.ops()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.nx
+
+    def ops(self) -> Iterator[OpNode]:
+        for _, data in self.nx.nodes(data=True):
+            yield data[OP]
+
+    def node(self, name: str) -> OpNode:
+        return self.nx.nodes[name][OP]
+
+    def get(self, name: str, key: str, default: Any = None) -> Any:
+        return self.nx.nodes[name].get(key, default)
+
+    def set(self, name: str, key: str, value: Any) -> None:
+        self.nx.nodes[name][key] = value
+
+    def symbolic_dims(self) -> set[str]:
+        """Names of the symbolic dims still present in any tensor shape."""
+        names: set[str] = set()
+        for op in self.ops():
+            for t in (*op.inputs, *op.outputs):
+                if t is None:
+                    continue
+                for d in t.shape:
+                    if isinstance(d, str):
+                        try:
+                            tree = ast.parse(d.replace("//", "/"), mode="eval")
+                            names.update(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                                         and n.id not in ("max", "min", "ceil", "floor"))
+                        except SyntaxError:
+                            names.add(d)
+        return names
+
+    def map_ops(self, fn) -> OpGraph:
+        """A new graph with ``fn(OpNode) -> OpNode`` applied to every op; edges and meta are kept."""
+        g = OpGraph(self.name, self.meta)
+        g.nx = nx.DiGraph(self.nx.graph)
+        for name, data in self.nx.nodes(data=True):
+            g.nx.add_node(name, **{OP: fn(data[OP])})
+        g.nx.add_edges_from(self.nx.edges(data=True))
+        g._producer = dict(self._producer)
+        return g
+
+    def __repr__(self) -> str:
+        return f"OpGraph({self.name!r}, {len(self)} ops, {self.nx.number_of_edges()} edges)"
+
+
+def bind(graph: OpGraph, dims: Mapping[str, int]) -> OpGraph:
+    """Substitute symbolic dims with *dims* in every tensor spec; returns a new graph.
+
+    Raises :class:`UnboundDimError` naming the first dim that has no value.
+    """
+    g = graph.map_ops(lambda op: op.bind(dims))
+    g.meta["dims"] = {**graph.meta.get("dims", {}), **dict(dims)}
+    return g

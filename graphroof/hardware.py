@@ -1,0 +1,314 @@
+"""Hardware profiles: peak FLOP/s per unit and dtype, memory, interconnect, efficiencies, sources.
+
+Profiles are TOML files in ``hw_profiles/`` (shipped inside the wheel as ``graphroof/hw_profiles``); a user
+may pass a path to a ``.toml`` / ``.yaml`` / ``.json`` file of the same schema.  Schema (all rates in units
+per second, bytes decimal)::
+
+    name = "a100-80gb-sxm"            # also the file stem
+    display_name = "NVIDIA A100 80GB SXM4"
+    vendor = "NVIDIA"
+    kind = "gpu"                      # gpu | tpu | cpu | accelerator
+    aliases = ["a100"]
+    [matrix_peak_flops_per_s]         # dense (never 2:4-sparse) tensor-core / MXU peaks by dtype
+    bf16 = 312e12
+    [vector_peak_flops_per_s]         # non-matrix units (elementwise, softmax, norms)
+    fp32 = 19.5e12
+    [memory]
+    bw_bytes_per_s = 2.039e12
+    capacity_bytes = 80e9
+    onchip_cache_bytes = 40e6
+    [interconnect]                    # optional
+    name = "NVLink 3"
+    bw_bytes_per_s_per_direction = 300e9
+    [efficiency]                      # default realistic-mode factors (explicit data, never hidden)
+    matrix = 0.7
+    vector = 0.7
+    mem_bw = 0.8
+    interconnect = 0.8
+    launch_overhead_s = 5e-6
+    [sources]                         # one source per section; derived numbers say how
+    matrix_peak_flops_per_s = "..."
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .dtypes import peak_key_candidates
+from .errors import GraphroofError, HardwareProfileError
+
+__all__ = ["HardwareProfile", "load_hardware", "list_profiles", "profile_dir", "adhoc_profile"]
+
+_PEAK_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
+_KINDS = ("gpu", "tpu", "cpu", "accelerator")
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """One device.  Units are in the field names; see the module docstring for the file schema."""
+
+    name: str
+    matrix_peak_flops_per_s: dict[str, float]
+    vector_peak_flops_per_s: dict[str, float]
+    mem_bw_bytes_per_s: float
+    display_name: str = ""
+    vendor: str = ""
+    kind: str = "gpu"
+    aliases: tuple[str, ...] = ()
+    mem_capacity_bytes: float | None = None
+    onchip_cache_bytes: float | None = None
+    interconnect_name: str = ""
+    interconnect_bw_bytes_per_s: float | None = None  # per direction
+    matrix_efficiency: float = 1.0
+    vector_efficiency: float = 1.0
+    mem_bw_efficiency: float = 1.0
+    interconnect_efficiency: float = 1.0
+    launch_overhead_s: float = 0.0
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: str = ""
+    path: str = ""
+
+    # -- peaks ---------------------------------------------------------------------------------------
+    def peak(self, unit: str, dtype: str) -> tuple[float, str]:
+        """(peak FLOP/s, ``"matrix.bf16"``) for computing *dtype* on *unit*; falls back to a wider dtype."""
+        table = self.matrix_peak_flops_per_s if unit == "matrix" else self.vector_peak_flops_per_s
+        if not table and unit == "vector":  # no vector table: the matrix units are all there is
+            table, unit = self.matrix_peak_flops_per_s, "matrix"
+        for key in peak_key_candidates(dtype):
+            if table.get(key):
+                return table[key], f"{unit}.{key}"
+        key, val = max(table.items(), key=lambda kv: kv[1])  # last resort: the fastest listed
+        return val, f"{unit}.{key}"
+
+    def ridge_point(self, dtype: str = "bf16", unit: str = "matrix") -> float:
+        """FLOP/byte where compute and memory time are equal: peak / bandwidth."""
+        return self.peak(unit, dtype)[0] / self.mem_bw_bytes_per_s
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
+
+    def with_overrides(self, *, peak_flops_per_s: float | None = None, mem_bw_bytes_per_s: float | None = None,
+                       ideal: bool = False) -> HardwareProfile:
+        """What-if copy: every peak set to *peak_flops_per_s*, bandwidth replaced; ``ideal`` zeroes overheads."""
+        p = self
+        if peak_flops_per_s is not None:
+            p = replace(p, matrix_peak_flops_per_s={k: float(peak_flops_per_s) for k in (p.matrix_peak_flops_per_s or {"fp32": 0})},
+                        vector_peak_flops_per_s={k: float(peak_flops_per_s) for k in (p.vector_peak_flops_per_s or {"fp32": 0})},
+                        name=f"{p.name}+peak", display_name=f"{p.label} (peak FLOP/s overridden)")
+        if mem_bw_bytes_per_s is not None:
+            p = replace(p, mem_bw_bytes_per_s=float(mem_bw_bytes_per_s), name=f"{p.name}+bw",
+                        display_name=f"{p.label} (bandwidth overridden)")
+        if ideal:
+            p = replace(p, matrix_efficiency=1.0, vector_efficiency=1.0, mem_bw_efficiency=1.0,
+                        interconnect_efficiency=1.0, launch_overhead_s=0.0)
+        return p
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "display_name": self.label, "vendor": self.vendor, "kind": self.kind,
+            "aliases": list(self.aliases),
+            "matrix_peak_flops_per_s": dict(self.matrix_peak_flops_per_s),
+            "vector_peak_flops_per_s": dict(self.vector_peak_flops_per_s),
+            "mem_bw_bytes_per_s": self.mem_bw_bytes_per_s, "mem_capacity_bytes": self.mem_capacity_bytes,
+            "onchip_cache_bytes": self.onchip_cache_bytes, "interconnect_name": self.interconnect_name,
+            "interconnect_bw_bytes_per_s": self.interconnect_bw_bytes_per_s,
+            "efficiency": {"matrix": self.matrix_efficiency, "vector": self.vector_efficiency,
+                           "mem_bw": self.mem_bw_efficiency, "interconnect": self.interconnect_efficiency,
+                           "launch_overhead_s": self.launch_overhead_s},
+            "sources": dict(self.sources), "path": self.path,
+        }
+
+
+# -- loading -----------------------------------------------------------------------------------------
+
+def profile_dir() -> Path:
+    """The shipped profiles: ``graphroof/hw_profiles`` in a wheel, ``hw_profiles/`` in a source checkout."""
+    try:
+        packaged = Path(str(resources.files("graphroof") / "hw_profiles"))
+        if packaged.is_dir():
+            return packaged
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - only in odd installs
+        pass
+    return Path(__file__).resolve().parent.parent / "hw_profiles"
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise HardwareProfileError(f"{path}: cannot read hardware profile ({e.strerror})") from None
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(text)
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        elif path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise HardwareProfileError(f"{path}: unknown profile format {path.suffix!r}; use .toml, .yaml or .json")
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        raise HardwareProfileError(f"{path}: not valid {path.suffix[1:].upper()}: {e}") from None
+    except Exception as e:  # yaml.YAMLError without importing yaml at module level
+        if isinstance(e, GraphroofError):
+            raise
+        raise HardwareProfileError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise HardwareProfileError(f"{path}: a hardware profile must be a mapping of fields")
+    return data
+
+
+def _num(path: Path, field_name: str, v: Any, *, positive: bool = True, optional: bool = False) -> float | None:
+    if v is None and optional:
+        return None
+    if isinstance(v, str):
+        from .units import parse_quantity
+
+        try:
+            v = parse_quantity(v)
+        except GraphroofError:
+            pass
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise HardwareProfileError(f"{path.name}: {field_name} must be a number, got {v!r}")
+    if positive and v <= 0:
+        raise HardwareProfileError(f"{path.name}: {field_name} must be > 0, got {v!r}")
+    return float(v)
+
+
+def _peaks(path: Path, data: dict, key: str, required: bool) -> dict[str, float]:
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise HardwareProfileError(f"{path.name}: {key} must be a table of dtype = FLOP/s")
+    if required and not table:
+        raise HardwareProfileError(f"{path.name}: {key} is missing; give at least one dtype, e.g. bf16 = 312e12")
+    out = {}
+    for dt, v in table.items():
+        if dt not in _PEAK_DTYPES:
+            raise HardwareProfileError(f"{path.name}: {key}.{dt} is not a peak dtype; use one of {', '.join(_PEAK_DTYPES)}")
+        out[dt] = _num(path, f"{key}.{dt}", v)
+    return out
+
+
+def _eff(path: Path, eff: dict, k: str, default: float = 1.0) -> float:
+    v = _num(path, f"efficiency.{k}", eff.get(k, default))
+    if v > 1:
+        raise HardwareProfileError(f"{path.name}: efficiency.{k} must be in (0, 1], got {v}")
+    return v
+
+
+def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
+    """Validate a parsed profile; every error names the file and the field."""
+    known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
+             "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes"}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise HardwareProfileError(f"{path.name}: unknown field {extra[0]!r}; known fields: {', '.join(sorted(known))}")
+    mem = data.get("memory")
+    if not isinstance(mem, dict) or "bw_bytes_per_s" not in mem:
+        raise HardwareProfileError(f"{path.name}: memory.bw_bytes_per_s is missing (memory bandwidth in bytes/s)")
+    kind = data.get("kind", "gpu")
+    if kind not in _KINDS:
+        raise HardwareProfileError(f"{path.name}: kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+    ic = data.get("interconnect", {}) or {}
+    eff = data.get("efficiency", {}) or {}
+    launch = _num(path, "efficiency.launch_overhead_s", eff.get("launch_overhead_s", 0.0), positive=False)
+    if launch < 0:
+        raise HardwareProfileError(f"{path.name}: efficiency.launch_overhead_s must be >= 0")
+    sources = data.get("sources", {}) or {}
+    if not isinstance(sources, dict):
+        raise HardwareProfileError(f"{path.name}: sources must be a table of section = source text")
+    return HardwareProfile(
+        name=str(data.get("name") or path.stem),
+        display_name=str(data.get("display_name", "")),
+        vendor=str(data.get("vendor", "")),
+        kind=kind,
+        aliases=tuple(str(a).lower() for a in data.get("aliases", ())),
+        matrix_peak_flops_per_s=_peaks(path, data, "matrix_peak_flops_per_s", required=True),
+        vector_peak_flops_per_s=_peaks(path, data, "vector_peak_flops_per_s", required=False),
+        mem_bw_bytes_per_s=_num(path, "memory.bw_bytes_per_s", mem.get("bw_bytes_per_s")),
+        mem_capacity_bytes=_num(path, "memory.capacity_bytes", mem.get("capacity_bytes"), optional=True),
+        onchip_cache_bytes=_num(path, "memory.onchip_cache_bytes", mem.get("onchip_cache_bytes"), optional=True),
+        interconnect_name=str(ic.get("name", "")),
+        interconnect_bw_bytes_per_s=_num(path, "interconnect.bw_bytes_per_s_per_direction",
+                                         ic.get("bw_bytes_per_s_per_direction"), optional=True),
+        matrix_efficiency=_eff(path, eff, "matrix"),
+        vector_efficiency=_eff(path, eff, "vector"),
+        mem_bw_efficiency=_eff(path, eff, "mem_bw"),
+        interconnect_efficiency=_eff(path, eff, "interconnect"),
+        launch_overhead_s=launch,
+        sources={str(k): str(v) for k, v in sources.items()},
+        notes=str(data.get("notes", "")),
+        path=str(path),
+    )
+
+
+_CACHE: dict[str, HardwareProfile] = {}
+
+
+def list_profiles() -> list[HardwareProfile]:
+    """Every shipped profile, sorted by name."""
+    out = []
+    for p in sorted(profile_dir().glob("*.toml")):
+        out.append(_load_path(p))
+    return out
+
+
+def _load_path(path: Path) -> HardwareProfile:
+    key = str(path.resolve())
+    if key not in _CACHE:
+        _CACHE[key] = profile_from_dict(_read_file(path), path)
+    return _CACHE[key]
+
+
+def _index() -> dict[str, Path]:
+    idx: dict[str, Path] = {}
+    for p in sorted(profile_dir().glob("*.toml")):
+        idx[p.stem.lower()] = p
+    for p in sorted(profile_dir().glob("*.toml")):
+        for a in _load_path(p).aliases:
+            idx.setdefault(a, p)
+    return idx
+
+
+def load_hardware(name: str | Path | HardwareProfile) -> HardwareProfile:
+    """A profile by name or alias (``"a100"``, ``"h100"``) or from a file path.
+
+    >>> load_hardware("a100").mem_bw_bytes_per_s
+    2039000000000.0
+    """
+    if isinstance(name, HardwareProfile):
+        return name
+    s = str(name)
+    path = Path(s).expanduser()
+    if path.suffix in (".toml", ".yaml", ".yml", ".json") or path.exists() or "/" in s:
+        if not path.is_file():
+            raise HardwareProfileError(f"hardware profile file {s!r} not found; pass an existing .toml/.yaml path or a name from `graphroof hw list`")
+        return _load_path(path)
+    idx = _index()
+    key = s.lower().replace("_", "-").replace(" ", "-")
+    if key in idx:
+        return _load_path(idx[key])
+    close = difflib.get_close_matches(key, idx, n=4, cutoff=0.5)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise HardwareProfileError(f"unknown hardware {s!r}{hint}; see `graphroof hw list` or pass a profile file path")
+
+
+def adhoc_profile(peak_flops_per_s: float, mem_bw_bytes_per_s: float, name: str = "custom") -> HardwareProfile:
+    """A device defined by two numbers only (the textbook roofline): one peak for every dtype and unit."""
+    peaks = {k: float(peak_flops_per_s) for k in _PEAK_DTYPES}
+    return HardwareProfile(
+        name=name, display_name=f"ad-hoc device ({name})", kind="accelerator",
+        matrix_peak_flops_per_s=peaks, vector_peak_flops_per_s=dict(peaks),
+        mem_bw_bytes_per_s=float(mem_bw_bytes_per_s),
+        sources={"all": "given on the command line (--peak-flops / --mem-bw)"},
+    )
+

@@ -1,0 +1,146 @@
+"""The roofline pass: time = max(FLOPs / peak FLOP/s, bytes / bandwidth) per op.
+
+Matrix FLOPs run at the profile's matrix peak for the op's compute dtype and vector FLOPs at its vector peak;
+their times add (``t_compute_s = matrix_flops / matrix_peak + vector_flops / vector_peak``).  Memory time is
+``bytes / mem_bw_bytes_per_s`` and network time ``net_bytes / interconnect_bw_bytes_per_s``.  Within an op the
+three overlap perfectly (``t_s = max``), which makes the sum over ops a lower bound; the sum of
+``t_compute_s + t_memory_s`` (no overlap) is the upper bound.  The *realistic* time divides each term by the
+profile's efficiency factor and adds the per-kernel launch overhead to every op that does work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .counters.cost import Cost
+from .dtypes import dtype_bits, is_float
+from .graph import BOUND, COST, OpGraph, OpNode, Role
+from .hardware import HardwareProfile
+
+__all__ = ["Bound", "compute_dtype", "evaluate", "evaluate_graph", "Totals", "totals"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """Roofline result of one op (or a sum of ops, see :func:`combine`)."""
+
+    t_compute_s: float
+    t_memory_s: float
+    t_network_s: float
+    t_s: float                      # ideal: max(compute, memory, network)
+    t_realistic_s: float            # with efficiency factors and launch overhead
+    bound: str                      # "compute" | "memory" | "network"
+    intensity: float                # FLOP / byte (main memory)
+    attainable_flops_per_s: float   # min(peak, intensity * bandwidth)
+    peak_flops_per_s: float         # peak of the unit(s) used (harmonic blend when matrix + vector)
+    peak_used: str                  # "matrix.bf16", "vector.fp32", "matrix.bf16+vector.fp32", "-"
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def compute_dtype(node: OpNode) -> str:
+    """The dtype the op computes in, which picks the peak.
+
+    Activation / KV inputs decide (weights may be stored narrower: int8 weights with bf16 activations compute
+    in bf16); a float beats an integer (index tensors do not set the peak); the widest float wins.  A node may
+    state ``attrs["compute_dtype"]`` to override.
+    """
+    if node.attrs.get("compute_dtype"):
+        return str(node.attrs["compute_dtype"])
+    ins = [t for t in node.inputs if t is not None]
+    cands = [t for t in ins if t.role in (Role.ACTIVATION, Role.KV_CACHE)] or ins or list(node.outputs)
+    if not cands:
+        return "fp32"
+    floats = [t.dtype for t in cands if is_float(t.dtype)]
+    pool = floats or [t.dtype for t in cands]
+    return max(pool, key=dtype_bits)
+
+
+def _bound_name(tc: float, tm: float, tn: float) -> str:
+    if tn > tc and tn > tm:
+        return "network"
+    if tc == 0 and tm == 0:
+        return "memory"  # nothing moves or computes (free views): reported as memory, t_s = 0
+    return "compute" if tc >= tm else "memory"
+
+
+def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16") -> Bound:
+    """Roofline for one cost on *hw*, computing in *dtype*."""
+    peak_m, key_m = hw.peak("matrix", dtype)
+    peak_v, key_v = hw.peak("vector", dtype)
+    tc = cost.matrix_flops / peak_m + cost.vector_flops / peak_v
+    tm = cost.bytes / hw.mem_bw_bytes_per_s
+    tn = 0.0
+    if cost.net_bytes:
+        if not hw.interconnect_bw_bytes_per_s:
+            from .errors import HardwareProfileError
+
+            raise HardwareProfileError(f"{hw.name}: no interconnect.bw_bytes_per_s_per_direction; needed for collectives")
+        tn = cost.net_bytes / hw.interconnect_bw_bytes_per_s
+    t = max(tc, tm, tn)
+    tc_r = cost.matrix_flops / (peak_m * hw.matrix_efficiency) + cost.vector_flops / (peak_v * hw.vector_efficiency)
+    tm_r = tm / hw.mem_bw_efficiency
+    tn_r = tn / hw.interconnect_efficiency
+    launch = hw.launch_overhead_s if (cost.flops or cost.bytes or cost.net_bytes) else 0.0
+    if cost.matrix_flops and cost.vector_flops:
+        used, peak = f"{key_m}+{key_v}", cost.flops / tc
+    elif cost.vector_flops:
+        used, peak = key_v, peak_v
+    elif cost.matrix_flops:
+        used, peak = key_m, peak_m
+    else:
+        used, peak = "-", peak_m
+    intensity = cost.intensity
+    attainable = min(peak, intensity * hw.mem_bw_bytes_per_s) if cost.flops else 0.0
+    return Bound(tc, tm, tn, t, max(tc_r, tm_r, tn_r) + launch, _bound_name(tc, tm, tn), intensity,
+                 attainable, peak, used)
+
+
+def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
+    """Write ``nodes[n]["bound"]`` for every counted op (run ``counters.count`` first)."""
+    for node in graph.ops():
+        cost = graph.get(node.name, COST)
+        if cost is None:
+            raise ValueError(f"op {node.name!r} has no cost; run graphroof.counters.count(graph) first")
+        graph.set(node.name, BOUND, evaluate(cost, hw, compute_dtype(node)))
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Whole-model figures."""
+
+    cost: Cost
+    t_lower_s: float       # Σ max(Tc, Tm, Tn): perfect overlap inside each op
+    t_upper_s: float       # Σ (Tc + Tm + Tn): no overlap
+    t_realistic_s: float   # Σ realistic (efficiencies + launch overhead)
+    t_compute_s: float
+    t_memory_s: float
+    t_network_s: float
+    bound: str             # from summed compute vs memory vs network time
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__slots__ if k != "cost"}
+        d.update(self.cost.as_dict())
+        return d
+
+
+def combine(bounds: list[Bound], cost: Cost, hw: HardwareProfile) -> Totals:
+    """Sum a group of op bounds (a layer or the whole model)."""
+    tc = sum(b.t_compute_s for b in bounds)
+    tm = sum(b.t_memory_s for b in bounds)
+    tn = sum(b.t_network_s for b in bounds)
+    return Totals(
+        cost=cost,
+        t_lower_s=sum(b.t_s for b in bounds),
+        t_upper_s=tc + tm + tn,
+        t_realistic_s=sum(b.t_realistic_s for b in bounds),
+        t_compute_s=tc, t_memory_s=tm, t_network_s=tn,
+        bound=_bound_name(tc, tm, tn),
+    )
+
+
+def totals(graph: OpGraph, hw: HardwareProfile) -> Totals:
+    """Totals over every op of an evaluated graph."""
+    nodes = [graph.nx.nodes[n] for n in graph.nx.nodes]
+    return combine([d[BOUND] for d in nodes], sum((d[COST] for d in nodes), Cost()), hw)
