@@ -18,6 +18,7 @@ from ..graph import COST, OpGraph, OpNode
 from .common import io_cost
 from .cost import Cost
 from .registry import FREE, REGISTRY, Rule, RuleRegistry
+from .settings import CountSettings, use
 
 __all__ = ["CountSummary", "count", "count_node"]
 
@@ -68,20 +69,8 @@ def count_node(node: OpNode, rule: Rule) -> Cost:
     return cost
 
 
-def count(
-    graph: OpGraph,
-    registry: RuleRegistry | None = None,
-    *,
-    rules: Mapping[str, Rule | None] | None = None,
-    strict: bool = False,
-    warn: bool = True,
-) -> CountSummary:
-    """Count every op of *graph* in place (``nodes[n]["cost"]``) and return the summary.
-
-    *rules* overrides the registry per call; a ``None`` value marks a key as free.
-    """
-    reg = registry or REGISTRY
-    summary = CountSummary()
+def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | None] | None,
+               summary: CountSummary) -> None:
     for node in graph.ops():
         summary.total += 1
         rule = reg.lookup(node.op, rules)
@@ -97,6 +86,28 @@ def count(
         if cost.estimated:
             summary.estimated += 1
         graph.set(node.name, COST, cost)
+
+
+def count(
+    graph: OpGraph,
+    registry: RuleRegistry | None = None,
+    *,
+    rules: Mapping[str, Rule | None] | None = None,
+    strict: bool = False,
+    warn: bool = True,
+    settings: CountSettings | None = None,
+) -> CountSummary:
+    """Count every op of *graph* in place (``nodes[n]["cost"]``) and return the summary.
+
+    *rules* overrides the registry per call; a ``None`` value marks a key as free.  *settings* picks the
+    modelling assumptions (attention byte model, causal counting) the rules read.
+    """
+    reg = registry or REGISTRY
+    settings = settings or CountSettings()
+    summary = CountSummary()
+    with use(settings):
+        _count_all(graph, reg, rules, summary)
+    graph.meta["count_settings"] = settings
     if summary.unknown and strict:
         parts = []
         for k, v in sorted(summary.unknown.items()):

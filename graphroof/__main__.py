@@ -1,0 +1,5 @@
+import sys
+
+from graphroof.cli import main
+
+sys.exit(main())

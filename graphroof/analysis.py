@@ -1,0 +1,207 @@
+"""The :class:`Analysis` result: graph + hardware + counts + roofline, as rows the reports render."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._version import __version__
+from .counters.cost import FLOPS_PER_MAC
+from .counters.count import CountSummary
+from .graph import BOUND, COST, OpGraph
+from .hardware import HardwareProfile
+from .layers import auto_depth, rollup
+from .roofline import Totals, compute_dtype, totals
+from .units import fmt_bytes, fmt_flops, fmt_time
+
+__all__ = ["Analysis", "CONVENTIONS", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+CONVENTIONS = (
+    f"{FLOPS_PER_MAC} FLOPs per multiply-add; dense (not 2:4-sparse) peak FLOP/s; bytes in decimal units "
+    "(1 GB = 1e9 B); unfused bytes (each op reads its inputs from and writes its outputs to main memory); "
+    "time = max(FLOPs / peak, bytes / bandwidth) per op"
+)
+
+_COST_FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes",
+                "kv_read_bytes", "kv_write_bytes", "net_bytes")
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe numbers: inf / nan become None."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _cost_fields(cost) -> dict[str, Any]:
+    d = {k: getattr(cost, k) for k in _COST_FIELDS}
+    d["flops"] = cost.flops
+    d["bytes"] = cost.bytes
+    d["estimated"] = cost.estimated
+    return d
+
+
+@dataclass
+class Analysis:
+    """Everything one ``analyze`` call found.  ``graph.nx`` is the networkx graph with ``cost`` / ``bound``.
+
+    ``ops`` and ``layers`` are lists of plain dicts with raw (unrounded) numbers; their keys are the stable
+    JSON schema (see README).
+    """
+
+    graph: OpGraph
+    hw: HardwareProfile
+    summary: CountSummary
+    depth: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.depth is None:
+            self.depth = auto_depth(self.graph)
+        self.totals: Totals = totals(self.graph, self.hw)
+        self._ops: list[dict] | None = None
+        self._layers: list[dict] | None = None
+
+    # -- rows ---------------------------------------------------------------------------------------
+    @property
+    def ops(self) -> list[dict[str, Any]]:
+        if self._ops is None:
+            total_t = self.totals.t_lower_s or 1.0
+            rows = []
+            for node in self.graph.ops():
+                cost, b = self.graph.get(node.name, COST), self.graph.get(node.name, BOUND)
+                rows.append({
+                    "name": node.name, "op": node.op, "scope": node.scope, "dtype": compute_dtype(node),
+                    **_cost_fields(cost),
+                    "intensity": b.intensity, "attainable_flops_per_s": b.attainable_flops_per_s,
+                    "peak_flops_per_s": b.peak_flops_per_s, "peak_used": b.peak_used,
+                    "t_compute_s": b.t_compute_s, "t_memory_s": b.t_memory_s, "t_network_s": b.t_network_s,
+                    "time_s": b.t_s, "time_realistic_s": b.t_realistic_s, "bound": b.bound,
+                    "share": b.t_s / total_t,
+                    "inputs": [str(t) if t is not None else None for t in node.inputs],
+                    "outputs": [str(t) for t in node.outputs],
+                })
+            self._ops = rows
+        return self._ops
+
+    @property
+    def layers(self) -> list[dict[str, Any]]:
+        if self._layers is None:
+            total_t = self.totals.t_lower_s or 1.0
+            rows = []
+            for g in rollup(self.graph, self.hw, self.depth):
+                t = g.totals
+                flops, nbytes = g.cost.flops, g.cost.bytes
+                intensity = flops / nbytes if nbytes else (float("inf") if flops else 0.0)
+                t_c = t.t_compute_s
+                peak = flops / t_c if t_c else 0.0
+                rows.append({
+                    "name": g.name, "n_ops": len(g.ops), **_cost_fields(g.cost),
+                    "intensity": intensity,
+                    "attainable_flops_per_s": min(peak, intensity * self.hw.mem_bw_bytes_per_s) if flops else 0.0,
+                    "t_compute_s": t.t_compute_s, "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s,
+                    "time_s": t.t_lower_s, "time_upper_s": t.t_upper_s, "time_realistic_s": t.t_realistic_s,
+                    "bound": t.bound, "share": t.t_lower_s / total_t,
+                    "op_kinds": dict(sorted(g.op_kinds.items(), key=lambda kv: -kv[1])),
+                    "ops": [o.name for o in g.ops],
+                })
+            self._layers = rows
+        return self._layers
+
+    # -- header facts ---------------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return str(self.meta.get("model") or self.graph.name)
+
+    def dtypes_used(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.ops:
+            if r["flops"]:
+                seen.setdefault(r["dtype"])
+        return list(seen)
+
+    def peaks_used(self) -> dict[str, float]:
+        """``{"matrix.bf16": 3.12e14, ...}`` for every peak some op used."""
+        out: dict[str, float] = {}
+        for r in self.ops:
+            for key in r["peak_used"].split("+"):
+                if key != "-" and key not in out:
+                    unit, dt = key.split(".")
+                    table = self.hw.matrix_peak_flops_per_s if unit == "matrix" else self.hw.vector_peak_flops_per_s
+                    out[key] = table.get(dt, 0.0)
+        return out
+
+    def ridge_points(self) -> dict[str, float]:
+        return {k: v / self.hw.mem_bw_bytes_per_s for k, v in self.peaks_used().items()}
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "model": self.model_name, "hardware": self.hw.label, "hardware_name": self.hw.name,
+            "mem_bw_bytes_per_s": self.hw.mem_bw_bytes_per_s, "peaks_used_flops_per_s": self.peaks_used(),
+            "ridge_points_flop_per_byte": self.ridge_points(), "dtypes": self.dtypes_used(),
+            "capture": self.meta.get("capture", self.graph.meta.get("capture", "")),
+            "dims": dict(self.graph.meta.get("dims", {})), "depth": self.depth,
+            "conventions": CONVENTIONS, "graphroof_version": __version__,
+        }
+
+    def notes(self) -> list[str]:
+        notes = [self.summary.coverage_line()]
+        settings = self.graph.meta.get("count_settings")
+        if settings is not None and any(r["op"].split(".")[-1].lower().find("attention") >= 0 for r in self.ops):
+            notes.append(settings.describe())
+        notes.extend(str(n) for n in self.graph.meta.get("notes", []))
+        notes.extend(str(n) for n in self.meta.get("notes", []))
+        return notes
+
+    # -- outputs --------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        t = self.totals
+        return _clean({
+            "schema_version": SCHEMA_VERSION,
+            **self.header(),
+            "hardware_profile": self.hw.as_dict(),
+            "totals": {
+                **_cost_fields(t.cost), "intensity": t.cost.intensity,
+                "time_s": t.t_lower_s, "time_lower_s": t.t_lower_s, "time_upper_s": t.t_upper_s,
+                "time_realistic_s": t.t_realistic_s, "t_compute_s": t.t_compute_s,
+                "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s, "bound": t.bound,
+            },
+            "coverage": self.summary.as_dict(),
+            "notes": self.notes(),
+            "layers": self.layers,
+            "ops": self.ops,
+        })
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def render(self, fmt: str = "terminal") -> str:
+        from .report import render_text
+
+        return render_text(self, fmt)
+
+    def to_markdown(self) -> str:
+        return self.render("markdown")
+
+    def to_dataframe(self, level: str = "layers"):
+        """Per-layer (or ``level="ops"``) rows as a pandas DataFrame; needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError:
+            from .errors import GraphroofError
+
+            raise GraphroofError("to_dataframe() needs pandas: pip install pandas") from None
+        return pd.DataFrame(self.layers if level == "layers" else self.ops)
+
+    def __repr__(self) -> str:
+        t = self.totals
+        return (f"<Analysis {self.model_name} on {self.hw.name}: {len(self.graph)} ops, "
+                f"{fmt_flops(t.cost.flops)}, {fmt_bytes(t.cost.bytes)}, roofline {fmt_time(t.t_lower_s)} "
+                f"(realistic {fmt_time(t.t_realistic_s)}), {t.bound}-bound>")

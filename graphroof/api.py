@@ -1,0 +1,96 @@
+"""``analyze``: the one call behind the CLI and the notebook API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .analysis import Analysis
+from .counters import count
+from .counters.registry import Rule
+from .counters.settings import CountSettings
+from .errors import InputError
+from .frontends import load
+from .graph import OpGraph, bind
+from .hardware import HardwareProfile, adhoc_profile, load_hardware
+from .roofline import evaluate_graph
+
+__all__ = ["analyze", "resolve_hardware", "count_graph"]
+
+
+def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_s: float | None = None,
+                     mem_bw_bytes_per_s: float | None = None, ideal: bool = False) -> HardwareProfile:
+    """A profile by name / path / object, with what-if overrides; no name plus both numbers = ad-hoc device."""
+    if hw is None:
+        if peak_flops_per_s is None or mem_bw_bytes_per_s is None:
+            if peak_flops_per_s is None and mem_bw_bytes_per_s is None:
+                hw = "a100"
+            else:
+                raise InputError("an ad-hoc device needs both --peak-flops and --mem-bw (or name a profile with --hw)")
+        else:
+            return adhoc_profile(peak_flops_per_s, mem_bw_bytes_per_s).with_overrides(ideal=ideal)
+    prof = load_hardware(hw)
+    return prof.with_overrides(peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s, ideal=ideal)
+
+
+def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule | None] | None = None,
+                strict: bool = False, dims: Mapping[str, int] | None = None, depth: int | None = None,
+                meta: Mapping[str, Any] | None = None, settings: CountSettings | None = None) -> Analysis:
+    """Bind dims, count, evaluate the roofline, and wrap the result (the pipeline after the frontend)."""
+    if dims or graph.symbolic_dims():
+        graph = bind(graph, {**graph.meta.get("default_dims", {}), **dict(dims or {})})
+    summary = count(graph, rules=rules, strict=strict, settings=settings)
+    evaluate_graph(graph, hw)
+    return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}))
+
+
+def analyze(
+    model: Any,
+    inputs: Any = None,
+    *,
+    hw: str | HardwareProfile | None = "a100",
+    rules: Mapping[str, Rule | None] | None = None,
+    strict: bool = False,
+    dims: Mapping[str, int] | None = None,
+    depth: int | None = None,
+    peak_flops_per_s: float | None = None,
+    mem_bw_bytes_per_s: float | None = None,
+    ideal: bool = False,
+    attention: str = "flash",
+    causal: str = "kernel",
+    **frontend_opts: Any,
+) -> Analysis:
+    """Roofline analysis of *model* on *hw*.
+
+    Parameters
+    ----------
+    model : nn.Module, path, ``"pkg.mod:factory"``, zoo name, or OpGraph
+        What to analyse (see :func:`graphroof.frontends.load`).
+    inputs : example inputs for an ``nn.Module`` (tensors, or shapes+dtypes); ignored otherwise.
+    hw : profile name, alias, file path or :class:`HardwareProfile`; ``None`` with both
+        *peak_flops_per_s* and *mem_bw_bytes_per_s* defines an ad-hoc device.
+    rules : per-call rule overrides, op key -> rule (``None`` = explicitly free).
+    strict : raise :class:`UnsupportedOpError` when some op has no rule.
+    dims : values for symbolic dims (``{"batch": 8, "seq": 512}``).
+    depth : layer depth for the rollup (``None`` = automatic).
+    attention : ``"flash"`` (scores stay on chip) or ``"naive"`` (scores written and read), see
+        :mod:`graphroof.counters.settings`.
+    causal : ``"kernel"`` (count what a causal kernel computes, ~half the square) or ``"full"``.
+
+    Examples
+    --------
+    >>> import graphroof
+    >>> a = graphroof.analyze("examples/textbook_ops.csv", hw="a100")
+    >>> a.totals.bound in ("memory", "compute")
+    True
+    """
+    settings = CountSettings(attention=attention, causal=causal)
+    prof = resolve_hardware(hw, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
+                            ideal=ideal)
+    opts = dict(frontend_opts)
+    if dims:
+        opts.setdefault("dims", dict(dims))
+    graph = load(model, inputs, **opts)
+    meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
+    return count_graph(graph, prof, rules=rules, strict=strict, dims=dims, depth=depth, meta=meta,
+                       settings=settings)

@@ -1,0 +1,99 @@
+"""Terminal and markdown renderers (tabulate) over the Analysis rows."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+
+__all__ = ["render", "layer_table", "op_table", "header_lines", "footer_lines"]
+
+HEADERS = ["FLOPs", "bytes", "AI (FLOP/B)", "attainable", "time", "realistic", "bound", "share"]
+
+
+def _ai(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == float("inf"):
+        return "inf"
+    return f"{x:.3g}"
+
+
+def _cells(r: dict) -> list[str]:
+    flops = fmt_flops(r["flops"]) + ("*" if r.get("estimated") else "")
+    return [flops, fmt_bytes(r["bytes"]), _ai(r["intensity"]), fmt_rate(r["attainable_flops_per_s"]),
+            fmt_time(r["time_s"]), fmt_time(r["time_realistic_s"]), r["bound"], f"{100 * r['share']:.1f}%"]
+
+
+def layer_table(rows: list[dict], markdown: bool) -> str:
+    body = [[r["name"], r["n_ops"], *_cells(r)] for r in rows]
+    return tabulate(body, headers=["layer", "ops", *HEADERS], tablefmt="github" if markdown else "simple",
+                    disable_numparse=True)
+
+
+def op_table(rows: list[dict], markdown: bool, top: int | None = None) -> str:
+    rows = sorted(rows, key=lambda r: -r["time_s"])[:top] if top else rows
+    body = [[r["name"], r["op"], r["dtype"], *_cells(r)] for r in rows]
+    return tabulate(body, headers=["op", "kind", "dtype", *HEADERS], tablefmt="github" if markdown else "simple",
+                    disable_numparse=True)
+
+
+def header_lines(a) -> list[str]:
+    h = a.header()
+    peaks = ", ".join(f"{k} {fmt_rate(v)}" for k, v in h["peaks_used_flops_per_s"].items()) or "-"
+    ridges = ", ".join(f"{k} {v:.1f}" for k, v in h["ridge_points_flop_per_byte"].items()) or "-"
+    dims = ", ".join(f"{k}={v}" for k, v in h["dims"].items())
+    lines = [
+        f"model: {h['model']}" + (f" ({dims})" if dims else "") + (f"; capture: {h['capture']}" if h["capture"] else ""),
+        f"hardware: {h['hardware']}; memory bandwidth {fmt_rate(h['mem_bw_bytes_per_s'], 'B/s')}; peaks used: {peaks}",
+        f"ridge point (FLOP/byte): {ridges}",
+        f"conventions: {h['conventions']}",
+    ]
+    return lines
+
+
+def footer_lines(a) -> list[str]:
+    t = a.totals
+    c = t.cost
+    lines = [
+        f"total: {fmt_flops(c.flops)} (matrix {fmt_flops(c.matrix_flops)}, vector {fmt_flops(c.vector_flops)}); "
+        f"{fmt_bytes(c.bytes)} (weights {fmt_bytes(c.weight_bytes)}, activations {fmt_bytes(c.act_bytes)}, "
+        f"KV {fmt_bytes(c.kv_bytes)}); AI {_ai(c.intensity)} FLOP/B",
+        f"time: roofline lower bound {fmt_time(t.t_lower_s)} (Σ max(Tc, Tm)); upper bound {fmt_time(t.t_upper_s)} "
+        f"(Σ Tc + Tm, no overlap); realistic {fmt_time(t.t_realistic_s)} (efficiencies "
+        f"matrix {a.hw.matrix_efficiency:g}, vector {a.hw.vector_efficiency:g}, memory {a.hw.mem_bw_efficiency:g}, "
+        f"launch {fmt_time(a.hw.launch_overhead_s)}/op); overall {t.bound}-bound",
+    ]
+    if c.net_bytes:
+        lines.append(f"network: {fmt_bytes(c.net_bytes)} over {a.hw.interconnect_name or 'interconnect'}, "
+                     f"{fmt_time(t.t_network_s)}")
+    for n in a.notes():
+        lines.append(f"note: {n}")
+    if any(r.get("estimated") for r in a.ops):
+        lines.append("note: * = estimated (no exact rule; bytes-only or approximate count)")
+    return lines
+
+
+def render(a, markdown: bool = False, ops: bool = False, top: int | None = None) -> str:
+    """The whole report: header, layer table, optional op table, footer."""
+    out: list[str] = []
+    if markdown:
+        out.append(f"# graphroof: {a.model_name} on {a.hw.label}\n")
+        out.extend(f"- {ln}" for ln in header_lines(a))
+        out.append("\n## Layers\n")
+        out.append(layer_table(a.layers, True))
+        if ops:
+            out.append("\n## Ops\n")
+            out.append(op_table(a.ops, True, top))
+        out.append("\n## Totals\n")
+        out.extend(f"- {ln}" for ln in footer_lines(a))
+    else:
+        out.extend(header_lines(a))
+        out.append("")
+        out.append(layer_table(a.layers, False))
+        if ops:
+            out.append("")
+            out.append(op_table(a.ops, False, top))
+        out.append("")
+        out.extend(footer_lines(a))
+    return "\n".join(out) + "\n"

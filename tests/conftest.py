@@ -1,0 +1,32 @@
+"""Shared test helpers: literal tensor specs, nodes and a round-number hardware profile."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphroof.graph import OpNode, Role, TensorSpec
+from graphroof.hardware import HardwareProfile
+
+
+def T(dtype: str, *shape, role: Role | str = Role.ACTIVATION) -> TensorSpec:
+    """``T("bf16", 4, 5, role="weight")``: a tensor spec literal."""
+    return TensorSpec(tuple(shape), dtype, Role(role))
+
+
+def W(dtype: str, *shape) -> TensorSpec:
+    return T(dtype, *shape, role=Role.WEIGHT)
+
+
+def node(op: str, ins=(), outs=(), name: str = "n", scope: str = "", **attrs) -> OpNode:
+    return OpNode(name, op, tuple(ins), tuple(outs), attrs, scope)
+
+
+@pytest.fixture
+def round_hw() -> HardwareProfile:
+    """100 TFLOP/s matrix, 10 TFLOP/s vector, 1 TB/s: matrix ridge point = 100 FLOP/byte exactly."""
+    return HardwareProfile(
+        name="round", matrix_peak_flops_per_s={"bf16": 100e12, "fp32": 50e12},
+        vector_peak_flops_per_s={"bf16": 10e12, "fp32": 10e12}, mem_bw_bytes_per_s=1e12,
+        interconnect_bw_bytes_per_s=100e9, matrix_efficiency=0.5, vector_efficiency=0.5,
+        mem_bw_efficiency=0.8, interconnect_efficiency=1.0, launch_overhead_s=1e-6,
+    )
