@@ -231,8 +231,18 @@ command("rules", "list the registered counting rules (or a model's ops without o
 
 # -- main ----------------------------------------------------------------------------------------------
 
+#: Modules that register further sub-commands with ``command(...)`` when imported (one line per feature).
+FEATURE_MODULES: tuple[str, ...] = (
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
     from ._version import __version__
+
+    for mod in FEATURE_MODULES:
+        importlib.import_module(mod)
 
     p = argparse.ArgumentParser(prog="graphroof", description="Roofline analysis of real model graphs: "
                                 "FLOPs, bytes, bound and time per op and layer.")
@@ -242,14 +252,6 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (help_, add, _run) in COMMANDS.items():
         add(sub.add_parser(name, help=help_, description=help_))
     return p
-
-
-class _ArgError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    pass
 
 
 def _warn_line(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
