@@ -71,3 +71,10 @@ def test_alias_and_overrides():
     assert a.mem_bw_bytes_per_s == 2.039e12  # the original is untouched
     adhoc = adhoc_profile(4.6e12, 96e9)
     assert adhoc.ridge_point("fp16") == pytest.approx(4.6e12 / 96e9)
+
+
+def test_fp32_matmul_without_fp32_matrix_units_uses_cuda_cores():
+    # A100 lists TF32 (156 TFLOP/s) but no fp32 for its tensor cores; PyTorch keeps TF32 off for matmul by
+    # default, so an fp32 GEMM runs on the CUDA cores at 19.5 TFLOP/s
+    assert load_hardware("a100").peak("matrix", "fp32") == (19.5e12, "vector.fp32")
+    assert load_hardware("a100").peak("matrix", "tf32") == (156e12, "matrix.tf32")

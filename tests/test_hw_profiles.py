@@ -12,13 +12,6 @@ from graphroof import hardware
 from graphroof.hardware import list_profiles, load_hardware
 
 REPO_PROFILES = Path(__file__).resolve().parent.parent / "hw_profiles"
-_ORIGINAL_PROFILE_DIR = hardware.profile_dir
-
-
-@pytest.fixture(autouse=True)
-def _this_checkouts_profiles(monkeypatch):
-    """Test the files in this checkout, whichever installed ``graphroof`` the import resolved to."""
-    monkeypatch.setattr(hardware, "profile_dir", lambda: REPO_PROFILES)
 
 
 def _raw(path: str | Path) -> dict:
@@ -192,8 +185,5 @@ def test_h100_ridge_point():
     assert 290 < load_hardware("h100").ridge_point("bf16") < 300
 
 
-def test_profile_dir_of_this_checkout_when_imported_from_it():
-    """When ``graphroof`` is imported from this checkout, its own profile_dir() finds these files."""
-    if Path(hardware.__file__).resolve().parent.parent != REPO_PROFILES.parent:
-        pytest.skip(f"graphroof imported from {hardware.__file__}, not from this checkout")
-    assert _ORIGINAL_PROFILE_DIR().resolve() == REPO_PROFILES
+def test_profile_dir_is_this_checkouts():
+    assert hardware.profile_dir().resolve() == REPO_PROFILES
