@@ -1,3 +1,4 @@
 """Built-in rules.  Each module registers its rules with ``@register_rule`` on import."""
 
 from . import table  # noqa: F401
+from . import aten_attention, aten_conv, aten_elementwise, aten_matmul, aten_movement, aten_norm, aten_reduce  # noqa: F401,E401
