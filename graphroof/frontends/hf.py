@@ -99,12 +99,15 @@ def build_model(data: dict[str, Any], *, dtype: str | None = None, source: str =
     if tdtype is None or not tdtype.is_floating_point:
         raise InputError(f"dtype {name!r}: the model's parameters need a floating dtype (fp32, bf16, fp16)")
     cls = _model_class(cfg, data)
+    build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
     try:
         with torch.device("meta"):
-            if hasattr(cls, "from_config"):
-                model = cls.from_config(cfg, dtype=tdtype, attn_implementation="sdpa")
-            else:
-                model = cls._from_config(cfg, dtype=tdtype, attn_implementation="sdpa")
+            try:
+                model = build(cfg, dtype=tdtype, attn_implementation="sdpa")
+            except ValueError as e:  # no SDPA path for this architecture: its own (eager) attention
+                if "attention implementation" not in str(e):
+                    raise
+                model = build(cfg, dtype=tdtype, attn_implementation="eager")
     except Exception as e:  # noqa: BLE001
         from .torch_common import one_line
 
@@ -160,6 +163,9 @@ def model_inputs(model, cfg, *, batch: int, seq: int | None, name: str) -> tuple
             raise InputError(f"{name} handles at most {limit} tokens (learned position embeddings); "
                              f"use --seq {limit} or less")
         inputs: dict[str, Any] = {"input_ids": ((batch, seq), "int64")}
+        if getattr(cfg, "is_encoder_decoder", False):  # one decoder pass over a target as long as the source
+            inputs["decoder_input_ids"] = ((batch, seq), "int64")
+            notes.append(f"encoder-decoder: encoder and decoder both run on {seq} tokens")
     elif main == "pixel_values":
         size = getattr(cfg, "image_size", 224)
         size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)

@@ -78,7 +78,8 @@ def plain(v: Any) -> Any:
             return str(v)
     if isinstance(v, enum.Enum):
         return v.name
-    return str(v)
+    text = str(v)
+    return text[len("torch."):] if text.startswith("torch.") else text   # memory formats, layouts, devices
 
 
 # -- schemas ----------------------------------------------------------------------------------------------

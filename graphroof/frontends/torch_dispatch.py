@@ -223,10 +223,10 @@ class _Keeper(TorchFunctionMode):
 
 
 def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_mode: FakeTensorMode,
-                     input_refs: dict[int, Ref], name: str, meta: dict[str, Any],
+                     input_refs: dict[int, tuple[torch.Tensor, Ref]], name: str, meta: dict[str, Any],
                      causal_masks: bool = False) -> OpGraph:
     """Record ``root(*args, **kwargs)``; *args* / *kwargs* hold fake tensors from *fake_mode*, *input_refs*
-    maps ``id(tensor)`` of each input to its Ref (name and role)."""
+    maps ``id(tensor)`` of each input tensor (including those inside input objects) to ``(tensor, Ref)``."""
     global _KEEP
     if _KEEP is None:
         _KEEP = _keep_table()
@@ -238,10 +238,8 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
     for bname, buf in root.named_buffers(remove_duplicate=False):
         if buf not in refs:
             refs[buf] = Ref(spec_of(buf, Role.CONST), bname)
-    flat = list(args) + list(kwargs.values())
-    for t in flat:
-        if isinstance(t, torch.Tensor) and id(t) in input_refs:
-            refs[t] = input_refs[id(t)]
+    for t, r in input_refs.values():
+        refs[t] = r
     cap = _Capture(root, builder, refs, causal_masks)
 
     def pre(mod, _args):

@@ -104,8 +104,8 @@ def _make_input(v: Any, name: str | None, pos: int, module, fake_mode, device, f
         dtype = None
         if isinstance(v, TensorSpec):
             shape, dtype = tuple(resolve_dim(d, dims) for d in v.shape), v.dtype
-        elif isinstance(v, tuple) and len(v) == 2 and _as_shape(v[0], dims) is not None and \
-                isinstance(v[1], (str, torch.dtype)):
+        elif isinstance(v, tuple) and len(v) == 2 and not isinstance(v[0], (int, str)) and \
+                _as_shape(v[0], dims) is not None and (v[1] is None or isinstance(v[1], (str, torch.dtype))):
             shape, dtype = _as_shape(v[0], dims), v[1]
         else:
             shape = _as_shape(v, dims)
@@ -155,13 +155,37 @@ def prepare_inputs(module, inputs, input_shapes, dims, fake_mode, kv_inputs=()):
     for pos, (name, v) in enumerate(items):
         t, ref = _make_input(v, name, pos, module, fake_mode, device, fdtype, dims, set(kv_inputs))
         if ref is not None:
-            refs[id(t)] = ref
+            refs[id(t)] = (t, ref)
+        else:  # an object holding tensors (a transformers Cache ...): name them, KV when it is a cache
+            kv = (name in set(kv_inputs)) or "cache" in type(t).__name__.lower() or "past_key" in str(name)
+            for i, nt in enumerate(_nested_tensors(t)):
+                refs[id(nt)] = (nt, Ref(spec_of(nt, Role.KV_CACHE if kv else Role.ACTIVATION), f"{name or pos}.{i}"))
         if isinstance(inputs, Mapping):
             kwargs[name] = t
         else:
             args.append(t)
-    desc = ", ".join(f"{r.name}={r.spec}" for r in refs.values())
+    desc = ", ".join(f"{r.name}={r.spec}" for _, r in refs.values())
     return tuple(args), kwargs, refs, desc
+
+
+def _nested_tensors(obj: Any, depth: int = 4) -> list[torch.Tensor]:
+    """Tensors held by a plain input object (lists, dicts, attributes), e.g. a KV cache's keys and values."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth == 0 or obj is None or isinstance(obj, (str, bytes, int, float, bool, torch.nn.Module)):
+        return []
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple, set)):
+        items = list(obj)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        items = list(vars(obj).values())
+    else:
+        return []
+    out: list[torch.Tensor] = []
+    for it in items:
+        out.extend(_nested_tensors(it, depth - 1))
+    return out
 
 
 # -- torch.export capture -------------------------------------------------------------------------------------
@@ -258,7 +282,7 @@ def capture_export(module, args, kwargs, *, input_refs, name, meta, causal_masks
         ep = torch.export.export(module, args, kwargs, strict=False)
     b = GraphBuilder(name, meta)
     env: dict[str, Any] = {}
-    user = list(input_refs.values())
+    user = [r for _, r in input_refs.values()]
     by_name = {r.name: r for r in user}
     ui = 0
     kinds = torch.export.graph_signature.InputKind

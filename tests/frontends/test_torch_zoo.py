@@ -160,3 +160,25 @@ def test_meta_params_untouched_by_analysis():
     g = graphroof.frontends.torch_export.load_module(model, [(1, 3, 224, 224)])
     assert all(p.is_meta for p in model.parameters()) and len(g) > 50
     assert torch.device("meta") == next(model.parameters()).device
+
+
+def test_decode_step_with_a_transformers_cache_counts_kv_bytes():
+    from transformers import DynamicCache
+
+    from graphroof.frontends.torch_export import load_module
+
+    model, cfg, _ = hf.build_model(TINY)
+    cache = DynamicCache(config=cfg)
+    for i in range(2):                                       # 15 cached tokens, 2 KV heads of 16, bf16
+        k = torch.empty(1, 2, 15, 16, device="meta", dtype=torch.bfloat16)
+        cache.update(k, k.clone(), i)
+    with hf.eager_prompt():
+        g = load_module(model, {"input_ids": (1, 1), "past_key_values": cache, "use_cache": True}, capture="dispatch")
+    c = graphroof.analyze(g).totals.cost
+    # per layer, K and V (rows of 2 heads x 16 = 32 values): the cache grows by concatenation (read 15 cached
+    # rows, write 16), then attention reads the 16 rows.  2 layers * 2 * (15 + 16) * 32 * 2 B = 7936 B read,
+    # 2 layers * 2 * 16 * 32 * 2 B = 4096 B written
+    assert c.kv_read_bytes == 2 * 2 * (15 + 16) * 32 * 2 and c.kv_write_bytes == 2 * 2 * 16 * 32 * 2
+    # one query over 16 keys (no causal reduction for a single query), 4 query heads: 2 * 4 * 16 * 32 per layer
+    sdpa = [n for n in g.ops() if n.op == "aten.scaled_dot_product_attention"]
+    assert len(sdpa) == 2 and not sdpa[0].attrs["is_causal"]
