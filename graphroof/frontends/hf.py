@@ -91,11 +91,11 @@ def build_model(data: dict[str, Any], *, dtype: str | None = None, source: str =
     import torch
 
     from ..dtypes import canonical_dtype
-    from .torch_export import _TORCH_DTYPES
+    from .torch_inputs import TORCH_DTYPES
 
     cfg, cfg_dtype = _config(data, source)
     name = canonical_dtype(dtype or cfg_dtype or "fp32")
-    tdtype = _TORCH_DTYPES.get(name)
+    tdtype = TORCH_DTYPES.get(name)
     if tdtype is None or not tdtype.is_floating_point:
         raise InputError(f"dtype {name!r}: the model's parameters need a floating dtype (fp32, bf16, fp16)")
     cls = _model_class(cfg, data)

@@ -91,7 +91,7 @@ def build_zoo_module(name: str, dtype: str | None = None):
     """``(module on the meta device, default inputs for batch 1)`` of a torch-source (vision) entry."""
     import torch
 
-    from .torch_export import _TORCH_DTYPES
+    from .torch_inputs import TORCH_DTYPES
     from .zoo_models import resnet, vit
 
     m = resolve(name)
@@ -101,7 +101,7 @@ def build_zoo_module(name: str, dtype: str | None = None):
                 "vit-b-16": lambda: vit("b"), "vit-l-16": lambda: vit("l")}
     from ..dtypes import canonical_dtype
 
-    tdtype = _TORCH_DTYPES[canonical_dtype(dtype or m.dtype)]
+    tdtype = TORCH_DTYPES[canonical_dtype(dtype or m.dtype)]
     with torch.device("meta"):
         module = builders[m.name]().to(tdtype)
     return module, [(1, *VISION_INPUT)]

@@ -13,7 +13,6 @@ import torch
 
 import graphroof
 from graphroof.frontends.hf import load_config_data
-from graphroof.frontends.zoo import load_zoo
 from tests.frontends.torch_models import SmallCNN
 
 pytest.importorskip("transformers")
