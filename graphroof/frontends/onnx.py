@@ -43,6 +43,8 @@ _SKIP_ATTR = {AttributeProto.GRAPH, AttributeProto.GRAPHS, AttributeProto.TENSOR
 _INT_COMPUTE = {"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "QGemm", "DynamicQuantizeMatMul",
                 "MatMulIntegerToFloat", "QAttention"}
 _ABSENT = TensorSpec((0,), "fp32")
+#: Ops whose output aliases their first input (no copy): the output keeps the input's role.
+_ALIAS = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}
 
 
 def is_kv_name(name: str) -> bool:
@@ -68,10 +70,9 @@ def scope_of(node: onnx.NodeProto) -> str:
     if scopes:
         try:
             parts = ast.literal_eval(scopes)
-            if isinstance(parts, list) and len(parts) >= 2:
-                return str(parts[-2])
-            if isinstance(parts, list):
-                return ""
+            if isinstance(parts, list):  # [..., module path, op name]; "_empty_nn_module_stack..." = none
+                mod = str(parts[-2]) if len(parts) >= 2 else ""
+                return "" if mod.startswith("_") else mod
         except (ValueError, SyntaxError):
             pass
     ns = meta.get("namespace")
@@ -261,6 +262,9 @@ class _Builder:
             ins = tuple(self.spec(x) if x else None for x in node.input)
             while ins and ins[-1] is None:
                 ins = ins[:-1]
+            if node.op_type in _ALIAS and ins and ins[0] is not None and ins[0].role is not Role.ACTIVATION:
+                for o in node.output:  # a view of a weight (or of the KV cache) is still that weight in memory
+                    self.roles.setdefault(o, ins[0].role)
             outs = [self.spec(o) if o else _ABSENT for o in node.output]
             while outs and outs[-1] is _ABSENT:
                 outs.pop()

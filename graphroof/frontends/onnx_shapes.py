@@ -273,44 +273,76 @@ def _symbolic_infer(model: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto
         log.setLevel(level)
 
 
+def _placeholder(d: int | str, name: str) -> bool:
+    """A dim nobody named: ONNX's ``unk__N`` or the ``<tensor>_dN`` graphroof gives a bare unknown dim."""
+    return isinstance(d, str) and (d.startswith("unk__") or d.startswith(_ident(name) + "_d"))
+
+
 def _merge(table: TypeTable, new: TypeTable) -> None:
-    """Take *new* entries where they know more (a shape where there was none, a named dim for an unknown)."""
+    """Fill what *table* does not know from *new*: missing shapes, and dims nobody named."""
     for name, (dt, shape) in new.items():
         old = table.get(name)
         if old is None or old[1] is None:
             table[name] = (dt, shape)
         elif shape is not None and len(shape) == len(old[1]):
-            merged = tuple(n if isinstance(o, str) and not (isinstance(n, str) and n.startswith("unk__")) else o
+            merged = tuple(n if _placeholder(o, name) and not _placeholder(n, name) else o
                            for o, n in zip(old[1], shape))
             table[name] = (old[0], merged)
+
+
+def _known_ops() -> set[tuple[str, str]]:
+    """(domain, op) pairs onnxruntime's symbolic shape inference handles (empty without onnxruntime)."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        ops = SymbolicShapeInference(2**31 - 1, True, True, 0).dispatcher_
+    except Exception:  # noqa: BLE001 - no onnxruntime, or its internals moved: rely on ONNX's schemas
+        return set()
+    return {(d, op) for op in ops for d in ("", "com.microsoft")}
+
+
+def _unknown_op(node: onnx.NodeProto, ort_ops: set[tuple[str, str]]) -> bool:
+    dom = "" if node.domain == "ai.onnx" else node.domain
+    if (dom, node.op_type) in ort_ops:
+        return False
+    try:
+        return not onnx.defs.has(node.op_type, dom)
+    except Exception:  # noqa: BLE001
+        return True
 
 
 def infer(model: onnx.ModelProto, notes: list[str]) -> tuple[onnx.ModelProto, TypeTable]:
     """Run the inference steps of the module docstring; returns the inferred model and its type table."""
     inferred = _onnx_infer(model)
     table = _read_types(inferred)
+    gaps = _gaps(inferred, table)
+    if not gaps:
+        return inferred, table
+    ort_ops = _known_ops()
+    for _ in range(16):  # ops no inference knows: take their first input's type, let ONNX continue from there
+        if not _guess_unknown(inferred, table, notes, lambda n: _unknown_op(n, ort_ops)):
+            break
+        inferred = _onnx_infer(inferred)
+        _merge(table, _read_types(inferred))
     if _gaps(inferred, table):
         sym = _symbolic_infer(inferred, notes)
         if sym is not None:
             _merge(table, _read_types(sym))
-            inferred = sym
-    for _ in range(16):  # guess the outputs of ops no inference knows, then let inference continue from there
-        guessed = _guess_unknown(inferred, table, notes)
-        if not guessed:
-            break
-        inferred = _onnx_infer(inferred)
-        _merge(table, _read_types(inferred))
+    if _guess_unknown(inferred, table, notes, lambda n: True):  # anything still without a type
+        _merge(table, _read_types(_onnx_infer(inferred)))
     return inferred, table
 
 
-def _guess_unknown(model: onnx.ModelProto, table: TypeTable, notes: list[str]) -> bool:
-    """Give each output with no type at all the type of its node's first input (as value_info); True if any."""
+def _guess_unknown(model: onnx.ModelProto, table: TypeTable, notes: list[str], which) -> bool:
+    """Give each output with no type at all the type of its node's first typed input; True if any."""
     changed = False
     for g in iter_graphs(model.graph):
         for node in g.node:
-            src = next((i for i in node.input if i and table.get(i) and table[i][1] is not None), None)
             missing = [o for o in node.output if o and (o not in table or table[o][1] is None)]
-            if not missing or src is None:
+            if not missing or not which(node):
+                continue
+            src = next((i for i in node.input if i and table.get(i) and table[i][1] is not None), None)
+            if src is None:
                 continue
             dt, shape = table[src]
             elem = next((k for k, v in ONNX_DTYPES.items() if v == dt), TensorProto.FLOAT)

@@ -150,7 +150,7 @@ def _cache_rows(cache: TensorSpec | None, rows: int) -> TensorSpec | None:
 @register_rule("com.microsoft.GroupQueryAttention")
 def ms_group_query_attention(node: OpNode) -> Cost:
     """(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache, ...):
-    always causal, ``local_window_size`` limits the keys each query sees; kv length = present_key's;
+    always causal, ``local_window_size`` limits the keys each query sees; kv length = past_key's + new tokens;
     ``do_rotary`` adds rotary on Q and K (3 FLOPs per rotated element, cos / sin rows read per token)."""
     q, out = node.inputs[0], node.outputs[0]
     n, nkv = int(node.attrs["num_heads"]), int(node.attrs["kv_num_heads"])
@@ -158,7 +158,9 @@ def ms_group_query_attention(node: OpNode) -> Cost:
     h = out.shape[-1] // n
     pk, past, key = _present(node, 1), node.input(3), node.input(1)
     new_kv = key.shape[1] if key is not None else s
-    kv_len = pk.shape[2] if pk is not None else new_kv + (past.shape[2] if past is not None else 0)
+    # past + new tokens (present_key's declared length is often the past buffer's: the real total is a run-time
+    # input, total_sequence_length); with no past, present's length
+    kv_len = new_kv + past.shape[2] if past is not None else (pk.shape[2] if pk is not None else new_kv)
     extra = Cost()
     cos, sin = node.input(7), node.input(8)
     if node.attrs.get("do_rotary") and cos is not None:
