@@ -249,16 +249,42 @@ class _Builder:
         self.names.add(name)
         return name
 
+    def scopes(self, g: onnx.GraphProto) -> list[str]:
+        """Each node's scope: its own (metadata, name path, unshared weight name), else its latest scoped producer's
+        (a fused ``SkipLayerNorm_AddBias_3`` belongs with the projection it follows), else its first scoped
+        consumer's.  Nodes with no scoped neighbour stay unscoped (``(top)`` in the rollup)."""
+        uses: dict[str, int] = {}
+        for n in g.node:
+            for x in n.input:
+                uses[x] = uses.get(x, 0) + 1
+        # a weight read by one node names its module; a shared one (tied, or deduplicated by an optimizer) does not
+        own = [scope_of(n) or next((_weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT
+                                    and uses[x] == 1 and _weight_scope(x)), "") for n in g.node]
+        if all(own) or not any(own):
+            return own
+        first_consumer: dict[str, str] = {}
+        for n, sc in zip(g.node, own):
+            if sc:
+                for x in n.input:
+                    first_consumer.setdefault(x, sc)
+        made: dict[str, tuple[int, str]] = {}  # tensor -> (producer's position, its scope)
+        out = []
+        for i, (n, sc) in enumerate(zip(g.node, own)):
+            if not sc:
+                sc = max((made[x] for x in n.input if x in made and made[x][1]), default=(0, ""))[1]
+                sc = sc or next((first_consumer[o] for o in n.output if o in first_consumer), "")
+            for o in n.output:
+                made[o] = (i, sc)
+            out.append(sc)
+        return out
+
     def walk(self, g: onnx.GraphProto, *, prefix: str = "", sub_scope: str | None = None,
              repeat: int | str = 1) -> None:
+        scopes = self.scopes(g) if sub_scope is None else None
         for i, node in enumerate(g.node):
             local = node.name or f"{node.op_type}_{i}"
             name = self.unique(prefix + local)
-            if sub_scope is not None:
-                scope = sub_scope
-            else:
-                scope = scope_of(node) or next((_weight_scope(x) for x in node.input
-                                                if self.roles.get(x) is Role.WEIGHT and _weight_scope(x)), "")
+            scope = sub_scope if scopes is None else scopes[i]
             ins = tuple(self.spec(x) if x else None for x in node.input)
             while ins and ins[-1] is None:
                 ins = ins[:-1]
@@ -364,7 +390,9 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     g.name = path.stem
     g.nx.graph["name"] = path.stem
     external = sum(1 for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)
-    others = ", ".join(f"{i.domain} {i.version}" for i in model.opset_import if i.domain not in ("", "ai.onnx"))
+    used = {n.domain for g2 in iter_graphs(model.graph) for n in g2.node}
+    others = ", ".join(f"{i.domain} {i.version}" for i in model.opset_import
+                       if i.domain not in ("", "ai.onnx") and i.domain in used)
     header = (f"ONNX file: producer {_producer(model)}, IR {model.ir_version}, opset {opset}"
               + (f" (+ {others})" if others else "")
               + f"; {len(model.graph.initializer)} weight tensors, not read"

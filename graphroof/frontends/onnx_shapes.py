@@ -279,13 +279,15 @@ def _placeholder(d: int | str, name: str) -> bool:
 
 
 def _merge(table: TypeTable, new: TypeTable) -> None:
-    """Fill what *table* does not know from *new*: missing shapes, and dims nobody named."""
+    """Fill what *table* does not know from *new*: missing shapes, numbers for symbolic dims, names for dims
+    nobody named."""
     for name, (dt, shape) in new.items():
         old = table.get(name)
         if old is None or old[1] is None:
             table[name] = (dt, shape)
         elif shape is not None and len(shape) == len(old[1]):
-            merged = tuple(n if _placeholder(o, name) and not _placeholder(n, name) else o
+            merged = tuple(n if isinstance(o, str) and (isinstance(n, int) or _placeholder(o, name)
+                                                        and not _placeholder(n, name)) else o
                            for o, n in zip(old[1], shape))
             table[name] = (old[0], merged)
 
@@ -315,22 +317,27 @@ def infer(model: onnx.ModelProto, notes: list[str]) -> tuple[onnx.ModelProto, Ty
     """Run the inference steps of the module docstring; returns the inferred model and its type table."""
     inferred = _onnx_infer(model)
     table = _read_types(inferred)
-    gaps = _gaps(inferred, table)
-    if not gaps:
+    if not _gaps(inferred, table):
         return inferred, table
     ort_ops = _known_ops()
-    for _ in range(16):  # ops no inference knows: take their first input's type, let ONNX continue from there
-        if not _guess_unknown(inferred, table, notes, lambda n: _unknown_op(n, ort_ops)):
-            break
-        inferred = _onnx_infer(inferred)
-        _merge(table, _read_types(inferred))
+    inferred = _guess_loop(inferred, table, notes, lambda n: _unknown_op(n, ort_ops))
     if _gaps(inferred, table):
         sym = _symbolic_infer(inferred, notes)
         if sym is not None:
             _merge(table, _read_types(sym))
-    if _guess_unknown(inferred, table, notes, lambda n: True):  # anything still without a type
-        _merge(table, _read_types(_onnx_infer(inferred)))
+        else:  # no onnxruntime help: every op ONNX has no schema for gets its first input's shape
+            inferred = _guess_loop(inferred, table, notes, lambda n: _unknown_op(n, set()))
     return inferred, table
+
+
+def _guess_loop(model: onnx.ModelProto, table: TypeTable, notes: list[str], which) -> onnx.ModelProto:
+    """Guess the outputs of the ops *which* selects, then let ONNX inference continue from them; repeat."""
+    for _ in range(64):
+        if not _guess_unknown(model, table, notes, which):
+            break
+        model = _onnx_infer(model)
+        _merge(table, _read_types(model))
+    return model
 
 
 def _guess_unknown(model: onnx.ModelProto, table: TypeTable, notes: list[str], which) -> bool:
@@ -341,8 +348,8 @@ def _guess_unknown(model: onnx.ModelProto, table: TypeTable, notes: list[str], w
             missing = [o for o in node.output if o and (o not in table or table[o][1] is None)]
             if not missing or not which(node):
                 continue
-            src = next((i for i in node.input if i and table.get(i) and table[i][1] is not None), None)
-            if src is None:
+            src = node.input[0] if node.input and table.get(node.input[0]) else None
+            if src is None or table[src][1] is None:
                 continue
             dt, shape = table[src]
             elem = next((k for k, v in ONNX_DTYPES.items() if v == dt), TensorProto.FLOAT)

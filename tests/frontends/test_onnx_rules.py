@@ -395,3 +395,12 @@ def test_scan_length_left_symbolic_is_bound_at_count_time(tmp_path):
     g = bind(g, {"steps": 3})
     count(g, warn=False)
     assert cost(g, "scan/body/sadd").vector_flops == 3 * 4
+
+
+def test_lstm(tmp_path):
+    # X [S=5, B=2, I=3], hidden 4, one direction: W [1, 16, 3], R [1, 16, 4], B [1, 32]
+    n = node("LSTM", ["x", "w", "r", "b"], ["y", "yh"], hidden_size=4)
+    c = one(tmp_path, n, [vi("x", F32, [5, 2, 3])], [init("w", (1, 16, 3)), init("r", (1, 16, 4)), init("b", (1, 32))])
+    # 10 (step, batch) pairs: gate products 2 * 16 * (3 + 4) = 224 each; bias 32 + cell 18 * 4 = 104 each
+    assert (c.matrix_flops, c.vector_flops) == (10 * 224, 10 * 104)
+    assert c.weight_bytes == (48 + 64 + 32) * 4 and c.act_write_bytes == (5 * 1 * 2 * 4 + 2 * 4) * 4

@@ -199,3 +199,39 @@ def test_matmul_nbits_quantizer(tmp_path):
     assert c.matrix_flops == 2 * 4 * 32 * 64
     # B packed: N=32 x 2 blocks x 16 bytes = 1024; scales fp32 [64] = 256 (symmetric: no zero points)
     assert nb.inputs[1].nbytes == 1024 and c.weight_bytes == 1024 + 256
+
+
+def test_bert_fused_by_onnxruntime_optimizer(tmp_path):
+    """Legacy export of a tiny BERT, fused by onnxruntime.transformers (SkipLayerNormalization, BiasGelu)."""
+    transformers = pytest.importorskip("transformers")
+    optimizer = pytest.importorskip("onnxruntime.transformers.optimizer")
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    bert = transformers.BertModel(cfg, add_pooling_layer=False).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, ids, mask, types):
+            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+
+    args = (torch.randint(0, 100, (1, 8)), torch.ones(1, 8, dtype=torch.int64), torch.zeros(1, 8, dtype=torch.int64))
+    p = export(Hidden(), args, tmp_path / "bert.onnx", "torchscript", {i: {0: "batch", 1: "seq"} for i in range(3)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = optimizer.optimize_model(str(p), model_type="bert", num_heads=2, hidden_size=32)
+    q = tmp_path / "bert_opt.onnx"
+    opt.save_model_to_file(str(q))
+    a = graphroof.analyze(q, hw="a100", dims={"batch": 1, "seq": 64}, strict=True, depth=3)
+    kinds = {r["op"] for r in a.ops}
+    assert {"com.microsoft.SkipLayerNormalization", "com.microsoft.BiasGelu"} <= kinds
+    rows = {r["name"]: r for r in a.layers}
+    # the fused ops join the layer of the projection they follow: both layers cost the same
+    assert rows["bert.encoder.layer.0"]["flops"] == rows["bert.encoder.layer.1"]["flops"]
+    # per layer: q, k, v, o 2*64*32*32 each, FFN 2*64*32*64 twice, scores and P@V 2 * (2 heads * 64*64*16) each
+    assert rows["bert.encoder.layer.0"]["matrix_flops"] == 4 * 131072 + 2 * 262144 + 2 * 262144
+    skip = [r for r in a.ops if r["op"] == "com.microsoft.SkipLayerNormalization"]
+    assert all(r["vector_flops"] == (7 + 1 + 1) * 64 * 32 for r in skip)  # LayerNorm + skip + bias per element

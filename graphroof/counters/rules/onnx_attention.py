@@ -116,7 +116,7 @@ def ms_attention(node: OpNode) -> Cost:
                           causal=bool(node.attrs.get("unidirectional", 0)), past=(4,), present=(1,), extra=proj)
 
 
-@register_rule("com.microsoft.MultiHeadAttention", "com.microsoft.DecoderMaskedMultiHeadAttention")
+@register_rule("com.microsoft.MultiHeadAttention")
 def ms_multi_head_attention(node: OpNode) -> Cost:
     """(query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value, ...): query
     [B,S,D] or packed QKV [B,S,N,3,H]; key [B,L,D], [B,N,L,H] or packed KV [B,L,N,2,H]; bias adds one FLOP

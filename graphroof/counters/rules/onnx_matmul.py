@@ -1,4 +1,5 @@
-"""ONNX matrix ops: MatMul, Gemm, Einsum, Conv, ConvTranspose and their quantized / ``com.microsoft`` forms.
+"""ONNX matrix ops: MatMul, Gemm, Einsum, Conv, ConvTranspose, LSTM / GRU / RNN and their quantized /
+``com.microsoft`` forms.
 
 FLOPs are ``FLOPS_PER_MAC`` per multiply-add on the matrix units; a bias add is one vector FLOP per output
 element.  Bytes are the tensors' real sizes in their real dtypes (an int4 ``MatMulNBits`` weight is its packed
@@ -205,3 +206,23 @@ def einsum(node: OpNode) -> Cost:
     """See :func:`einsum_flops`; bytes are the operands and the result."""
     mat, vec, est = einsum_flops(str(node.attrs["equation"]), [tuple(t.shape) for t in node.inputs if t is not None])
     return io_cost(node, matrix_flops=mat, vector_flops=vec, estimated=est)
+
+
+#: Recurrent cells: (gates G, vector FLOPs per hidden unit per step).  LSTM: 3 sigmoid gates (4 each) + 2 tanh
+#: (1 each) + ``c = f*c + i*g`` (3) + ``h = o*tanh(c)`` (1) = 18; GRU: 2 sigmoid gates (8) + tanh (1) +
+#: ``r * (R h)`` (1) + ``h = (1-z)*n + z*h`` (3) = 13; RNN: the activation (1).
+RNN_CELLS: dict[str, tuple[int, int]] = {"LSTM": (4, 18), "GRU": (3, 13), "RNN": (1, 1)}
+
+
+@register_rule("onnx.LSTM", "onnx.GRU", "onnx.RNN")
+def recurrent(node: OpNode) -> Cost:
+    """(X, W [D, G*H, I], R [D, G*H, H], B, ...): per step, batch row and direction the gate products
+    ``2 * G*H * (I + H)``, the two bias adds ``2 * G*H`` when B is given, and the cell's per-unit math."""
+    x, w = _req(node, 0), _req(node, 1)
+    gates, per_unit = RNN_CELLS[node.op.split(".")[-1]]
+    seq, batch = (x.shape[1], x.shape[0]) if node.attrs.get("layout", 0) else (x.shape[0], x.shape[1])
+    d, gh, i = w.shape
+    h = gh // gates
+    steps = seq * batch * d
+    bias = 2 * gh if node.input(3) is not None else 0
+    return io_cost(node, matrix_flops=steps * FLOPS_PER_MAC * gh * (i + h), vector_flops=steps * (bias + per_unit * h))
