@@ -58,13 +58,8 @@ def op_key(node: onnx.NodeProto) -> str:
     return f"onnx.{node.op_type}" if dom in ("", "ai.onnx") else f"{dom}.{node.op_type}"
 
 
-def _path_scope(name: str) -> str:
-    parts = [p for p in name.split("/") if p]
-    return ".".join(parts[:-1]) if name.startswith("/") or len(parts) > 1 else ""
-
-
-def scope_of(node: onnx.NodeProto) -> str:
-    """The module path of *node* from exporter metadata or its name (``""`` when neither says)."""
+def _own_scope(node: onnx.NodeProto) -> str | None:
+    """The module path *node* states (``""``: the root module), or ``None`` when it states nothing."""
     meta = {p.key: p.value for p in node.metadata_props} if node.metadata_props else {}
     scopes = meta.get("pkg.torch.onnx.name_scopes")
     if scopes:
@@ -72,7 +67,7 @@ def scope_of(node: onnx.NodeProto) -> str:
             parts = ast.literal_eval(scopes)
             if isinstance(parts, list):  # [..., module path, op name]; "_empty_nn_module_stack..." = none
                 mod = str(parts[-2]) if len(parts) >= 2 else ""
-                return "" if mod.startswith("_") else mod
+                return None if mod.startswith("_") else mod
         except (ValueError, SyntaxError):
             pass
     ns = meta.get("namespace")
@@ -80,7 +75,15 @@ def scope_of(node: onnx.NodeProto) -> str:
         mods = [seg.split(":")[0].strip() for seg in ns.split("/")]
         mods = [m for m in mods[:-1] if m]
         return mods[-1] if mods else ""
-    return _path_scope(node.name)
+    parts = [p for p in node.name.split("/") if p]
+    if node.name.startswith("/") or len(parts) > 1:  # "/model/layers.0/mlp/up_proj/MatMul", "/Relu"
+        return ".".join(parts[:-1])
+    return None
+
+
+def scope_of(node: onnx.NodeProto) -> str:
+    """The module path of *node* from exporter metadata or its name (``""`` when neither says)."""
+    return _own_scope(node) or ""
 
 
 _WEIGHT_SUFFIX = re.compile(r"\.(weight|bias|scale|scales|zero_points?|qweight|g_idx|[A-Za-z]*_(weight|bias))$")
@@ -258,10 +261,15 @@ class _Builder:
             for x in n.input:
                 uses[x] = uses.get(x, 0) + 1
         # a weight read by one node names its module; a shared one (tied, or deduplicated by an optimizer) does not
-        own = [scope_of(n) or next((_weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT
-                                    and uses[x] == 1 and _weight_scope(x)), "") for n in g.node]
-        if all(own) or not any(own):
-            return own
+        own: list[str | None] = []
+        for n in g.node:
+            sc = _own_scope(n)
+            if sc is None:
+                sc = next((_weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT and uses[x] == 1
+                           and _weight_scope(x)), None)
+            own.append(sc)
+        if all(sc is not None for sc in own) or not any(own):
+            return [sc or "" for sc in own]
         first_consumer: dict[str, str] = {}
         for n, sc in zip(g.node, own):
             if sc:
@@ -270,7 +278,7 @@ class _Builder:
         made: dict[str, tuple[int, str]] = {}  # tensor -> (producer's position, its scope)
         out = []
         for i, (n, sc) in enumerate(zip(g.node, own)):
-            if not sc:
+            if sc is None:
                 sc = max((made[x] for x in n.input if x in made and made[x][1]), default=(0, ""))[1]
                 sc = sc or next((first_consumer[o] for o in n.output if o in first_consumer), "")
             for o in n.output:

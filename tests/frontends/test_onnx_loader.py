@@ -210,3 +210,13 @@ def test_dispatch_from_frontends_load(tmp_path):
         matrix_flops=2 * 16 * 8 + 2 * 4 * 16, vector_flops=16,
         weight_bytes=(8 * 16 + 16 * 4) * 4, act_read_bytes=(8 + 16 + 16) * 4, act_write_bytes=(16 + 16 + 4) * 4)
     assert I64  # dtype constant used by other tests
+
+
+def test_unnamed_fused_ops_take_their_neighbours_scope(tmp_path):
+    nodes = [node("Relu", ["x"], ["r"], name="Relu_0"),                      # no scope info: first consumer's
+             node("MatMul", ["r", "w"], ["h"], name="/enc/layer.1/fc/MatMul"),
+             node("FastGelu", ["h"], ["g"], name="FastGelu_3", domain="com.microsoft"),  # latest producer's
+             node("Neg", ["g"], ["y"], name="/Neg")]                          # stated: the root module
+    m = model(nodes, [vi("x", F32, [2, 4])], ["y"], [init("w", (4, 4))], ms=True)
+    g = load_onnx(save(tmp_path, m))
+    assert [op.scope for op in g.ops()] == ["enc.layer.1.fc", "enc.layer.1.fc", "enc.layer.1.fc", ""]
