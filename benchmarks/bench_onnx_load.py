@@ -5,7 +5,7 @@ transposes, softmax attention, Gelu, residual adds) at hidden 4096, batch and se
 (``--dim batch=1 --dim seq=2048`` as on the command line).  The weights are external-data initializers whose
 file does not exist (as for a large model whose weights were never downloaded): only their metadata is read.
 
-Each size runs in a fresh subprocess so its peak RSS is its own.  The reference, measured in the same
+Each size runs in fresh subprocesses (``--repeat``, the fastest shown) so its peak RSS is its own.  The reference, measured in the same
 process on the same file, is what any ONNX tool pays before counting anything: ``onnx.load`` plus ONNX shape
 inference with data propagation.  Run: ``python benchmarks/bench_onnx_load.py`` (``--sizes 1000,5000``).
 """
@@ -127,6 +127,7 @@ def child(path: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,5000,10000,20000")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per size; the fastest is shown")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -138,9 +139,14 @@ def main() -> None:
         for size in (int(s) for s in args.sizes.split(",")):
             path = Path(tmp) / f"bench_{size}.onnx"
             build(size, path)
-            out = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True, capture_output=True,
-                                 text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+            runs = []
+            for _ in range(args.repeat):  # the fastest of a few fresh processes (the machine may be shared)
+                out = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True,
+                                     capture_output=True, text=True, cwd=root,
+                                     env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+                runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            r = min(runs, key=lambda x: x["load_s"] + x["count_roofline_s"])
+            r["ref_s"] = min(x["ref_s"] for x in runs)
             r["file_bytes"] = path.stat().st_size
             rows.append(r)
     from tabulate import tabulate

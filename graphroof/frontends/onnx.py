@@ -386,6 +386,10 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
             warnings.warn(f"{path.name}: could not inline its local functions ({e}); counting calls as ops",
                           GraphroofWarning, stacklevel=2)
     warn_unused_dims(dims, model)
+    for flag in ("batch", "seq"):
+        if ignored.get(flag) is not None:
+            warnings.warn(f"--{flag} applies to zoo and config models; bind an ONNX model's dims with --dim NAME=VALUE "
+                          "or --input NAME=SHAPE", GraphroofWarning, stacklevel=2)
     bound = bind_inputs(model, dims, input_shapes)
     notes: list[str] = []
     inferred, table = infer(model, notes)

@@ -220,3 +220,8 @@ def test_unnamed_fused_ops_take_their_neighbours_scope(tmp_path):
     m = model(nodes, [vi("x", F32, [2, 4])], ["y"], [init("w", (4, 4))], ms=True)
     g = load_onnx(save(tmp_path, m))
     assert [op.scope for op in g.ops()] == ["enc.layer.1.fc", "enc.layer.1.fc", "enc.layer.1.fc", ""]
+
+
+def test_batch_and_seq_flags_point_to_dim(tmp_path):
+    with pytest.warns(GraphroofWarning, match="--seq applies to zoo.*--dim NAME=VALUE"):
+        load_onnx(save(tmp_path, _mlp()), seq=128, dims={"batch": 1})
