@@ -101,6 +101,16 @@ def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-
     return [p for _, p in files]
 
 
+def _file_mode(path: Path) -> int:
+    """The mode an ordinary ``open(path, "w")`` would give: the old file's, else 0666 minus the umask."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def write_output(data: str | bytes, out: str | os.PathLike = "-") -> None:
     """Write *data* to *out* (``-`` = stdout) via a temp file + rename, so failures leave nothing behind."""
     if str(out) == "-":
@@ -121,6 +131,7 @@ def write_output(data: str | bytes, out: str | os.PathLike = "-") -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; a report is meant to be shared
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
