@@ -1,11 +1,12 @@
 """Size and render time of the reports, for a Llama-2-7B-shaped graph (and the real zoo model when present).
 
-    python benchmarks/report_size.py [--real]
+    python benchmarks/report_size.py [--real [MODEL]]
 
 The synthetic graph has Llama-2-7B's layer structure at batch 1, seq 1024, fp16: 32 decoder layers of ~50 ops
 each (projections, attention, RMSNorm and RoPE elementwise ops, views that move no data) with hand-computed
 FLOPs and bytes, so the HTML has the same number of rows and chart points as a traced model.  ``--real``
-also analyses the zoo's ``llama-2-7b`` (needs the torch frontend).  Prints one table: model, ops, layers,
+also analyses a real model (default: the zoo's ``llama-2-7b``; or a Llama-2-7B ``config.json``; needs the
+torch frontend).  Prints one table: model, ops, layers,
 bytes of each format, render time, and the ratio of the HTML size to the markdown size (same run).
 """
 
@@ -78,7 +79,8 @@ def synthetic_llama(n_layers: int = 32) -> OpGraph:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", action="store_true", help="also analyse the zoo's llama-2-7b (torch frontend)")
+    ap.add_argument("--real", nargs="?", const="llama-2-7b", default=None, metavar="MODEL",
+                    help="also analyse MODEL (default llama-2-7b from the zoo; needs the torch frontend)")
     args = ap.parse_args()
     hw = resolve_hardware("a100")
     cases = []
@@ -88,7 +90,7 @@ def main() -> None:
     if args.real:
         import graphroof
 
-        cases.append(("llama-2-7b (zoo)", lambda: graphroof.analyze("llama-2-7b", hw=hw)))
+        cases.append((f"{args.real} (traced)", lambda: graphroof.analyze(args.real, hw=hw)))
     rows = []
     for label, make in cases:
         a = make()

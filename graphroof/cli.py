@@ -136,7 +136,7 @@ def _analyze_run(args: argparse.Namespace) -> int:
     from .report import FORMATS, write_report
 
     if args.format not in FORMATS:
-        raise InputError(f"--format {args.format!r}: use one of {', '.join(FORMATS)}")
+        raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS)}")
     hw = hw_from_args(args)
     opts = frontend_opts(args)
     progress = Progress(quiet=args.quiet)

@@ -108,7 +108,7 @@ def _compare_run(args: argparse.Namespace) -> int:
     from .report.compare import COMPARE_FORMATS, compare, render_compare
 
     if args.format not in COMPARE_FORMATS:
-        raise InputError(f"--format {args.format!r}: use one of {', '.join(COMPARE_FORMATS)}")
+        raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(COMPARE_FORMATS)}")
     profiles = [resolve_hardware(n, ideal=args.ideal) for n in split_profiles(args.hw)]
     progress = Progress(quiet=args.quiet)
     analyses = analyze_on_profiles(args.model, profiles, strict=args.strict, depth=args.depth,

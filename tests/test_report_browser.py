@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from _report_models import analyse, evil_graph, tiny_graph
+from tests._report_models import analyse, evil_graph, tiny_graph
 
 from graphroof.report import write_report
 from graphroof.report.headless import Browser, find_chromium
@@ -71,3 +71,20 @@ def test_malicious_names_do_not_run(browser, round_hw, tmp_path):
     assert page.eval("document.querySelectorAll('script').length") == 1
     names = page.eval("Array.from(document.querySelectorAll('tr.o[data-name]')).map(r => r.dataset.name)")
     assert '<script>alert("pwn")</script>' in names   # shown as text, intact
+
+
+def test_compare_page_loads_and_sorts(browser, round_hw, tmp_path):
+    from graphroof.report import write_output
+    from graphroof.report.compare import compare, render_compare
+
+    fast = round_hw.with_overrides(peak_flops_per_s=200e12, mem_bw_bytes_per_s=2e12)
+    out = tmp_path / "cmp.html"
+    write_output(render_compare(compare([analyse(tiny_graph(), round_hw), analyse(tiny_graph(), fast)]), "html"), out)
+    page = browser.open(out)
+    assert page.errors == [] and page.requests == [out.resolve().as_uri()]
+    order = "Array.from(document.querySelectorAll('table.compare tbody tr')).map(r => r.dataset.name).join(',')"
+    assert page.eval(order) == "round,round+peak+bw"
+    page.eval("document.querySelectorAll('table.compare th')[1].click()")  # time, descending
+    assert page.eval(order) == "round,round+peak+bw"
+    page.eval("document.querySelectorAll('table.compare th')[1].click()")  # ascending: the faster one first
+    assert page.eval(order) == "round+peak+bw,round"

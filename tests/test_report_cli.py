@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _report_models import analyse, tiny_graph
+from tests._report_models import analyse, tiny_graph
 
 import graphroof
 from graphroof.cli import main
@@ -17,7 +17,7 @@ from graphroof.report import render_text
 from graphroof.report_cli import analyze_on_profiles, split_profiles
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXTBOOK = str(ROOT / "examples" / "textbook_ops.csv")
+TEXTBOOK = str(ROOT / "tests" / "gold" / "ops_table.csv")  # 10 ops; a copy, so examples/ may change
 
 DOUBLE_A100 = """
 name = "a100-doubled"
@@ -67,7 +67,7 @@ def test_cli_analyze_html_and_csv(tmp_path, capsys):
     out = tmp_path / "r.html"
     assert main(["analyze", TEXTBOOK, "--hw", "a100", "-f", "html", "-o", str(out)]) == 0
     html = out.read_text(encoding="utf-8")
-    assert html.startswith("<!DOCTYPE html>") and "textbook_ops" in html
+    assert html.startswith("<!DOCTYPE html>") and "ops_table" in html
     assert main(["analyze", TEXTBOOK, "-f", "csv", "--ops"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 10 and rows[-1]["name"] == "decode.lm_head_gemv"
@@ -76,7 +76,7 @@ def test_cli_analyze_html_and_csv(tmp_path, capsys):
 def test_cli_unknown_format(capsys):
     assert main(["analyze", TEXTBOOK, "-f", "pdf"]) == 1
     err = capsys.readouterr().err
-    assert err == "graphroof: error: --format 'pdf': use one of terminal, markdown, json, csv, html\n"
+    assert err == "graphroof: error: unknown format 'pdf'; use one of: terminal, markdown, json, csv, html\n"
 
 
 # -- plot ------------------------------------------------------------------------------------------------

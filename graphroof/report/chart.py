@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..dtypes import is_float
 from ..errors import ReportError
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 
@@ -88,7 +89,9 @@ def chart_data(phases) -> ChartData:
         used.update(dict.fromkeys(p.analysis.peaks_used()))
         dtypes.update(dict.fromkeys(p.analysis.dtypes_used()))
     keys: dict[str, float] = {}
-    for dt in (list(dtypes) or ["bf16"]):
+    # roofs of every float dtype the model computes in (index arithmetic in int64 draws no roof of its own;
+    # any peak an op actually used is added below)
+    for dt in ([d for d in dtypes if is_float(d)] or ["bf16"]):
         for unit in ("matrix", "vector"):
             peak, key = hw.peak(unit, dt)
             keys.setdefault(key, peak)

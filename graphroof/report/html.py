@@ -52,7 +52,7 @@ def environment():
 def _static(name: str):
     from markupsafe import Markup
 
-    text = resources.files("graphroof.report").joinpath("templates", name).read_text(encoding="utf-8")
+    text = resources.files("graphroof.report").joinpath("templates").joinpath(name).read_text(encoding="utf-8")
     if "</script" in text.lower() or "</style" in text.lower():  # pragma: no cover - guards our own files
         raise AssertionError(f"{name} must not contain </script or </style")
     return Markup(text)
