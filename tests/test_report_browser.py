@@ -50,7 +50,8 @@ def test_report_loads_without_errors_and_controls_work(browser, round_hw, tmp_pa
     page.eval("document.querySelectorAll('#layers-0 th')[6].click()")
     assert page.eval(order) == "blk.attn,emb,blk.mlp"
     # hovering a point shows its tooltip
-    page.eval("document.querySelector('#chart g[data-level=op] .pt.p0').dispatchEvent(new MouseEvent('mouseover', {bubbles: true}))")
+    page.eval("document.querySelector('#chart g[data-level=op] .pt.p0')"
+              ".dispatchEvent(new MouseEvent('mouseover', {bubbles: true}))")
     assert page.eval("document.getElementById('tip').hidden") is False
     assert page.eval("document.getElementById('tip').textContent").split("\n")[0] in ("up", "act")
     png = page.screenshot(width=1200)

@@ -298,7 +298,8 @@ def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: 
     theta = math.atan2(py1 - py0, px1 - px0)
     along, above = 30 * fig.dpi / 100, 6 * fig.dpi / 100
     ax.annotate(f"memory {fmt_rate(bw, 'B/s')}", (xlo, bw * xlo), textcoords="offset pixels",
-                xytext=(along * math.cos(theta) - above * math.sin(theta), along * math.sin(theta) + above * math.cos(theta)),
+                xytext=(along * math.cos(theta) - above * math.sin(theta),
+                        along * math.sin(theta) + above * math.cos(theta)),
                 fontsize=8, color="#333", rotation=math.degrees(theta), rotation_mode="anchor")
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None, "Creator": "graphroof"}

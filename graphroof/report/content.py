@@ -174,7 +174,8 @@ def assumptions(phases: list[Phase]) -> list[str]:
             kinds = sorted({r["op"] for r in est})
             share = sum(r["share"] for r in est)
             out.append(f"{prefix}estimated: {len(est)} of {len(a.ops)} ops ({100 * share:.1f}% of the roofline "
-                       f"time) {'has' if len(est) == 1 else 'have'} no exact rule or an approximate count: {', '.join(kinds[:10])}"
+                       f"time) {'has' if len(est) == 1 else 'have'} no exact rule or an approximate count: "
+                       f"{', '.join(kinds[:10])}"
                        + (f" and {len(kinds) - 10} more" if len(kinds) > 10 else "") + " (marked * in the tables)")
         else:
             out.append(f"{prefix}estimated: nothing; every op has an exact counting rule")

@@ -60,7 +60,8 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
         suffix = f" ({md_escape(p.name)})" if multi else ""
         out += ["", f"### By bound{suffix}", ""]
         out.append(_table(["bound", "ops", "time", "share"],
-                          [[s.label, str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"] for s in p.breakdown["by_bound"]]))
+                          [[s.label, str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"]
+                           for s in p.breakdown["by_bound"]]))
         out += ["", f"### By op kind{suffix}", ""]
         out.append(_table(["op kind", "ops", "time", "share"],
                           [[md_escape(s.label), str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"]
