@@ -100,7 +100,7 @@ class TensorSpec:
 
     @property
     def is_bound(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
+        return not any(isinstance(d, str) for d in self.shape)
 
     @property
     def rank(self) -> int:
@@ -161,6 +161,8 @@ class OpNode:
         return self.inputs[i] if i < len(self.inputs) else None
 
     def bind(self, dims: Mapping[str, int]) -> OpNode:
+        if all(t is None or t.is_bound for t in (*self.inputs, *self.outputs)):
+            return self
         return replace(
             self,
             inputs=tuple(t.bind(dims) if t is not None else None for t in self.inputs),
@@ -244,7 +246,7 @@ class OpGraph:
         """A new graph with ``fn(OpNode) -> OpNode`` applied to every op; edges and meta are kept."""
         g = OpGraph(self.name, self.meta)
         g.nx = nx.DiGraph()
-        g.nx.graph.update(self.nx.graph)  # (DiGraph(dict) would read the dict as an adjacency)
+        g.nx.graph.update(self.nx.graph)  # DiGraph(dict) would read the dict as adjacency data
         for name, data in self.nx.nodes(data=True):
             g.nx.add_node(name, **{OP: fn(data[OP])})
         g.nx.add_edges_from(self.nx.edges(data=True))
