@@ -4,9 +4,10 @@ Convolution FLOPs are :func:`~graphroof.counters.formulas.conv_flops`: every out
 is a dot product of ``Cin/groups * prod(kernel)`` terms; a transposed conv scatters every *input* element
 through ``Cout/groups * prod(kernel)`` multiply-adds.  The bias is one vector add per output element.
 
-Pooling: each output element reduces its window (``prod(kernel_size)`` compares or adds, plus one divide for
-averages); adaptive pooling reduces every input element once.  Interpolation: nearest copies (0 FLOPs),
-(bi/tri)linear blends ``2**d`` neighbours (a multiply and an add each), bicubic 16 (2-D).
+Pooling (as the ONNX rules): a max over a window of k elements is ``k - 1`` compares per output, an average
+``k - 1`` adds and a divide (``k``); adaptive average pooling ``numel(in)``, adaptive max ``numel(in) -
+numel(out)``.  Interpolation per output element: nearest copies (0), a blend of t taps is t multiplies and
+``t - 1`` adds (linear t = 2, bilinear 4, trilinear 8, bicubic 16).
 """
 
 from __future__ import annotations
@@ -61,25 +62,23 @@ def _spatial_rank(op: str) -> int:
                "aten.max_pool3d_with_indices", "aten.max_pool1d_with_indices", "aten.avg_pool1d",
                "aten.avg_pool2d", "aten.avg_pool3d")
 def pool_cost(node: OpNode) -> Cost:
-    """``numel(out) * prod(kernel_size)`` window compares / adds; averages add one divide per output."""
+    """Max: ``numel(out) * (k - 1)`` compares; average: ``numel(out) * k`` (k - 1 adds and a divide)."""
     out = node.outputs[0]
-    flops = out.numel * _window(node, _spatial_rank(node.op))
-    if "avg" in node.op:
-        flops += out.numel
-    return io_cost(node, vector_flops=flops)
+    k = _window(node, _spatial_rank(node.op))
+    return io_cost(node, vector_flops=out.numel * (k if "avg" in node.op else k - 1))
 
 
 @register_rule("aten.adaptive_avg_pool1d", "aten.adaptive_avg_pool2d", "aten.adaptive_avg_pool3d",
                "aten._adaptive_avg_pool2d", "aten._adaptive_avg_pool3d", "aten.adaptive_max_pool1d",
                "aten.adaptive_max_pool2d", "aten.adaptive_max_pool3d")
 def adaptive_pool_cost(node: OpNode) -> Cost:
-    """Every input element is reduced once (windows tile the input); averages add one divide per output."""
+    """Windows tile the input: ``numel(in) - numel(out)`` adds / compares, plus a divide per output (average)."""
     x, out = node.inputs[0], node.outputs[0]
-    return io_cost(node, vector_flops=x.numel + (out.numel if "avg" in node.op else 0))
+    return io_cost(node, vector_flops=x.numel - (0 if "avg" in node.op else out.numel))
 
 
-#: FLOPs per output element of an interpolation, by mode: a 2**d-tap blend costs a multiply and an add per tap.
-INTERP_FLOPS_PER_ELEMENT = {"nearest": 0, "linear": 4, "bilinear": 8, "trilinear": 16, "bicubic": 32}
+#: FLOPs per output element of an interpolation, by mode: a t-tap blend is t multiplies and t - 1 adds.
+INTERP_FLOPS_PER_ELEMENT = {"nearest": 0, "linear": 3, "bilinear": 7, "trilinear": 15, "bicubic": 31}
 
 
 @register_rule("aten.upsample_nearest1d", "aten.upsample_nearest2d", "aten.upsample_nearest3d",

@@ -1,9 +1,11 @@
-"""Reductions, scans, sorting and top-k (ATen), counted per *input* element.
+"""Reductions, scans, sorting and top-k (ATen), in the same terms as the ONNX rules.
 
-* sum / prod / amax / amin / argmax / all / any / count_nonzero ...: one op per input element.
-* mean: the sum, plus one divide per output element.  var / std: mean, subtract, square, accumulate
-  (4 per input element), std adds a square root per output.  norm (p = 2): square + accumulate (2 per
-  element) and a root per output.  logsumexp: max, subtract, exp, accumulate (4) and a log per output.
+* sum / prod / amax / amin / argmax / all / any / count_nonzero: ``n - 1`` ops per output reducing n
+  elements, so ``numel(in) - numel(out)``.
+* mean: those adds plus one divide per output = ``numel(in)``.  var / std: mean (in), subtract (in), square
+  (in), sum (in - out), divide (out) = ``4 * numel(in)``; std adds a root per output.  norm (p = 2): square
+  (in), sum (in - out), root (out) = ``2 * numel(in)``.  logsumexp: max, subtract, exp, sum, log, add back =
+  ``4 * numel(in)``.
 * cumsum / cumprod / cummax / logcumsumexp: one op per element (logcumsumexp: 3).
 * sort / argsort / msort: ``n * ceil(log2 n)`` compares per sorted row of length n; topk / kthvalue: one pass
   with a k-heap, ``numel * max(1, ceil(log2 k))`` compares.
@@ -19,15 +21,16 @@ from ..common import io_cost
 from ..cost import Cost
 from ..registry import register_rule
 
-_PER_ELEMENT = {
-    "sum": 1, "nansum": 1, "prod": 1, "amax": 1, "amin": 1, "aminmax": 1, "argmax": 1, "argmin": 1, "all": 1,
-    "any": 1, "count_nonzero": 1, "max": 1, "min": 1, "mean": 1, "nanmean": 1, "var": 4, "std": 4,
-    "var_mean": 4, "std_mean": 4, "norm": 2, "linalg_vector_norm": 2, "frobenius_norm": 2, "logsumexp": 4,
-    "cumsum": 1, "cumprod": 1, "cummax": 1, "cummin": 1, "logcumsumexp": 3, "histc": 1, "bincount": 1,
-    "median": 1, "nanmedian": 1, "mode": 1, "diff": 1, "trace": 1,
+#: op -> (FLOPs per input element, FLOPs per output element)
+_REDUCE = {
+    "sum": (1, -1), "nansum": (1, -1), "prod": (1, -1), "amax": (1, -1), "amin": (1, -1), "aminmax": (2, -2),
+    "argmax": (1, -1), "argmin": (1, -1), "all": (1, -1), "any": (1, -1), "count_nonzero": (1, -1),
+    "max": (1, -1), "min": (1, -1), "median": (1, -1), "nanmedian": (1, -1), "mode": (1, -1),
+    "mean": (1, 0), "nanmean": (1, 0), "var": (4, 0), "std": (4, 1), "var_mean": (4, 0), "std_mean": (4, 1),
+    "norm": (2, 0), "linalg_vector_norm": (2, 0), "frobenius_norm": (2, 0), "logsumexp": (4, 0),
+    "cumsum": (1, 0), "cumprod": (1, 0), "cummax": (1, 0), "cummin": (1, 0), "logcumsumexp": (3, 0),
+    "histc": (1, 0), "bincount": (1, 0), "diff": (1, 0), "trace": (1, -1),
 }
-_PER_OUTPUT = {"mean": 1, "nanmean": 1, "std": 1, "std_mean": 1, "norm": 1, "linalg_vector_norm": 1,
-               "frobenius_norm": 1, "logsumexp": 1}
 
 
 def _keys(names):
@@ -37,14 +40,14 @@ def _keys(names):
     return out
 
 
-@register_rule(*_keys(_PER_ELEMENT))
+@register_rule(*_keys(_REDUCE))
 def reduce_cost(node: OpNode) -> Cost:
     name = node.op.split(".", 1)[1].rstrip("_")
-    x = node.inputs[0]
+    x, out = node.inputs[0], node.outputs[0]
     if name in ("max", "min") and len([t for t in node.inputs if t is not None]) == 2:
-        return io_cost(node, vector_flops=node.outputs[0].numel)  # max.other / min.other: elementwise
-    flops = _PER_ELEMENT[name] * x.numel + _PER_OUTPUT.get(name, 0) * node.outputs[0].numel
-    return io_cost(node, vector_flops=flops)
+        return io_cost(node, vector_flops=out.numel)  # max.other / min.other: elementwise
+    per_in, per_out = _REDUCE[name]
+    return io_cost(node, vector_flops=max(per_in * x.numel + per_out * out.numel, 0))
 
 
 def _dim_len(node: OpNode) -> int:
