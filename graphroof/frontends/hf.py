@@ -29,6 +29,11 @@ DEFAULT_SEQ = 1024
 
 def _transformers():
     try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError:
+        raise FrontendError("transformers models need torch: pip install 'graphroof[torch,hf]' "
+                            "(CPU torch: see the README's setup)") from None
+    try:
         import transformers
     except ModuleNotFoundError:
         raise FrontendError("a transformers config.json needs the transformers package: "

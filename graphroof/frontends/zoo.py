@@ -87,8 +87,19 @@ def config_path(name: str) -> Path:
     return Path(str(resources.files("graphroof") / "zoo_configs" / f"{m.name}.json"))
 
 
+def _need_torch() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        from ..errors import FrontendError
+
+        raise FrontendError("zoo models are built with torch: pip install 'graphroof[torch]' (CPU torch: see the "
+                            "README's setup)")
+
+
 def build_zoo_module(name: str, dtype: str | None = None):
     """``(module on the meta device, default inputs for batch 1)`` of a torch-source (vision) entry."""
+    _need_torch()
     import torch
 
     from .torch_inputs import TORCH_DTYPES
@@ -117,6 +128,7 @@ def load_zoo(name: str, *, batch: int = 1, seq: int | None = None, dtype: str | 
     m = resolve(name)
     if batch < 1 or (seq is not None and seq < 1):
         raise InputError("--batch and --seq must be >= 1")
+    _need_torch()
     if m.source == "hf":
         from . import hf
 

@@ -87,3 +87,34 @@ def test_einsum(eq, shapes, expected):
 def test_einsum_rule_reads_equation_attr():
     n = node("aten.einsum", [T("fp32", 4, 5), T("fp32", 5, 6)], [T("fp32", 4, 6)], equation="ij,jk->ik")
     assert cost(n).matrix_flops == 240
+
+
+def test_lstm_two_layers_bidirectional():
+    # T=5, B=2, I=16, H=32, 2 layers, bidirectional: layer 0 w_ih [128, 16], layer 1 w_ih [128, 64]
+    x, h0, c0 = T("fp32", 5, 2, 16), T("fp32", 4, 2, 32), T("fp32", 4, 2, 32)
+    params = []
+    for i in (16, 16, 64, 64):
+        params += [W("fp32", 128, i), W("fp32", 128, 32), W("fp32", 128), W("fp32", 128)]
+    n = node("aten.lstm", [x, h0, c0, *params], [T("fp32", 5, 2, 64), h0, c0], n_hx=2, n_params=16,
+             has_biases=True, num_layers=2, bidirectional=True, batch_first=False)
+    c = cost(n)
+    steps = 5 * 2
+    # layer 0 (per direction): 2 * 128 * (16 + 32) per step; layer 1: 2 * 128 * (64 + 32)
+    assert c.matrix_flops == 2 * steps * (2 * 128 * 48 + 2 * 128 * 96)
+    # per step and direction: bias adds 2 * 128, cell math 18 * 32
+    assert c.vector_flops == 4 * steps * (256 + 18 * 32)
+    assert c.weight_bytes == sum(p.nbytes for p in params)
+
+
+def test_gru_batch_first_and_mkldnn_layer():
+    x, h0 = T("fp32", 2, 5, 16), T("fp32", 1, 2, 32)
+    w_ih, w_hh = W("fp32", 96, 16), W("fp32", 96, 32)
+    n = node("aten.gru", [x, h0, w_ih, w_hh], [T("fp32", 2, 5, 32), h0], n_params=2, has_biases=False,
+             num_layers=1, bidirectional=False, batch_first=True)
+    c = cost(n)
+    assert c.matrix_flops == 10 * 2 * 96 * 48 and c.vector_flops == 10 * 13 * 32
+    n = node("aten.mkldnn_rnn_layer", [x, W("fp32", 128, 16), W("fp32", 128, 32), W("fp32", 128), W("fp32", 128),
+                                       h0, h0], [T("fp32", 2, 5, 32)], hidden_size=32, batch_first=True,
+             has_biases=True)
+    c = cost(n)
+    assert c.matrix_flops == 10 * 2 * 128 * 48 and c.vector_flops == 10 * (256 + 18 * 32)

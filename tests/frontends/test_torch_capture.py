@@ -276,3 +276,25 @@ def test_analysis_object():
             a.to_dataframe()
     else:
         assert len(a.to_dataframe()) == len(a.layers)
+
+
+def test_module_built_under_fake_tensor_mode():
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    with FakeTensorMode():
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    assert isinstance(m[0].weight, FakeTensor)
+    for capture in CAPTURES:
+        # 2*3*8*4 + 2*3*2*8 = 288 matrix; biases 24 + 6, ReLU 24
+        c = cost(load_module(m, [(3, 4)], capture=capture))
+        assert c.matrix_flops == 288 and c.vector_flops == 54
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_lstm_whole_or_per_layer(capture):
+    # export keeps aten.lstm whole; on CPU the dispatch capture sees one aten.mkldnn_rnn_layer per layer and
+    # direction.  10 (step, row) pairs; layer 0: 2 directions * 2*128*(16+32), layer 1: 2 * 2*128*(64+32)
+    m = nn.LSTM(16, 32, num_layers=2, bidirectional=True, batch_first=True)
+    c = cost(load_module(m, [(2, 5, 16)], capture=capture))
+    assert c.matrix_flops == 10 * (2 * 2 * 128 * 48 + 2 * 2 * 128 * 96)
+    assert c.vector_flops == 10 * 4 * (2 * 128 + 18 * 32)     # bias adds + LSTM cell math per direction/layer

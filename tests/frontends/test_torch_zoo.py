@@ -182,3 +182,12 @@ def test_decode_step_with_a_transformers_cache_counts_kv_bytes():
     # one query over 16 keys (no causal reduction for a single query), 4 query heads: 2 * 4 * 16 * 32 per layer
     sdpa = [n for n in g.ops() if n.op == "aten.scaled_dot_product_attention"]
     assert len(sdpa) == 2 and not sdpa[0].attrs["is_causal"]
+
+
+def test_missing_torch_is_a_clear_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a))
+    with pytest.raises(FrontendError, match=r"pip install 'graphroof\[torch\]'"):
+        zoo.load_zoo("resnet-50")

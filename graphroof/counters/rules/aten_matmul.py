@@ -152,3 +152,53 @@ def einsum_cost(node: OpNode) -> Cost:
     shapes = [tuple(t.shape) for t in node.inputs if t is not None]
     matrix, vector = einsum_flops(str(node.attrs["equation"]), shapes)
     return io_cost(node, matrix_flops=matrix, vector_flops=vector)
+
+
+# -- recurrent layers ---------------------------------------------------------------------------------------
+
+#: Per-hidden-unit vector FLOPs of one cell step, by gate count (the ONNX rules' constants: LSTM 18, GRU 13,
+#: plain RNN 1 for its activation).
+_CELL_FLOPS = {4: 18, 3: 13, 1: 1}
+
+
+def _rnn_steps(node: OpNode) -> int:
+    """Time steps x batch rows: ``input [T, B, I]`` (``[B, T, I]`` when batch_first), or packed ``[sum T_b, I]``."""
+    x = node.inputs[0]
+    if "batch_first" not in node.attrs:  # the packed-sequence overload: one row per (step, sequence)
+        return x.shape[0]
+    return x.shape[0] * x.shape[1] if x.rank == 3 else x.shape[0]
+
+
+def _cell_cost(w_ih, w_hh, steps: int, biases: bool) -> tuple[int, int]:
+    gh, i = w_ih.shape[0], w_ih.shape[1]
+    h = w_hh.shape[1]
+    gates = max(1, gh // h) if h else 1
+    matrix = steps * FLOPS_PER_MAC * gh * (i + h)
+    vector = steps * ((2 * gh if biases else 0) + _CELL_FLOPS.get(gates, 1) * h)
+    return matrix, vector
+
+
+@register_rule("aten.lstm", "aten.gru", "aten.rnn_tanh", "aten.rnn_relu")
+def recurrent_cost(node: OpNode) -> Cost:
+    """Per step, batch row, layer and direction: the gate products ``2 * G*H * (I + H)``, the two bias adds
+    ``2 * G*H`` and the cell's per-unit math (LSTM 18, GRU 13, RNN 1 per hidden unit).  Parameters are the
+    trailing ``n_params`` inputs, ``(w_ih, w_hh[, b_ih, b_hh])`` per layer and direction."""
+    a = node.attrs
+    n_params = int(a.get("n_params", 0))
+    params = list(node.inputs[len(node.inputs) - n_params:]) if n_params else []
+    groups = int(a.get("num_layers", 1)) * (2 if a.get("bidirectional") else 1)
+    per = n_params // groups if groups else 0
+    steps = _rnn_steps(node)
+    matrix = vector = 0
+    for g in range(groups):
+        w_ih, w_hh = params[g * per], params[g * per + 1]
+        m, v = _cell_cost(w_ih, w_hh, steps, bool(a.get("has_biases", True)))
+        matrix, vector = matrix + m, vector + v
+    return io_cost(node, matrix_flops=matrix, vector_flops=vector)
+
+
+@register_rule("aten.mkldnn_rnn_layer")
+def mkldnn_rnn_layer_cost(node: OpNode) -> Cost:
+    """One layer, one direction of the CPU (oneDNN) RNN: ``(input, w_ih, w_hh, b_ih, b_hh, hx, cx)``."""
+    m, v = _cell_cost(node.inputs[1], node.inputs[2], _rnn_steps(node), bool(node.attrs.get("has_biases", True)))
+    return io_cost(node, matrix_flops=m, vector_flops=v)
