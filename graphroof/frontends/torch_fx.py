@@ -13,6 +13,7 @@ import contextlib
 import io
 import logging
 import operator
+import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -102,12 +103,14 @@ def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder) -> lis
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """torch.export logs warnings and prints partial graphs when it fails; the caller reports the failure."""
+    """torch.export logs and warns about the model's internals and prints partial graphs when it fails; the
+    caller reports a failure in one line."""
     level = logging.root.manager.disable
     sink = io.StringIO()
     logging.disable(logging.ERROR)
     try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             yield
     finally:
         logging.disable(level)
