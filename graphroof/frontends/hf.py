@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,8 +217,14 @@ def load_config_data(data: dict[str, Any], *, batch: int = 1, seq: int | None = 
 
     model, cfg, dtype_name = build_model(data, dtype=dtype, source=source)
     notes = list(notes or [])
-    if input_shapes is not None:
-        inputs = input_shapes
+    if input_shapes is not None:  # --input: by name, or positional in forward's order
+        if isinstance(input_shapes, Mapping):
+            inputs = dict(input_shapes)
+        else:
+            names = [p for p in inspect.signature(model.forward).parameters if p != "self"]
+            inputs = dict(zip(names, input_shapes))
+        if getattr(cfg, "use_cache", False) and "use_cache" in inspect.signature(model.forward).parameters:
+            inputs.setdefault("use_cache", False)
     else:
         inputs, more = model_inputs(model, cfg, batch=batch, seq=seq, name=name)
         notes += more
