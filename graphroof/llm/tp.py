@@ -118,7 +118,8 @@ def _shard_spec(t: TensorSpec, n: int) -> TensorSpec:
 def _insert_comms(g: OpGraph, n: int, plan: TPPlan) -> OpGraph:
     exits = _exits(g, plan)
     out = OpGraph(g.name, g.meta)
-    out.nx = nx.DiGraph(g.nx.graph)
+    out.nx = nx.DiGraph()
+    out.nx.graph.update(g.nx.graph)
     comm_of: dict[str, str] = {}
     for name, data in g.nx.nodes(data=True):
         out.nx.add_node(name, **data)
