@@ -70,6 +70,7 @@ class _Run:
                  ideal: bool):
         self.src, self.pipe, self.prompt, self.gen, self.depth, self.fold = src, pipe, prompt, gen, depth, fold
         self.ideal = ideal
+        self.batches: list[int] = []
         self._params = None
 
     def params(self):
@@ -87,11 +88,14 @@ class _Run:
     def key(self, depth: int):
         return lambda op: fold_name(scope_at(op.scope, depth)) if self.fold else scope_at(op.scope, depth)
 
-    def critical(self, depth: int) -> list[dict]:
+    def critical(self, depth: int, b: int) -> list[dict]:
+        """Costs are affine in the batch, so any two batches give the line: reuse counted ones."""
         phase, x = ("decode", self.prompt) if self.src.kv_cache else ("prefill", self.prompt + 1)
-        ops1 = self.pipe.counted(phase, 1, x).ops
-        ops2 = self.pipe.counted(phase, 2, x).ops
-        return critical_table(ops1, ops2, 1, 2, self.pipe.hw, self.key(depth))
+        other = next((o for o in self.batches if o != b), b + 1)
+        b1, b2 = sorted((b, other))
+        ops1 = self.pipe.counted(phase, b1, x).ops
+        ops2 = self.pipe.counted(phase, b2, x).ops
+        return critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
 
     def kv_bytes_per_token(self, b: int) -> float:
         if not self.src.kv_cache:
@@ -127,7 +131,7 @@ class _Run:
         decode = self.decode_phase(b)
         depth = self.depth or table_depth(decode.analysis)
         return LLMConfig(batch=b, prompt=self.prompt, gen=self.gen, tp=self.pipe.tp, prefill=prefill, decode=decode,
-                         memory=self.memory(b), critical=self.critical(depth), table_depth=depth, fold=self.fold,
+                         memory=self.memory(b), critical=self.critical(depth, b), table_depth=depth, fold=self.fold,
                          ideal=self.ideal)
 
 
@@ -196,6 +200,7 @@ def estimate(
     pipe = Pipeline(src, prof, quant=quant, tp=tp, plan=plan, settings=settings, rules=rules, strict=strict,
                     depth=depth)
     run = _Run(src, pipe, prompt, gen, depth, fold, ideal)
+    run.batches = batches
     configs = [run.config(b) for b in batches]
     notes = list(getattr(src, "notes", []) or [])
     if not src.kv_cache:

@@ -79,6 +79,7 @@ class Pipeline:
         self.settings = settings or CountSettings()
         self.rules, self.strict, self.depth = rules, strict, depth
         self._cache: dict[tuple[str, int, int], Counted] = {}
+        self._raw: dict[tuple[str, int, int], OpGraph] = {}
         self._warned = False
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
@@ -86,9 +87,12 @@ class Pipeline:
         return shard(g, self.tp if tp is None else tp, self.plan)
 
     def raw(self, phase: str, batch: int, x: int) -> OpGraph:
-        if phase == "decode":
-            return self.source.decode_graph(batch, x)
-        return self.source.prefill_graph(batch, x)
+        """The source's graph (traced once per key and kept: tracing is the slow part)."""
+        key = (phase, batch, x)
+        if key not in self._raw:
+            self._raw[key] = (self.source.decode_graph(batch, x) if phase == "decode"
+                              else self.source.prefill_graph(batch, x))
+        return self._raw[key]
 
     def counted(self, phase: str, batch: int, x: int) -> Counted:
         """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
