@@ -50,6 +50,16 @@ def spec_from_config(cfg, name: str, dtype: str | None) -> ModelSpec:
                      dtype=dtype)
 
 
+def _generates(model) -> bool:
+    """A model that ``generate``s token by token (causal LM heads: ``*ForCausalLM``, ``GPT2LMHeadModel`` ...)."""
+    from ..frontends.hf import is_causal_lm
+
+    try:
+        return bool(model.can_generate()) or is_causal_lm(model)
+    except Exception:  # noqa: BLE001 - a model class without the transformers API
+        return is_causal_lm(model)
+
+
 def _step_module(model):
     import torch
 
@@ -93,7 +103,7 @@ class HFSource(LLMSource):
 
     def __init__(self, data: dict[str, Any] | None = None, *, name: str, dtype: str | None = None,
                  capture: str = "dispatch", source: str = "config", model: Any = None):
-        from ..frontends.hf import build_model, is_causal_lm
+        from ..frontends.hf import build_model
         from ..frontends.torch_export import _model_device_dtype
         from ..frontends.torch_common import dtype_name as torch_dtype_name
 
@@ -107,11 +117,12 @@ class HFSource(LLMSource):
         self.spec = spec_from_config(self.cfg, name, dtype_name)
         self.capture = capture
         self.notes = [f"{how}; prefill computes logits for every prompt position, as the model's forward does"]
-        self.kv_cache = bool(is_causal_lm(self.model) and getattr(self.cfg, "use_cache", True) is not False
+        generates = _generates(self.model)
+        self.kv_cache = bool(generates and getattr(self.cfg, "use_cache", True) is not False
                              and self.spec.layers and self.spec.kv_heads and self.spec.head_dim)
         if not self.kv_cache:
-            self.no_cache_reason = (f"{type(self.model).__name__} is not a causal LM with a transformers cache"
-                                    if not is_causal_lm(self.model) else "its config gives no KV-cache layout")
+            self.no_cache_reason = (f"{type(self.model).__name__} does not generate with a transformers cache"
+                                    if not generates else "its config gives no KV-cache layout")
         self._step = _step_module(self.model) if self.kv_cache else None
         self._dtype = dtype_name
 
@@ -138,12 +149,10 @@ class HFSource(LLMSource):
     def prefill_graph(self, batch: int, seq: int) -> OpGraph:
         if self.kv_cache:
             return self._cached(batch, seq, 0)
-        from ..frontends.hf import is_causal_lm
-
         inputs: dict[str, Any] = {"input_ids": ((batch, seq), "int64")}
         if getattr(self.cfg, "use_cache", False):
             inputs["use_cache"] = False
-        return self._trace(inputs, (), self.model, is_causal_lm(self.model))
+        return self._trace(inputs, (), self.model, _generates(self.model))
 
     def decode_graph(self, batch: int, past: int) -> OpGraph:
         if not self.kv_cache:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from ..graph import OpGraph, Role
 from .source import LLMSource, ModelSpec, Param
 
 __all__ = ["open_model", "ModuleSource"]
+
+#: ``pkg.module:factory`` or ``path/to/file.py:factory``.
+_FACTORY = re.compile(r"^[\w.\-/\\]+:[A-Za-z_]\w*$")
 
 
 class ModuleSource(LLMSource):
@@ -90,7 +94,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     if path.exists():
         raise InputError(f"don't know how to read {s!r} as an LLM; use a zoo name, a config.json (or its folder), "
                          "an .onnx file or 'module:factory'")
-    if ":" in s and not path.suffix:
+    if _FACTORY.match(s):
         from ..frontends.torch_export import load_factory  # noqa: F401  (torch needed)
         from ..frontends.torch_export import _import_target
 

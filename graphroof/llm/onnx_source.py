@@ -52,7 +52,7 @@ class ONNXSource(LLMSource):
         if self.ids is None:
             raise InputError(f"{self.path.name}: no input_ids input; an LLM estimate needs a decoder taking token ids "
                              f"(inputs: {', '.join(self.inputs)})")
-        layers = sum(1 for n in self.kv_names if "key" in n.lower() or n.lower().endswith(("_k", ".k")))
+        layers = len(self.kv_names) // 2  # a key and a value input per layer
         kv_shape = self.inputs[self.kv_names[0]] if self.kv_names else []
         kv_heads = kv_shape[1] if len(kv_shape) == 4 and isinstance(kv_shape[1], int) else None
         head_dim = kv_shape[3] if len(kv_shape) == 4 and isinstance(kv_shape[3], int) else None

@@ -137,8 +137,8 @@ class Pipeline:
         a = Analysis(g, self.hw, base.summary, depth=self.depth, meta=dict(meta or {}))
         return Phase(name, a, n, (lo, hi), notes)
 
-    def evaluate_single(self, phase: str, batch: int, x: int) -> Analysis:
-        """Plain Analysis of one counted graph (no averaging)."""
+    def step(self, phase: str, batch: int, x: int) -> Analysis:
+        """Analysis of one step: ``step("decode", 32, 1024)`` is the decode step with 1024 cached tokens."""
         c = self.counted(phase, batch, x)
         g = c.counted.map_ops(lambda op: op)
         for op in c.counted.ops():

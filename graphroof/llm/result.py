@@ -134,6 +134,8 @@ class LLMEstimate:
     configs: list[LLMConfig]
     notes: list[str] = field(default_factory=list)
     settings: CountSettings = field(default_factory=CountSettings)
+    #: The :class:`~graphroof.llm.phases.Pipeline` that produced it (traces cached): ``pipeline.step(...)``.
+    pipeline: Any = field(default=None, repr=False, compare=False)
 
     def __getitem__(self, batch: int) -> LLMConfig:
         for c in self.configs:
