@@ -68,9 +68,11 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..progress import Progress
     from ..report import write_output
     from .estimate import estimate
 
+    progress = Progress(quiet=args.quiet)
     hw = hw_from_args(args)
     opts: dict = {}
     dims = parse_dims(args.dim)
@@ -83,8 +85,9 @@ def _run(args: argparse.Namespace) -> int:
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=parse_batches(args.batch),
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
-                 strict=args.strict, **opts)
+                 strict=args.strict, progress=progress, **opts)
     write_output(r.render(args.format), args.output)
+    progress.done()
     return 0
 
 

@@ -9,7 +9,7 @@ roofline alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..counters.registry import Rule
@@ -156,6 +156,7 @@ def estimate(
     plan: TPPlan = DEFAULT_PLAN,
     peak_flops_per_s: float | None = None,
     mem_bw_bytes_per_s: float | None = None,
+    progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> LLMEstimate:
     """Serving estimate of an LLM: one configuration per batch size.
@@ -172,6 +173,7 @@ def estimate(
     ideal : report the ideal roofline only (100% of peaks, no launch overhead).
     depth, fold : layer-table depth (default: one level below the repeated block) and folding of blocks.
     attention, causal : counting settings (see :mod:`graphroof.counters.settings`).
+    progress : called with a stage message before each trace (the CLI's :class:`graphroof.progress.Progress`).
 
     Examples
     --------
@@ -190,6 +192,8 @@ def estimate(
                             ideal=ideal)
     if depth is not None and depth < 1:
         raise InputError(f"--depth must be >= 1, got {depth}")
+    if progress and not isinstance(model, (LLMSource, OpGraph, tuple)):
+        progress(f"building {model if isinstance(model, str) else type(model).__name__}")
     src = open_source(model, **frontend_opts)
     src.check_context(prompt, gen)
     spec = src.spec
@@ -198,7 +202,7 @@ def estimate(
         raise InputError(f"--tp {tp}: hardware profile {prof.name} has no interconnect.bw_bytes_per_s_per_direction "
                          "to cost the collectives on; pick a profile with an interconnect")
     pipe = Pipeline(src, prof, quant=quant, tp=tp, plan=plan, settings=settings, rules=rules, strict=strict,
-                    depth=depth)
+                    depth=depth, progress=progress)
     run = _Run(src, pipe, prompt, gen, depth, fold, ideal)
     run.batches = batches
     configs = [run.config(b) for b in batches]

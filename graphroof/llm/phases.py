@@ -16,7 +16,7 @@ first sampled step).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..analysis import Analysis
@@ -27,7 +27,7 @@ from ..counters.settings import CountSettings
 from ..errors import FrontendError
 from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
-from ..roofline import evaluate_graph
+from ..roofline import compute_dtype, evaluate, evaluate_graph
 from .kvcache import mark_kv_cache
 from .quant import Quant, requantize
 from .series import OpSeries
@@ -59,6 +59,9 @@ class Phase:
     steps: int
     context: tuple[int, int]       # range of seq (prefill, recompute) or past (decode) covered
     notes: list[str] = field(default_factory=list)
+    #: (ideal, realistic) time of the first and of the last step of the range
+    first_step_s: tuple[float, float] = (0.0, 0.0)
+    last_step_s: tuple[float, float] = (0.0, 0.0)
 
     @property
     def t_ideal_s(self) -> float:
@@ -74,8 +77,10 @@ class Pipeline:
 
     def __init__(self, source: LLMSource, hw: HardwareProfile, *, quant: Quant = Quant(), tp: int = 1,
                  plan: TPPlan = DEFAULT_PLAN, settings: CountSettings | None = None,
-                 rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None):
+                 rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None,
+                 progress: Callable[[str], None] | None = None):
         self.source, self.hw, self.quant, self.tp, self.plan = source, hw, quant, tp, plan
+        self.progress = progress or (lambda message: None)
         self.settings = settings or CountSettings()
         self.rules, self.strict, self.depth = rules, strict, depth
         self._cache: dict[tuple[str, int, int], Counted] = {}
@@ -90,6 +95,8 @@ class Pipeline:
         """The source's graph (traced once per key and kept: tracing is the slow part)."""
         key = (phase, batch, x)
         if key not in self._raw:
+            what = f"past {x}" if phase == "decode" else f"seq {x}"
+            self.progress(f"tracing {self.source.name}: {phase} graph, batch {batch}, {what}")
             self._raw[key] = (self.source.decode_graph(batch, x) if phase == "decode"
                               else self.source.prefill_graph(batch, x))
         return self._raw[key]
@@ -135,7 +142,11 @@ class Pipeline:
             g.set(op.name, BOUND, s.bound)
         g.meta["dims"] = {**base.counted.meta.get("dims", {})}
         a = Analysis(g, self.hw, base.summary, depth=self.depth, meta=dict(meta or {}))
-        return Phase(name, a, n, (lo, hi), notes)
+        ends = []
+        for x in (lo, hi):
+            bs = [evaluate(c, self.hw, compute_dtype(op)) for op, c in series.costs_at(x)]
+            ends.append((sum(b.t_s for b in bs), sum(b.t_realistic_s for b in bs)))
+        return Phase(name, a, n, (lo, hi), notes, ends[0], ends[1])
 
     def step(self, phase: str, batch: int, x: int) -> Analysis:
         """Analysis of one step: ``step("decode", 32, 1024)`` is the decode step with 1024 cached tokens."""

@@ -85,6 +85,8 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     rows = []
     for n in names:
         p, d, k = pre.get(n), dec.get(n), crit.get(n)
+        if not ((p and p["time_s"]) or (d and d["time_s"])):
+            continue  # views only (no FLOPs, no bytes): nothing to show
         cb = "-" if not k else (str(k["critical_batch"]) if k["critical_batch"] is not None else "never")
         rows.append([n, (p or d)["repeat"],
                      _fmt(fmt_time, p and p[key]), p["bound"] if p else "-", f"{100 * p['share']:.1f}%" if p else "-",

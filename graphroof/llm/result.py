@@ -42,6 +42,9 @@ class LLMConfig:
     def decode_steps(self) -> int:
         return self.gen - 1
 
+    def _step(self, pair: tuple[float, float]) -> float:
+        return pair[0] if self.ideal else pair[1]
+
     def _t(self, phase: Phase, ideal: bool) -> float:
         return phase.t_ideal_s if (ideal or self.ideal) else phase.t_realistic_s
 
@@ -106,6 +109,8 @@ class LLMConfig:
             "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s,
             "output_tokens_per_s": self.output_tokens_per_s,
             "decode_tokens_per_s": self.batch / self.tpot_s if self.tpot_s else None,
+            "tpot_first_s": self._step(self.decode.first_step_s) if self.decode_steps else None,
+            "tpot_last_s": self._step(self.decode.last_step_s) if self.decode_steps else None,
             "ttft_ideal_s": self.ttft(True), "tpot_ideal_s": tp_ideal, "e2e_ideal_s": self.e2e(True),
             "output_tokens_per_s_ideal": self.tokens_per_s(True),
             "prefill_bound": self.prefill.analysis.totals.bound, "decode_bound": self.decode.analysis.totals.bound,
