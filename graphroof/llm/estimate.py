@@ -18,7 +18,9 @@ from ..errors import GraphroofError, InputError
 from ..graph import OpGraph
 from ..hardware import HardwareProfile
 from ..layers import scope_at
+from ..dtypes import dtype_bits
 from .critical import critical_table
+from .kvcache import APPEND
 from .memory import MemoryFit, activation_peak_bytes, max_batch, params_from_graph, resident_weight_bytes
 from .phases import Pipeline
 from .quant import Quant
@@ -98,10 +100,16 @@ class _Run:
         return critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
 
     def kv_bytes_per_token(self, b: int) -> float:
+        """Cache bytes per token and sequence, per device: what one decode step appends (one token each)."""
         if not self.src.kv_cache:
             return 0.0
         ops = self.pipe.counted("decode", b, self.prompt).ops
-        return sum(c.kv_write_bytes for _, c in ops) / b
+        appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
+        if appended:
+            return appended / b
+        bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
+        per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
+        return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
 
     def memory(self, b: int) -> MemoryFit:
         pipe, ctx = self.pipe, self.prompt + self.gen

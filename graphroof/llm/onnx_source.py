@@ -63,8 +63,9 @@ class ONNXSource(LLMSource):
         self.no_cache_reason = "the ONNX graph has no past_key_values inputs"
         self.spec = ModelSpec(name=name or self.path.stem, layers=layers or None, kv_heads=kv_heads,
                               head_dim=head_dim)
-        self.notes = [f"ONNX decoder {self.path.name}: " + (f"{len(self.kv_names)} KV-cache inputs; prefill runs it with "
-                      "an empty cache, decode with the past dim bound" if self.kv_cache else "no KV-cache inputs")]
+        how = (f"{len(self.kv_names)} KV-cache inputs; prefill runs it with an empty cache, decode with the past dim "
+               "bound" if self.kv_cache else "no KV-cache inputs")
+        self.notes = [f"ONNX decoder {self.path.name}: {how}"]
 
     def _shapes(self, batch: int, q: int, past: int) -> dict[str, tuple[int, ...]]:
         out: dict[str, tuple[int, ...]] = {self.ids: (batch, q)}

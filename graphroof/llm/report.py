@@ -57,8 +57,8 @@ def sweep_table(r: LLMEstimate, markdown: bool) -> str:
 def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     m = c.memory
     per = " per device" if c.tp > 1 else ""
-    line = (f"memory{per}, batch {c.batch} at {c.prompt + c.gen} tokens: weights {fmt_bytes(m.weight_bytes)} + KV cache "
-            f"{fmt_bytes(m.kv_cache_bytes)} + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
+    line = (f"memory{per}, batch {c.batch} at {c.prompt + c.gen} tokens: weights {fmt_bytes(m.weight_bytes)} + "
+            f"KV cache {fmt_bytes(m.kv_cache_bytes)} + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
             f"{fmt_bytes(m.total_bytes)}")
     if m.capacity_bytes is None:
         return [line + "; the profile gives no memory capacity"]

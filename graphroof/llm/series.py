@@ -169,7 +169,8 @@ class OpSeries:
         tm = lin([(f, 1 / hw.mem_bw_bytes_per_s) for f in byte_fields])
         ibw = hw.interconnect_bw_bytes_per_s
         tn = lin([("net_bytes", 1 / ibw)]) if ibw else (0.0, 0.0, 0.0)
-        tc_r = lin([("matrix_flops", 1 / (pm * hw.matrix_efficiency)), ("vector_flops", 1 / (pv * hw.vector_efficiency))])
+        tc_r = lin([("matrix_flops", 1 / (pm * hw.matrix_efficiency)),
+                    ("vector_flops", 1 / (pv * hw.vector_efficiency))])
         tm_r = tuple(v / hw.mem_bw_efficiency for v in tm)
         tn_r = tuple(v / hw.interconnect_efficiency for v in tn)
         works = any(any(abs(v) > 0 for v in c[f]) for f in FIELDS)

@@ -100,7 +100,8 @@ def test_json_carries_the_documented_fields():
     layer_keys = set(c["decode"]["layers"][0])
     from graphroof.api import analyze
 
-    analyze_keys = set(analyze(mark_kv_cache(bind(toy_graph(), {"batch": 1, "seq": 4})), hw="a100", rules=RULES).layers[0])
+    graph = mark_kv_cache(bind(toy_graph(), {"batch": 1, "seq": 4}))
+    analyze_keys = set(analyze(graph, hw="a100", rules=RULES).layers[0])
     assert analyze_keys <= layer_keys and "repeat" in layer_keys
     assert {r["name"] for r in c["prefill"]["layers"]} == {r["name"] for r in c["decode"]["layers"]}
 

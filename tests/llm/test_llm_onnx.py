@@ -74,6 +74,9 @@ def test_onnx_decoder_with_past(tmp_path):
     cache = B * KVH * 10.5 * D * 4
     assert t.kv_read_bytes == pytest.approx(3 * cache)
     assert t.kv_write_bytes == pytest.approx(2 * B * KVH * D * 4 + cache)
+    # the cache a server reserves: batch 3 x (8 + 5) tokens x K and V x 2 heads x 16 x fp32 (the K^T copy is not
+    # cache)
+    assert c.kv_cache_bytes == B * 13 * 2 * KVH * D * 4
     moved = [op for op in g.ops() if op.op == "onnx.Transpose" and op.outputs[0].role is Role.KV_CACHE]
     assert len(moved) == 1
     # prefill: the empty past concatenated with 8 new tokens: 8 tokens written per sequence

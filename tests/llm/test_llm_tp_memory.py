@@ -32,8 +32,10 @@ def test_all_reduce_and_all_gather_rules():
 
 def test_shard_cost_column_and_row_linear():
     x, w, y = T("bf16", 2, 8, 64), W("bf16", 128, 64), T("bf16", 2, 8, 128)
-    full = Cost(matrix_flops=2 * 16 * 128 * 64, weight_bytes=w.nbytes, act_read_bytes=x.nbytes, act_write_bytes=y.nbytes)
-    col = node("my.linear", [x, w], [y], tp_shard={"world_size": 2, "replicated_inputs": (0,), "replicated_outputs": ()})
+    full = Cost(matrix_flops=2 * 16 * 128 * 64, weight_bytes=w.nbytes, act_read_bytes=x.nbytes,
+                act_write_bytes=y.nbytes)
+    col = node("my.linear", [x, w], [y],
+               tp_shard={"world_size": 2, "replicated_inputs": (0,), "replicated_outputs": ()})
     c = shard_cost(col, full)
     # FLOPs 262144 / 2; weight 16384 / 2; input x replicated: 2048 in full; output sharded 4096 / 2
     assert (c.matrix_flops, c.weight_bytes, c.act_read_bytes, c.act_write_bytes) == (131072, 8192, 2048, 2048)
