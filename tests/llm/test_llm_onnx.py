@@ -88,3 +88,14 @@ def test_onnx_decoder_with_past(tmp_path):
 def test_onnx_decoder_without_past_recomputes(tmp_path):
     r = estimate(str(_decoder(tmp_path, with_past=False)), hw="a100", prompt=8, gen=3, batch=[2], ideal=True)
     assert not r.kv_cache and any("no past_key_values inputs" in n for n in r.notes)
+
+
+def test_onnx_decoder_tensor_parallel(tmp_path):
+    path = str(_decoder(tmp_path))
+    one = estimate(path, hw="a100", prompt=8, gen=5, batch=[2], ideal=True).configs[0]
+    two = estimate(path, hw="a100", prompt=8, gen=5, batch=[2], ideal=True, tp=2).configs[0]
+    names = {r["name"] for r in two.layer_rows("decode")}
+    assert {"model.layers.*.self_attn_all_reduce", "model.embed_tokens_all_reduce", "lm_head_all_gather"} <= names
+    # every weight here is split (no norms): half per device; KV heads split: half the cache
+    assert two.weight_bytes == one.weight_bytes / 2
+    assert two.kv_cache_bytes == one.kv_cache_bytes / 2
