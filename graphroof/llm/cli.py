@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import command, hw_from_args, parse_dims, parse_inputs
+from ..cli import command, hw_from_args, parse_dims
 from ..errors import InputError
 
 __all__ = ["parse_batches"]
@@ -55,7 +55,6 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this")
     p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="bind another symbolic dim of an ONNX model")
-    p.add_argument("--input", action="append", metavar="NAME=SHAPE", help=argparse.SUPPRESS)
     p.add_argument("--depth", type=_int("--depth"), default=None,
                    help="layer-table depth (default: one level below the repeated decoder block)")
     p.add_argument("--no-fold", action="store_true", help="one row per block instead of folding identical blocks")
@@ -78,8 +77,6 @@ def _run(args: argparse.Namespace) -> int:
     dims = parse_dims(args.dim)
     if dims:
         opts["dims"] = dims
-    if args.input:
-        opts["input_shapes"] = parse_inputs(args.input)
     if args.dtype:
         opts["dtype"] = args.dtype
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=parse_batches(args.batch),

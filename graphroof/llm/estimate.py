@@ -9,12 +9,13 @@ roofline alone.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
-from ..errors import GraphroofError, InputError
+from ..errors import GraphroofError, GraphroofWarning, InputError
 from ..graph import OpGraph
 from ..hardware import HardwareProfile
 from ..layers import scope_at
@@ -216,9 +217,11 @@ def estimate(
     configs = [run.config(b) for b in batches]
     notes = list(getattr(src, "notes", []) or [])
     if not src.kv_cache:
-        notes.append(f"{src.name} has no KV cache ({src.no_cache_reason}): each decode step is estimated as a full "
-                     "forward pass over the whole context (prompt + tokens so far, no cache reuse), summed exactly "
-                     "over the steps; KV-cache bytes are 0")
+        msg = (f"{src.name} has no KV cache ({src.no_cache_reason}): each decode step is estimated as a full "
+               "forward pass over the whole context (prompt + tokens so far, no cache reuse), summed exactly "
+               "over the steps; KV-cache bytes are 0")
+        notes.append(msg)
+        warnings.warn(msg, GraphroofWarning, stacklevel=2)
     for c in configs:
         for n in c.prefill.notes + c.decode.notes:
             if n not in notes:

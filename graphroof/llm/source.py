@@ -74,8 +74,9 @@ class LLMSource:
             raise InputError(f"--prompt {prompt} is longer than {self.name}'s maximum of {limit} positions "
                              f"(max_position_embeddings); use --prompt <= {limit}")
         if limit and prompt + gen > limit:
+            fix = f"lower --gen to <= {limit - prompt}" if limit > prompt else f"use --prompt <= {limit - gen}"
             raise InputError(f"--prompt {prompt} + --gen {gen} = {prompt + gen} tokens exceeds {self.name}'s maximum "
-                             f"of {limit} positions (max_position_embeddings); lower --gen to <= {limit - prompt}")
+                             f"of {limit} positions (max_position_embeddings); {fix}")
 
 
 @dataclass

@@ -8,7 +8,7 @@ import pytest
 
 from graphroof.api import count_graph
 from graphroof.cli import main
-from graphroof.errors import InputError
+from graphroof.errors import GraphroofWarning, InputError
 from graphroof.graph import bind
 from graphroof.llm import estimate
 from graphroof.llm.kvcache import mark_kv_cache
@@ -70,6 +70,8 @@ def test_bad_inputs():
         _est(prompt=5000)
     with pytest.raises(InputError, match=r"4090 \+ --gen 12 = 4102 tokens exceeds .* lower --gen to <= 6"):
         _est(prompt=4090)
+    with pytest.raises(InputError, match=r"use --prompt <= 4084"):
+        _est(prompt=4096)
     with pytest.raises(InputError, match=r"--batch values must be integers >= 1"):
         _est(batch=[0])
     with pytest.raises(InputError, match=r"--activations 'bf17': unknown dtype"):
@@ -78,7 +80,8 @@ def test_bad_inputs():
 
 def test_no_kv_cache_model_recomputes_the_context():
     src = toy_source(kv=False)
-    r = _est(src=src, batch=[2])
+    with pytest.warns(GraphroofWarning, match="has no KV cache .* full forward pass over the whole context"):
+        r = _est(src=src, batch=[2])
     assert any("has no KV cache" in n and "full forward pass over the whole context" in n for n in r.notes)
     c = r.configs[0]
     pre = toy_graph()

@@ -90,7 +90,10 @@ def test_prompt_longer_than_max_positions(tiny_config):
 
 
 def test_plain_module_without_cache_explains_the_decode_estimate():
-    r = estimate("tests.llm.tinylm:TinyLM", hw="a100", prompt=8, gen=4, batch=[1], ideal=True)
+    from graphroof.errors import GraphroofWarning
+
+    with pytest.warns(GraphroofWarning, match="plain nn.Module"):
+        r = estimate("tests.llm.tinylm:TinyLM", hw="a100", prompt=8, gen=4, batch=[1], ideal=True)
     assert not r.kv_cache and r.configs[0].kv_cache_bytes == 0
     note = next(n for n in r.notes if "has no KV cache" in n)
     assert "plain nn.Module" in note and "full forward pass over the whole context" in note

@@ -86,7 +86,10 @@ def test_onnx_decoder_with_past(tmp_path):
 
 
 def test_onnx_decoder_without_past_recomputes(tmp_path):
-    r = estimate(str(_decoder(tmp_path, with_past=False)), hw="a100", prompt=8, gen=3, batch=[2], ideal=True)
+    from graphroof.errors import GraphroofWarning
+
+    with pytest.warns(GraphroofWarning, match="no past_key_values inputs"):
+        r = estimate(str(_decoder(tmp_path, with_past=False)), hw="a100", prompt=8, gen=3, batch=[2], ideal=True)
     assert not r.kv_cache and any("no past_key_values inputs" in n for n in r.notes)
 
 
