@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import FrontendError, InputError
 from ..graph import OpGraph, Role
 from .source import LLMSource, ModelSpec, Param
 
@@ -47,6 +47,21 @@ class ModuleSource(LLMSource):
                 for n, p in self.module.named_parameters()]
 
 
+def _frontend(name: str):
+    """``graphroof.frontends.<name>``, or a FrontendError saying which part of the install is missing."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"graphroof.frontends.{name}")
+    except ModuleNotFoundError as e:
+        what = (e.name or "").split(".")[0]
+        if what in ("torch", "transformers", "onnx", "onnxruntime"):
+            extra = "onnx" if what.startswith("onnx") else "torch,hf"
+            raise FrontendError(f"this model needs the {what} package: pip install 'graphroof[{extra}]'") from None
+        raise FrontendError(f"this model needs graphroof's {name} frontend (graphroof.frontends.{name}), which this "
+                            "install does not have") from None
+
+
 def _is_hf_model(obj: Any) -> bool:
     cfg = getattr(obj, "config", None)
     return cfg is not None and hasattr(cfg, "model_type") and hasattr(obj, "named_parameters")
@@ -77,6 +92,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     if path.suffix.lower() == ".onnx":
         if not path.exists():
             raise InputError(f"model file {s!r} not found; check the path")
+        _frontend("onnx")
         from .onnx_source import ONNXSource
 
         return ONNXSource(path, dims=opts.get("dims"), name=name)
@@ -85,19 +101,16 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     if path.suffix.lower() == ".json":
         if not path.exists():
             raise InputError(f"model file {s!r} not found; check the path")
-        from ..frontends.hf import read_config
         from .hf import HFSource
 
-        data = read_config(path)
+        data = _frontend("hf").read_config(path)
         nm = name or str(data.get("_name_or_path") or path.parent.name or path.stem)
         return HFSource(data, name=nm, dtype=dtype, source=str(path))
     if path.exists():
         raise InputError(f"don't know how to read {s!r} as an LLM; use a zoo name, a config.json (or its folder), "
                          "an .onnx file or 'module:factory'")
     if _FACTORY.match(s):
-        from ..frontends.torch_export import load_factory  # noqa: F401  (torch needed)
-        from ..frontends.torch_export import _import_target
-
+        _import_target = _frontend("torch_export")._import_target
         import torch
 
         fn = _import_target(s)
@@ -111,11 +124,11 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         if not is_torch_module(module):
             raise InputError(f"{s!r} returned a {type(module).__name__}, not an nn.Module")
         return _from_module(module, name or s.rpartition(":")[2], opts)
-    from ..frontends import zoo
-    from ..frontends.hf import read_config
+    zoo = _frontend("zoo")
     from .hf import HFSource
 
     m = zoo.resolve(s)
     if m.family != "llm" or m.source != "hf":
         raise InputError(f"zoo model {m.name} is a {m.family} model, not a language model; use `graphroof analyze`")
-    return HFSource(read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}")
+    hf = _frontend("hf")
+    return HFSource(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}")

@@ -123,3 +123,25 @@ def test_cli_errors_are_one_line(capsys):
     assert "--weights 'int3': unknown dtype; use one of:" in capsys.readouterr().err
     assert main(["llm", "toy", "--batch", "1,x"]) == 1
     assert "expected integers separated by commas" in capsys.readouterr().err
+
+
+def test_structure_change_falls_back_to_the_middle_step():
+    """A decode graph whose op set changes with the context cannot be interpolated: the middle step stands
+    for every step, and a note says so."""
+    from graphroof.graph import OpNode, TensorSpec
+    from graphroof.llm import GraphSource
+
+    def decode(batch, past):
+        g = bind(toy_graph(decode=True), {"batch": batch, "past": past})
+        if past > 20:
+            t = TensorSpec((batch, 1, 64), "bf16")
+            g.add_op(OpNode("extra", "toy.add", (t, t), (t,), {}, "model.norm"))
+        return g
+
+    src = toy_source()
+    r = estimate(GraphSource(src.prefill, decode, src.spec), hw="a100", prompt=16, gen=12, batch=[1], rules=RULES,
+                 ideal=True)
+    assert any("changes structure" in n and "context 21" in n for n in r.notes)
+    # steps 16..26: middle 21 (with the extra op)
+    t_mid = count_graph(mark_kv_cache(decode(1, 21)), r.hw, rules=RULES).totals.t_lower_s
+    assert r.configs[0].tpot_s == pytest.approx(t_mid)
