@@ -8,6 +8,9 @@ The split, by module name (the last matching part of an op's scope, see :class:`
   those heads, SiLU * up) is sharded, up to
 * row-parallel linears (``o_proj down_proj dense c_proj fc2`` ...): the weight is split along its input
   features, each device produces partial sums of the full output, and an **all-reduce** follows the module;
+* fused MoE ``experts`` modules (grouped GEMMs over ``[experts, ...]`` weights): every expert's FFN is split the
+  same way (the first grouped GEMM reads the replicated tokens, the second produces partial sums), with one
+  all-reduce after the module; the router stays replicated;
 * the token embedding is vocab-parallel (rows split, partial outputs, all-reduce after it) and the LM head
   column-parallel over the vocabulary with an **all-gather** of the logits after it;
 * norms, residual adds and anything else outside those regions are replicated (full cost on every device).
@@ -46,6 +49,7 @@ class TPPlan:
     })
     row: frozenset[str] = frozenset({
         "o_proj", "down_proj", "out_proj", "c_proj", "dense", "fc2", "w2", "wo", "dense_4h_to_h", "fc_out",
+        "experts",  # fused MoE experts (one [E, ...] weight per projection): up / gate split, down reduced
     })
     embed: frozenset[str] = frozenset({"embed_tokens", "wte", "word_embeddings", "embed_in", "tok_embeddings"})
     lm_head: frozenset[str] = frozenset({"lm_head", "embed_out"})

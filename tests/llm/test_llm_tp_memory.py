@@ -167,3 +167,25 @@ def test_kv_roles_in_decode():
     assert all(op.outputs[0].role is Role.KV_CACHE for op in c.decode.analysis.graph.ops()
                if op.op == "kv_cache.append")
     assert P + G - 2 == c.decode.context[1]
+
+
+def test_fused_moe_experts_split_like_an_mlp():
+    """A fused experts module (grouped GEMMs over [E, ...] weights): the up GEMM reads the replicated tokens and
+    writes its shard, the down GEMM writes partial sums, and one all-reduce follows the module."""
+    from graphroof.llm.tp import shard
+
+    g = OpGraph("moe")
+    s = "model.layers.0.mlp.experts"
+    g.add_op(node("my.gmm", [T("bf16", 4, 64), W("bf16", 8, 256, 64)], [T("bf16", 4, 256)], name="up", scope=s),
+             ["x"], ["h"])
+    g.add_op(node("my.gmm", [T("bf16", 4, 256), W("bf16", 8, 64, 256)], [T("bf16", 4, 64)], name="down", scope=s),
+             ["h"], ["y"])
+    g.add_op(node("my.add", [T("bf16", 4, 64), T("bf16", 4, 64)], [T("bf16", 4, 64)], name="res",
+                  scope="model.layers.0"), ["x", "y"], ["z"])
+    t = shard(g, 2)
+    assert t.node("up").attrs["tp_shard"] == {"world_size": 2, "replicated_inputs": (0,), "replicated_outputs": ()}
+    assert t.node("down").attrs["tp_shard"] == {"world_size": 2, "replicated_inputs": (), "replicated_outputs": (0,)}
+    assert [op.name for op in t.ops()] == ["up", "down", "down__all_reduce", "res"]
+    assert t.node("down__all_reduce").scope == "model.layers.0.mlp_all_reduce"
+    assert "tp_shard" not in t.node("res").attrs
+    assert list(t.nx.predecessors("res")) == ["down__all_reduce"]
