@@ -126,9 +126,10 @@ class Pipeline:
         else:
             xs = [lo, hi] if degree == 1 else [lo, (lo + hi) // 2, hi]
         notes: list[str] = []
+        samples = {x: self.counted(graph_phase, batch, x).ops for x in xs}
+        base = self.counted(graph_phase, batch, xs[0])
         try:
-            series = OpSeries({x: self.counted(graph_phase, batch, x).ops for x in xs})
-            base = self.counted(graph_phase, batch, xs[0])
+            series = OpSeries(samples)
         except FrontendError:
             mid = (lo + hi) // 2
             base = self.counted(graph_phase, batch, mid)

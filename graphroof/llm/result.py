@@ -58,7 +58,8 @@ class LLMConfig:
         return self.ttft(ideal) + self.decode_steps * (self.tpot(ideal) or 0.0)
 
     def tokens_per_s(self, ideal: bool = False) -> float:
-        return self.batch * self.gen / self.e2e(ideal)
+        e2e = self.e2e(ideal)
+        return self.batch * self.gen / e2e if e2e else float("inf")
 
     @property
     def ttft_s(self) -> float:
