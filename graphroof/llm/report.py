@@ -82,6 +82,8 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     crit = {r["name"]: r for r in c.critical}
     names = list(pre) + [n for n in dec if n not in pre]
     key = "time_s" if ideal else "time_realistic_s"
+    tot_p = sum(r[key] for r in pre.values()) or 1.0
+    tot_d = sum(r[key] for r in dec.values()) or 1.0
     rows = []
     for n in names:
         p, d, k = pre.get(n), dec.get(n), crit.get(n)
@@ -89,8 +91,8 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
             continue  # views only (no FLOPs, no bytes): nothing to show
         cb = "-" if not k else (str(k["critical_batch"]) if k["critical_batch"] is not None else "never")
         rows.append([n, (p or d)["repeat"],
-                     _fmt(fmt_time, p and p[key]), p["bound"] if p else "-", f"{100 * p['share']:.1f}%" if p else "-",
-                     _fmt(fmt_time, d and d[key]), d["bound"] if d else "-", f"{100 * d['share']:.1f}%" if d else "-",
+                     _fmt(fmt_time, p and p[key]), p["bound"] if p else "-", f"{100 * p[key] / tot_p:.1f}%" if p else "-",
+                     _fmt(fmt_time, d and d[key]), d["bound"] if d else "-", f"{100 * d[key] / tot_d:.1f}%" if d else "-",
                      cb])
     heads = ["layer", "x", "prefill time", "bound", "share", "decode time/step", "bound", "share", "critical batch"]
     return tabulate(rows, headers=heads, tablefmt="github" if markdown else "simple", disable_numparse=True)
