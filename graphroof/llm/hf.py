@@ -104,7 +104,6 @@ class HFSource(LLMSource):
     def __init__(self, data: dict[str, Any] | None = None, *, name: str, dtype: str | None = None,
                  capture: str = "dispatch", source: str = "config", model: Any = None):
         from ..frontends.hf import build_model
-        from ..frontends.torch_export import _model_device_dtype
         from ..frontends.torch_common import dtype_name as torch_dtype_name
 
         if model is None:
@@ -112,7 +111,8 @@ class HFSource(LLMSource):
             how = f"built from its transformers config on the meta device ({type(self.model).__name__}, {dtype_name})"
         else:
             self.model, self.cfg = model, model.config
-            dtype_name = torch_dtype_name(_model_device_dtype(model)[1])
+            floats = [p.dtype for p in model.parameters() if p.is_floating_point()]
+            dtype_name = torch_dtype_name(floats[0]) if floats else "fp32"
             how = f"transformers {type(model).__name__} ({dtype_name})"
         self.spec = spec_from_config(self.cfg, name, dtype_name)
         self.capture = capture

@@ -62,6 +62,36 @@ def _frontend(name: str):
                             "install does not have") from None
 
 
+def _import_factory(target: str) -> Any:
+    """The object named by ``pkg.module:attr`` (importable from the current directory) or ``file.py:attr``."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+
+    mod_name, _, attr = target.rpartition(":")
+    try:
+        if mod_name.endswith(".py") or "/" in mod_name or os.sep in mod_name:
+            spec = importlib.util.spec_from_file_location(Path(mod_name).stem, mod_name)
+            if spec is None or not Path(mod_name).exists():
+                raise InputError(f"{target!r}: file {mod_name} not found")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        else:
+            sys.path.insert(0, os.getcwd())
+            try:
+                mod = importlib.import_module(mod_name)
+            finally:
+                sys.path.remove(os.getcwd())
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's module failed to import
+        raise InputError(f"cannot import {mod_name!r} for {target!r}: {type(e).__name__}: {e}") from None
+    if not hasattr(mod, attr):
+        raise InputError(f"module {mod_name!r} has no attribute {attr!r} (from {target!r})")
+    return getattr(mod, attr)
+
+
 def _is_hf_model(obj: Any) -> bool:
     cfg = getattr(obj, "config", None)
     return cfg is not None and hasattr(cfg, "model_type") and hasattr(obj, "named_parameters")
@@ -110,10 +140,10 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         raise InputError(f"don't know how to read {s!r} as an LLM; use a zoo name, a config.json (or its folder), "
                          "an .onnx file or 'module:factory'")
     if _FACTORY.match(s):
-        _import_target = _frontend("torch_export")._import_target
+        _frontend("torch_export")
         import torch
 
-        fn = _import_target(s)
+        fn = _import_factory(s)
         if isinstance(fn, torch.nn.Module):
             module = fn
         else:

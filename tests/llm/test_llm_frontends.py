@@ -122,3 +122,10 @@ def test_llama_2_70b_does_not_fit_one_a100():
     assert c.weight_bytes == pytest.approx(137.96e9, rel=1e-3)
     assert c.fits is False and c.memory.min_tp == 2
     assert "does not fit; smallest TP that fits: --tp 2" in r.render()
+
+
+def test_factory_errors_name_the_problem():
+    with pytest.raises(InputError, match=r"cannot import 'tests.llm.nope' for 'tests.llm.nope:X'"):
+        estimate("tests.llm.nope:X", gen=2)
+    with pytest.raises(InputError, match=r"module 'tests.llm.tinylm' has no attribute 'Nope'"):
+        estimate("tests.llm.tinylm:Nope", gen=2)
