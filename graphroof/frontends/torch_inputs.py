@@ -63,7 +63,8 @@ def _forward_names(module: torch.nn.Module) -> list[str]:
 
 def _make_input(v: Any, name: str | None, pos: int, module, fake_mode, device, fdtype, dims, kv_inputs):
     """One input -> (fake tensor or plain value, Ref or None)."""
-    role = Role.KV_CACHE if name is not None and name in kv_inputs else Role.ACTIVATION
+    kv = (name is not None and name in kv_inputs) or (isinstance(v, TensorSpec) and v.role is Role.KV_CACHE)
+    role = Role.KV_CACHE if kv else Role.ACTIVATION
     if isinstance(v, torch.Tensor):
         if v.device != device:  # e.g. a CPU example for a meta model: same shape and dtype on its device
             with fake_mode:
