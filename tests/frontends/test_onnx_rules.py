@@ -254,6 +254,16 @@ def test_attention_opset23_causal_with_past(tmp_path):
     assert naive.act_write_bytes - c.act_write_bytes == 2 * (2 * 2 * 5 * 4)  # S and P written: BH*q*kv fp32
 
 
+def test_attention_opset23_causal_without_cache_is_top_left(tmp_path):
+    # ONNX spec: query i sees keys j <= i + past_sequence_length; no past_key -> offset 0 (top-left), so with
+    # q = 2, kv = 6 query 0 sees key 0 and query 1 keys 0..1: 1 + 2 = 3 pairs (bottom-right would be 5 + 6 = 11)
+    n = node("Attention", ["q", "k", "v"], ["o"], is_causal=1)
+    c = one(tmp_path, n, [vi("q", F32, [1, 1, 2, 8]), vi("k", F32, [1, 1, 6, 8]), vi("v", F32, [1, 1, 6, 8])],
+            opset=23)
+    # BH = 1: matrix 2 * 1 * 3 * (8 + 8) = 96; vector (5 + 1) * 1 * 3 = 18
+    assert (c.matrix_flops, c.vector_flops) == (96, 18)
+
+
 def test_ms_group_query_attention_and_skip_norm(tmp_path):
     # B=1, S=4, N=4 query heads, Nkv=2, H=8, past 6; shapes of com.microsoft outputs from onnxruntime's inference
     nodes = [

@@ -56,13 +56,14 @@ def _present(node: OpNode, i: int) -> TensorSpec | None:
 
 def attention_cost(node: OpNode, *, bh: int, q_len: int, kv_len: int, head_dim: int, v_head_dim: int,
                    causal: bool, past: tuple[int, ...] = (), present: tuple[int, ...] = (), window: int = 0,
-                   extra: Cost = Cost()) -> Cost:
-    """Cost of a fused attention *node*; *past* / *present* are the input / output positions of the KV cache."""
+                   extra: Cost = Cost(), align: str = "bottom_right") -> Cost:
+    """Cost of a fused attention *node*; *past* / *present* are the input / output positions of the KV cache;
+    *align* places the causal diagonal (see :func:`~graphroof.counters.formulas.causal_pairs`)."""
     s = current()
     if causal and window and s.causal == "kernel":
         pairs = windowed_pairs(q_len, kv_len, window)
     else:
-        pairs = attention_pairs(q_len, kv_len, causal, s.causal)
+        pairs = attention_pairs(q_len, kv_len, causal, s.causal, align)
     matrix = FLOPS_PER_MAC * bh * pairs * (head_dim + v_head_dim)
     vector = (SOFTMAX_FLOPS_PER_ELEMENT + 1) * bh * pairs
     ins = [(_kv(t) if i in past else t) for i, t in enumerate(node.inputs)]
@@ -81,8 +82,10 @@ def _seq(t: TensorSpec, axis_4d: int = 2, axis_3d: int = 1) -> int:
 
 @register_rule("onnx.Attention")
 def onnx_attention(node: OpNode) -> Cost:
-    """(Q, K, V, attn_mask, past_key, past_value): Q [B, Hq, S, D] or [B, S, Hq*D] (``q_num_heads``);
-    kv length = present_key's (past + new); ``is_causal`` is bottom-right aligned."""
+    """(Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen): Q [B, Hq, S, D] or [B, S, Hq*D]
+    (``q_num_heads``); kv length = present_key's (past + new).  ``is_causal`` lets query i see keys
+    ``j <= i + offset`` with offset = the cached keys: bottom-right aligned with a cache (past_key or
+    nonpad_kv_seqlen), top-left (offset 0) without one, as the ONNX spec and reference implementation."""
     q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
     a = node.attrs
     if len(q.shape) == 4:
@@ -95,8 +98,10 @@ def onnx_attention(node: OpNode) -> Cost:
     pk = _present(node, 1)
     past = node.input(4)
     kv_len = pk.shape[2] if pk is not None else _seq(k) + (past.shape[2] if past is not None else 0)
+    cached = past is not None or node.input(6) is not None
     return attention_cost(node, bh=b * hq, q_len=sq, kv_len=kv_len, head_dim=d, v_head_dim=dv,
-                          causal=bool(a.get("is_causal", 0)), past=(4, 5), present=(1, 2))
+                          causal=bool(a.get("is_causal", 0)), past=(4, 5), present=(1, 2),
+                          align="bottom_right" if cached else "top_left")
 
 
 @register_rule("com.microsoft.Attention")
