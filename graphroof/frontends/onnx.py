@@ -306,7 +306,9 @@ class _Builder:
             if repeat != 1:
                 attrs["repeat"] = repeat
             if node.op_type in _INT_COMPUTE and ins and ins[0] is not None:
-                attrs["compute_dtype"] = "int8" if ins[0].dtype in ("int8", "uint8") else ins[0].dtype
+                # DynamicQuantizeMatMul takes a float A and quantizes it itself: its 8-bit B sets the GEMM dtype
+                src = ins[1] if node.op_type == "DynamicQuantizeMatMul" and len(ins) > 1 and ins[1] else ins[0]
+                attrs["compute_dtype"] = "int8" if src.dtype in ("int8", "uint8") else src.dtype
             self.graph.add_op(OpNode(name, op_key(node), ins, tuple(outs), attrs, scope),
                               inputs=list(node.input), outputs=list(node.output))
             if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop", "Scan"):

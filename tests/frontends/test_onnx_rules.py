@@ -327,6 +327,22 @@ def test_dynamic_quantize_then_matmul_integer(tmp_path):
     assert cost(g, "wd") == Cost(vector_flops=2 * 12, weight_bytes=12 + 4, act_write_bytes=48)
 
 
+def test_dynamic_quantize_matmul_computes_in_int8(tmp_path):
+    # com.microsoft.DynamicQuantizeMatMul(A fp32 [2, 4], B int8 [4, 3], b_scale): A is quantized inside the op
+    # and the GEMM runs in int8, so the int8 peak applies (A100: 624e12), not fp32 (19.5e12 on CUDA cores)
+    from graphroof.hardware import load_hardware
+    from graphroof.roofline import compute_dtype, evaluate
+
+    n = node("DynamicQuantizeMatMul", ["a", "w", "ws"], ["y"], domain="com.microsoft")
+    m = model([n], [vi("a", F32, [2, 4])], ["y"], [init("w", (4, 3), np.int8), init("ws", (3,))], ms=True)
+    g = counted(save(tmp_path, m))
+    c = cost(g, "y")
+    assert c.matrix_flops == 2 * 2 * 3 * 4               # 2 * M 2 * N 3 * K 4 = 48
+    assert c.vector_flops == 5 * 8                       # quantizing A: 5 per element, 8 elements
+    assert compute_dtype(g.node("y")) == "int8"
+    assert evaluate(c, load_hardware("a100"), "int8").peak_used.startswith("matrix.int8")
+
+
 def test_qlinear_matmul_and_conv(tmp_path):
     q = [init("s", ()), init("z", (), np.uint8)]
     n = node("QLinearMatMul", ["a", "s", "z", "w", "s", "z", "s", "z"], ["y"])
