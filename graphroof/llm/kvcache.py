@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..dtypes import is_float
-from ..graph import OpGraph, OpNode, Role, TensorSpec
+from ..graph import IN_TENSORS, OpGraph, OpNode, Role, TensorSpec
 
 __all__ = ["APPEND", "CONCAT_OPS", "mark_kv_cache", "kv_append_ops"]
 
@@ -65,8 +65,14 @@ def mark_kv_cache(graph: OpGraph) -> OpGraph:
         preds = [p for p in g.nx.predecessors(name) if p in cache_of]
         if not preds:
             continue
-        specs = {(c.shape, c.dtype) for c in (cache_of[p] for p in preds)}
-        ins = tuple(_as_kv(t) if t is not None and (t.shape, t.dtype) in specs else t for t in op.inputs)
+        names = g.get(name, IN_TENSORS)
+        if names:  # by tensor name: a query shaped like the cache (prefill, q_len == kv_len) is no cache read
+            cache_names = {g.nx.edges[p, name].get("tensor") for p in preds}
+            ins = tuple(_as_kv(t) if t is not None and i < len(names) and names[i] in cache_names else t
+                        for i, t in enumerate(op.inputs))
+        else:
+            specs = {(c.shape, c.dtype) for c in (cache_of[p] for p in preds)}
+            ins = tuple(_as_kv(t) if t is not None and (t.shape, t.dtype) in specs else t for t in op.inputs)
         float_acts = [t for t in op.inputs if t is not None and is_float(t.dtype) and t.role is not Role.WEIGHT]
         if _is_move(op.op) and len(float_acts) == 1 and len(op.outputs) == 1:
             out = _as_kv(op.outputs[0])
