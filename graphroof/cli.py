@@ -233,6 +233,7 @@ command("rules", "list the registered counting rules (or a model's ops without o
 
 #: Modules that register further sub-commands with ``command(...)`` when imported (one line per feature).
 FEATURE_MODULES: tuple[str, ...] = (
+    "graphroof.calibrate_cli",
 )
 
 
