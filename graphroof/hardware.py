@@ -41,7 +41,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .dtypes import peak_key_candidates
+from .dtypes import canonical_dtype, peak_key_candidates
 from .errors import GraphroofError, HardwareProfileError
 
 __all__ = ["HardwareProfile", "load_hardware", "list_profiles", "profile_dir", "adhoc_profile"]
@@ -79,8 +79,13 @@ class HardwareProfile:
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
         """(peak FLOP/s, ``"matrix.bf16"``) for computing *dtype* on *unit*; falls back to a wider dtype."""
         table = self.matrix_peak_flops_per_s if unit == "matrix" else self.vector_peak_flops_per_s
-        if not table and unit == "vector":  # no vector table: the matrix units are all there is
+        if not table and unit == "vector":  # no vector table (TPUs): the matrix units are all there is
             table, unit = self.matrix_peak_flops_per_s, "matrix"
+        if unit == "matrix" and canonical_dtype(dtype) in ("fp32", "fp64") and canonical_dtype(dtype) not in table:
+            # an fp32 / fp64 matmul without matrix units for it runs on the vector units (TF32 is opt-in)
+            vec = self.vector_peak_flops_per_s.get(canonical_dtype(dtype))
+            if vec:
+                return vec, f"vector.{canonical_dtype(dtype)}"
         for key in peak_key_candidates(dtype):
             if table.get(key):
                 return table[key], f"{unit}.{key}"

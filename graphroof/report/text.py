@@ -16,6 +16,8 @@ def _ai(x: float | None) -> str:
         return "-"
     if x == float("inf"):
         return "inf"
+    if x >= 1000:
+        return f"{x:,.0f}"
     return f"{x:.3g}"
 
 
@@ -34,7 +36,7 @@ def layer_table(rows: list[dict], markdown: bool) -> str:
 def op_table(rows: list[dict], markdown: bool, top: int | None = None) -> str:
     rows = sorted(rows, key=lambda r: -r["time_s"])[:top] if top else rows
     body = [[r["name"], r["op"], r["dtype"], *_cells(r)] for r in rows]
-    return tabulate(body, headers=["op", "kind", "dtype", *HEADERS], tablefmt="github" if markdown else "simple",
+    return tabulate(body, headers=["op", "type", "dtype", *HEADERS], tablefmt="github" if markdown else "simple",
                     disable_numparse=True)
 
 

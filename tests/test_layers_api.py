@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+import graphroof
+from graphroof import Cost, OpGraph
+from graphroof.layers import auto_depth, scope_at, scope_parts
+from tests.conftest import T, W, node
+
+
+def test_scope_depth_merges_numeric_parts():
+    assert scope_parts("model.layers.0.self_attn.q_proj") == ["model", "layers.0", "self_attn", "q_proj"]
+    assert scope_at("model.layers.0.self_attn.q_proj", 2) == "model.layers.0"
+    assert scope_at("", 2) == "(top)"
+
+
+def _mlp_graph():
+    g = OpGraph("mlp")
+    # two linear layers as table-free custom ops counted by a per-call rule
+    for i in range(2):
+        g.add_op(node("my.linear", [T("bf16", 8, 64), W("bf16", 64, 64)], [T("bf16", 8, 64)], name=f"fc{i}",
+                      scope=f"blocks.{i}.fc"))
+        g.add_op(node("my.relu", [T("bf16", 8, 64)], [T("bf16", 8, 64)], name=f"act{i}", scope=f"blocks.{i}.act"))
+    return g
+
+
+def _linear(n):
+    x, w = n.inputs
+    # [8,64] @ [64,64]: 2 * 8 * 64 * 64 = 65536 FLOPs
+    return Cost(matrix_flops=2 * 8 * 64 * 64, weight_bytes=w.nbytes, act_read_bytes=x.nbytes,
+                act_write_bytes=n.outputs[0].nbytes)
+
+
+def test_rollup_sums_costs_and_bound(round_hw):
+    with pytest.warns(graphroof.GraphroofWarning, match=r"'my.relu' \(2 nodes\)"):
+        a = graphroof.analyze(_mlp_graph(), hw=round_hw, rules={"my.linear": _linear}, depth=1)
+    assert [r["name"] for r in a.layers] == ["blocks.0", "blocks.1"]
+    assert auto_depth(a.graph) == 2  # 4 distinct scopes: depth 1 gives 2 groups, depth 2 gives 4
+    r = a.layers[0]
+    # fc: 65536 FLOPs; bytes 1024 (x) + 8192 (w) + 1024 (y) = 10240 ; relu unknown: 1024 + 1024 = 2048 (estimated)
+    assert r["matrix_flops"] == 65536 and r["bytes"] == 10240 + 2048 and r["estimated"] is True
+    assert r["n_ops"] == 2 and r["op_kinds"] == {"my.linear": 1, "my.relu": 1}
+    # Tc = 65536 / 1e14 = 0.655 ns; Tm = 12288 / 1e12 = 12.3 ns -> memory-bound
+    assert r["bound"] == "memory" and r["time_s"] == pytest.approx(12288e-12)
+    assert a.summary.unknown == {"my.relu": 2}
+    assert "blocks.0" in repr(a.layers) and "memory-bound" in repr(a)
+    md = a.to_markdown()
+    assert "unknown: my.relu×2 (bytes only, estimated)" in md
+
+
+def test_to_dataframe_needs_pandas_or_works(round_hw):
+    a = graphroof.analyze(_mlp_graph(), hw=round_hw, rules={"my.linear": _linear, "my.relu": None})
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(graphroof.GraphroofError, match="needs pandas"):
+            a.to_dataframe()
+    else:
+        assert len(a.to_dataframe("ops")) == 4
+
+
+def test_public_api_all():
+    for name in graphroof.__all__:
+        assert hasattr(graphroof, name), name
