@@ -74,3 +74,53 @@ def _calibrate_run(args: argparse.Namespace) -> int:
 
 command("calibrate", "measure this device's GEMM/vector FLOP/s and memory bandwidth into a hardware profile")(
     (_calibrate_args, _calibrate_run))
+
+
+# -- profile -------------------------------------------------------------------------------------------
+
+def _profile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an .onnx file (run with onnxruntime), 'pkg.module:factory', a zoo name or a "
+                   "transformers config.json (built with random weights, run with PyTorch eager)")
+    add_hw_options(p)
+    add_model_options(p)
+    p.add_argument("--device", default="cpu", help="where to run: cpu (the only one measured for now)")
+    p.add_argument("--runs", type=int, default=None,
+                   help="timed and profiled passes (default: about 2 s worth of each, 5 to 50)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed passes first (default 2)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch / onnxruntime (default: theirs)")
+    p.add_argument("--ort-opt", default="basic", choices=("disable", "basic", "extended", "all"),
+                   help="onnxruntime graph optimisation level (default basic: keeps nodes mappable)")
+    p.add_argument("--overhead-factor", type=float, default=2.0,
+                   help="a layer > this many times slower than its roofline time is 'overhead'-bound (default 2)")
+    p.add_argument("--format", "-f", default="terminal", help="terminal | markdown | json (default terminal)")
+    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("--ops", action="store_true", help="also list every op with work")
+    p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest measured ops")
+
+
+def _profile_run(args: argparse.Namespace) -> int:
+    from .profiling import check_profile_device, profile_model
+    from .report import write_output
+
+    if not args.hw:
+        raise InputError("profile needs --hw: a profile of this machine, e.g. from "
+                         "`graphroof calibrate -o my-device.yaml`, then --hw my-device.yaml")
+    if args.format not in ("terminal", "markdown", "json"):
+        raise InputError(f"--format {args.format!r}: use terminal, markdown or json")
+    if args.overhead_factor <= 1:
+        raise InputError("--overhead-factor must be > 1")
+    if args.threads is not None and args.threads < 1:
+        raise InputError("--threads must be >= 1")
+    check_profile_device(args.device)
+    hw = hw_from_args(args)
+    opts = frontend_opts(args)
+    c = profile_model(args.model, hw=hw, runs=args.runs, warmup=args.warmup, depth=args.depth,
+                      dims=opts.pop("dims", None), ort_opt=args.ort_opt, threads=args.threads, device=args.device,
+                      attention=args.attention, causal=args.causal, overhead_factor=args.overhead_factor,
+                      strict=args.strict, **opts)
+    write_output(c.render(args.format, ops=args.ops, top=args.top), args.output)
+    return 0
+
+
+command("profile", "run a model on this machine and compare measured with predicted time per layer")(
+    (_profile_args, _profile_run))

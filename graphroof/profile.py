@@ -34,7 +34,7 @@ from .analysis import Analysis, _clean
 from .graph import BOUND, COST
 from .profile_match import MatchResult
 
-__all__ = ["Measured", "Comparison", "measured_bound", "percentile", "work_nodes"]
+__all__ = ["Measured", "Comparison", "measured_bound", "percentile", "work_nodes", "auto_runs"]
 
 
 def percentile(xs: Sequence[float], q: float) -> float | None:
@@ -57,6 +57,11 @@ def measured_bound(t_c: float, t_m: float, t_meas: float, overhead_factor: float
     if t_m <= 0:
         return "compute"
     return "compute" if abs(math.log(t_meas / t_c)) <= abs(math.log(t_meas / t_m)) else "memory"
+
+
+def auto_runs(t_forward_s: float, budget_s: float = 2.0, lo: int = 5, hi: int = 50) -> int:
+    """Passes per measurement so that one measurement lasts about *budget_s* (at least *lo*, at most *hi*)."""
+    return int(min(hi, max(lo, math.ceil(budget_s / max(t_forward_s, 1e-9)))))
 
 
 def work_nodes(graph) -> list[tuple[str, str, str, float]]:
@@ -173,7 +178,7 @@ class Comparison:
             ai = s["flops"] / s["bytes"] if s["bytes"] else (math.inf if s["flops"] else 0.0)
             peak = s["flops"] / s["t_compute_s"] if s["t_compute_s"] else 0.0
             attainable = min(peak, ai * hw.mem_bw_bytes_per_s) if s["flops"] else 0.0
-            bound = "compute" if s["t_compute_s"] >= s["t_memory_s"] else "memory"
+            bound = ("compute" if s["t_compute_s"] >= s["t_memory_s"] else "memory") if got else "-"
             row = {"name": L["name"], "n_work_ops": len(work), "n_matched": len(got), "intensity": ai,
                    **_row_metrics(hw, s["flops"], s["bytes"], s["t_compute_s"], s["t_memory_s"], s["predicted_s"],
                                   s["predicted_realistic_s"], s["measured_s"] if got else None, attainable, bound,

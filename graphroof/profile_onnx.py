@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import GraphroofError, InputError
-from .profile import Measured, work_nodes
+from .profile import Measured, auto_runs, work_nodes
 from .profile_match import Event, match
 
 __all__ = ["run_onnx", "random_feeds", "OPT_LEVELS", "parse_profile"]
@@ -109,15 +109,15 @@ def parse_profile(events: list[dict], scope_of: Mapping[str, str], skip_runs: in
     return out
 
 
-def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, shapes=None, runs: int = 5,
-             warmup: int = 2, wall_runs: int | None = None, opt: str = "basic", threads: int | None = None,
+def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, shapes=None,
+             runs: int | None = None, warmup: int = 2, opt: str = "basic", threads: int | None = None,
              window: int = 8) -> Measured:
     """Time the ONNX model at *path* on random inputs and map node times onto *graph* (counted, evaluated)."""
     import onnxruntime as ort
 
     if opt not in OPT_LEVELS:
         raise InputError(f"--ort-opt {opt!r}: use one of {', '.join(OPT_LEVELS)}")
-    if runs < 1 or warmup < 0:
+    if (runs is not None and runs < 1) or warmup < 0:
         raise InputError("profile: --runs must be >= 1 and --warmup >= 0")
     path = Path(path)
     all_dims = {**graph.meta.get("default_dims", {}), **graph.meta.get("dims", {}), **dict(dims or {})}
@@ -126,7 +126,10 @@ def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, 
     wall: list[float] = []
     for _ in range(warmup):
         sess.run(None, feeds)
-    for _ in range(wall_runs or max(runs, 5)):
+    t0 = time.perf_counter()
+    sess.run(None, feeds)
+    runs = runs or auto_runs(time.perf_counter() - t0)
+    for _ in range(runs):
         t0 = time.perf_counter()
         sess.run(None, feeds)
         wall.append(time.perf_counter() - t0)
@@ -145,7 +148,7 @@ def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, 
         results.append(match(nodes, evs, window=window))
     if not results:
         raise GraphroofError(f"{path.name}: onnxruntime wrote no per-run profile events; cannot map times")
-    th = threads or sess.get_session_options().intra_op_num_threads or "default"
+    th = threads or "default (one per physical core)"
     rt = (f"onnxruntime {ort.__version__} CPUExecutionProvider, graph optimisation '{opt}', intra-op threads "
           f"{th}; {runs} profiled runs (per-node kernel time), {len(wall)} timed runs")
     notes = [f"run wall time without the profiler: median {statistics.median(wall) * 1e3:.3g} ms over {len(wall)} "

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import GraphroofError
-from .profile import Measured, work_nodes
+from .profile import Measured, auto_runs, work_nodes
 from .profile_match import Event, match, norm_name
 
 __all__ = ["run_torch", "scope_map", "call_module"]
@@ -114,16 +114,16 @@ def events_by_iteration(prof_events) -> list[tuple[float, list[Event]]]:
     return out
 
 
-def run_torch(module, inputs: Any, graph, *, runs: int = 5, warmup: int = 2, wall_runs: int | None = None,
-              device: str = "cpu", threads: int | None = None, window: int = 8) -> Measured:
+def run_torch(module, inputs: Any, graph, *, runs: int | None = None, warmup: int = 2, device: str = "cpu",
+              threads: int | None = None, window: int = 8) -> Measured:
     """Time *module* on *inputs* (already on *device*, real weights) and map the ops onto *graph* (counted and
-    evaluated).  *runs* profiled passes, *wall_runs* (default ``max(runs, 5)``) plain timed passes."""
+    evaluated): *runs* plain timed passes, then *runs* profiled passes (``None``: about 2 s of each, 5 to 50)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     if device != "cpu":
         raise GraphroofError(f"profile measures on the CPU only for now; --device {device} is not supported")
-    if runs < 1 or warmup < 0:
+    if (runs is not None and runs < 1) or warmup < 0:
         raise GraphroofError("profile: --runs must be >= 1 and --warmup >= 0")
     if threads:
         torch.set_num_threads(threads)
@@ -132,7 +132,10 @@ def run_torch(module, inputs: Any, graph, *, runs: int = 5, warmup: int = 2, wal
     with torch.no_grad():
         for _ in range(warmup):
             call_module(module, inputs)
-        for _ in range(wall_runs or max(runs, 5)):
+        t0 = time.perf_counter()
+        call_module(module, inputs)
+        runs = runs or auto_runs(time.perf_counter() - t0)
+        for _ in range(runs):
             t0 = time.perf_counter()
             call_module(module, inputs)
             wall.append(time.perf_counter() - t0)
