@@ -27,6 +27,11 @@ def _calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 2; quick 1)")
     p.add_argument("--gemm-sizes", default=None, help="GEMM sizes n (n x n x n), comma-separated (default 1024,2048)")
     p.add_argument("--dtypes", default=None, help="dtypes to try, comma-separated from fp64,fp32,bf16,fp16 (default all)")
+    from . import calibrate
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = "what is measured:" + calibrate.__doc__.split("What is measured", 1)[1].split(":", 1)[1].split(
+        "Timing goes through")[0]
 
 
 def _calibrate_run(args: argparse.Namespace) -> int:
@@ -79,6 +84,10 @@ command("calibrate", "measure this device's GEMM/vector FLOP/s and memory bandwi
 # -- profile -------------------------------------------------------------------------------------------
 
 def _profile_args(p: argparse.ArgumentParser) -> None:
+    from . import profile
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = "definitions:" + profile.__doc__.split("Definitions (also printed with the report):", 1)[1]
     p.add_argument("model", help="an .onnx file (run with onnxruntime), 'pkg.module:factory', a zoo name or a "
                    "transformers config.json (built with random weights, run with PyTorch eager)")
     add_hw_options(p)

@@ -93,6 +93,6 @@ def render(c, markdown: bool = False, ops: bool = False, top: int | None = None)
             f"{e['op']}@{e['scope'] or '(top)'} {fmt_time(e['time_s'])}" for e in ev))
     for n in c.m.notes:
         out.append(f"{bullet}note: {n}")
-    out.append(f"{bullet}definitions: see `graphroof profile --help`; measured bound = overhead when > "
+    out.append(f"{bullet}definitions (`graphroof profile --help`): measured bound = overhead when > "
                f"{c.k:g}x the roofline time, else the predicted term (Tc or Tm) nearest the measured time")
     return "\n".join(out) + "\n"
