@@ -6,7 +6,8 @@ its inclusive time, and the names of the op and of everything it called (an eage
 ``aten::t`` and ``aten::addmm``).  :func:`match` assigns events to the graph's nodes that do work (FLOPs or
 bytes > 0).  The algorithm, in three passes over the still-unassigned nodes and events:
 
-0. **By node name**, for runtimes that keep the graph's node names (ONNX Runtime's per-node events).
+0. **By node name**, for runtimes that keep the graph's node names (ONNX Runtime's per-node events); a
+   runtime node that fuses several graph nodes carries the list it ``covers`` and is shared among them.
 1. **By name, per scope, in order.**  Nodes and events are grouped by scope (the dotted module path); within a
    scope both are in program order.  Each node, in topological order, takes the first event at or after the
    scope's cursor (looking at most ``window`` events ahead) whose name set holds the node's op name
@@ -66,6 +67,7 @@ class Event:
     names: Counter = field(default_factory=Counter)
     index: int = 0          # position in the execution stream
     label: str = ""         # the runtime's node name (ONNX node name); "" for eager torch ops
+    covers: tuple[str, ...] = ()  # graph nodes this runtime node computes (fusions), when the runtime says
 
     def __post_init__(self) -> None:
         if not self.names:
@@ -74,8 +76,8 @@ class Event:
 
 @dataclass
 class MatchResult:
-    """``node_time_s``: measured seconds per matched node; ``how``: node -> name | descendant | cross-scope |
-    position | node-name; ``unmatched_nodes``: work nodes with no event; ``unmatched_events``: events with
+    """``node_time_s``: measured seconds per matched node; ``how``: node -> node-name | fused | name |
+    descendant | cross-scope | position; ``unmatched_nodes``: work nodes with no event; ``unmatched_events``: events with
     no node."""
 
     node_time_s: dict[str, float]
@@ -107,7 +109,7 @@ class _State:
         self.assign.setdefault(i, []).append(node)
         self.used[i] = True
         self.how[node.name] = how
-        if node.key == self.own[i] or how in ("position", "node-name"):
+        if node.key == self.own[i] or how in ("position", "node-name", "fused"):
             self.closed[i] = True
         else:
             self.remaining[i][node.key] -= 1
@@ -152,19 +154,17 @@ def match(nodes: Sequence[tuple[str, str, str, float]], events: Sequence[Event],
     ns = [_Node(n, norm_name(op), sm.get(scope, scope), max(0.0, w)) for n, op, scope, w in nodes]
     st = _State(events)
     ev_by_scope = _by_scope(range(len(st.events)), lambda i: st.events[i].scope)
-    # pass 0: runtimes that keep the graph's node names (ONNX Runtime) match on them exactly
-    by_label = {e.label: i for i, e in enumerate(st.events) if e.label}
-    if by_label:
-        rest = []
-        for n in ns:
-            i = by_label.get(n.name)
-            if i is not None and not st.used[i]:
-                st.take(i, n, "node-name")
-            else:
-                rest.append(n)
-        ns_left = rest
-    else:
-        ns_left = ns
+    # pass 0: runtimes that keep the graph's node names (ONNX Runtime) match on them, or on the list of graph
+    # nodes a fused runtime node covers
+    by_node = {n.name: n for n in ns}
+    done: set[str] = set()
+    for i, e in enumerate(st.events):
+        names = e.covers or ((e.label,) if e.label else ())
+        targets = [by_node[x] for x in names if x in by_node]
+        for n in targets:
+            st.take(i, n, "node-name" if names == (e.label,) else "fused")
+            done.add(n.name)
+    ns_left = [n for n in ns if n.name not in done]
     # pass 1: by name within each scope
     left: list[_Node] = []
     for scope, group in _by_scope(ns_left, lambda n: n.scope).items():

@@ -2,9 +2,10 @@
 
 ONNX Runtime writes one ``Node`` event per executed node and run (``<node name>_kernel_time``, microseconds,
 with ``args.op_name``); the graphroof ONNX frontend names OpGraph nodes after the ONNX node names, so most
-events match by name (pass 0 of :func:`graphroof.profile_match.match`).  Nodes that onnxruntime's graph
-optimizer fused or renamed (``--ort-opt extended|all``) fall back to matching by op type in order; what is left
-is listed.  The default optimisation level is ``basic`` (constant folding and redundant-node removal only), so
+events match by name (pass 0 of :func:`graphroof.profile_match.match`).  Even the ``basic`` level fuses
+(MatMul + Add -> Gemm), so the optimised graph onnxruntime executes is saved and compared with the file
+(:func:`executed_cover`): a runtime node is shared among the file's nodes it computes.  What still has no
+counterpart falls back to matching by op type in order; what is left is listed.  The default optimisation level is ``basic`` (constant folding and redundant-node removal only), so
 the executed graph stays close to the file's.
 """
 
@@ -70,7 +71,57 @@ def random_feeds(sess, dims: Mapping[str, int] | None = None,
     return feeds
 
 
-def _session(path: Path, opt: str, threads: int | None, profile_prefix: str | None):
+def executed_cover(orig, opt, max_nodes: int = 64) -> dict[str, tuple[str, ...]]:
+    """Runtime node name -> the file's nodes it computes, from the optimised model onnxruntime executed.
+
+    Tensors present in both models are *anchors*.  Optimised nodes connected through non-anchor tensors form a
+    group (a fused ``Gemm`` with the ``Reshape`` s around it); the group covers every original node between
+    the anchors it consumes and the anchors it produces (a backward walk from the producers of its outputs
+    that stops at its inputs).  A walk over more than *max_nodes* nodes is given up (the group then covers
+    nothing and its events fall back to matching by op type).
+    """
+    producer = {t: n for n in orig.graph.node for t in n.output if t}
+    anchors = set(producer) | {i.name for i in orig.graph.input} | {t.name for t in orig.graph.initializer}
+    nodes = list(opt.graph.node)
+    parent = list(range(len(nodes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    made: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for t in n.output:
+            if t and t not in anchors:
+                made[t] = i
+    for i, n in enumerate(nodes):
+        for t in n.input:
+            if t in made:
+                parent[find(i)] = find(made[t])
+    groups: dict[int, list[int]] = {}
+    for i in range(len(nodes)):
+        groups.setdefault(find(i), []).append(i)
+    out: dict[str, tuple[str, ...]] = {}
+    for members in groups.values():
+        ins = {t for i in members for t in nodes[i].input if t in anchors}
+        outs = [t for i in members for t in nodes[i].output if t in producer]
+        seen: dict[str, None] = {}
+        stack = [producer[t] for t in outs]
+        while stack and len(seen) <= max_nodes:
+            n = stack.pop()
+            if n.name in seen:
+                continue
+            seen[n.name] = None
+            stack.extend(producer[t] for t in n.input if t and t not in ins and t in producer)
+        cover = tuple(seen) if len(seen) <= max_nodes else ()
+        for i in members:
+            out[nodes[i].name] = cover
+    return out
+
+
+def _session(path: Path, opt: str, threads: int | None, profile_prefix: str | None, save_opt: str | None = None):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -84,13 +135,19 @@ def _session(path: Path, opt: str, threads: int | None, profile_prefix: str | No
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
+    if save_opt:  # the graph onnxruntime executes, weights to a side file
+        so.optimized_model_filepath = save_opt
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                    Path(save_opt).name + ".data")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     try:
         return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types
         raise GraphroofError(f"{path.name}: onnxruntime cannot load this model: {str(e).splitlines()[0][:300]}") from None
 
 
-def parse_profile(events: list[dict], scope_of: Mapping[str, str], skip_runs: int = 0) -> list[tuple[float, list[Event]]]:
+def parse_profile(events: list[dict], scope_of: Mapping[str, str], skip_runs: int = 0,
+                  cover: Mapping[str, tuple[str, ...]] | None = None) -> list[tuple[float, list[Event]]]:
     """(run duration s, node events) per ``model_run``, in order, dropping the first *skip_runs* runs."""
     runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
                   key=lambda e: e["ts"])
@@ -104,7 +161,9 @@ def parse_profile(events: list[dict], scope_of: Mapping[str, str], skip_runs: in
             if lo <= e["ts"] <= hi:
                 label = e["name"][: -len("_kernel_time")]
                 op = str(e.get("args", {}).get("op_name", "")) or label
-                evs.append(Event(op, scope_of.get(label, ""), e["dur"] * 1e-6, index=len(evs), label=label))
+                cov = (cover or {}).get(label, ())
+                scope = scope_of.get(label) or next((scope_of[c] for c in cov if c in scope_of), "")
+                evs.append(Event(op, scope, e["dur"] * 1e-6, index=len(evs), label=label, covers=cov))
         out.append((r["dur"] * 1e-6, evs))
     return out
 
@@ -134,16 +193,23 @@ def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, 
         sess.run(None, feeds)
         wall.append(time.perf_counter() - t0)
     with tempfile.TemporaryDirectory(prefix="graphroof-ort-") as tmp:
-        psess = _session(path, opt, threads, os.path.join(tmp, "prof"))
+        opt_file = os.path.join(tmp, "executed.onnx") if opt != "disable" else None
+        psess = _session(path, opt, threads, os.path.join(tmp, "prof"), opt_file)
         for _ in range(warmup + runs):
             psess.run(None, feeds)
         prof_file = psess.end_profiling()
         with open(prof_file, encoding="utf-8") as f:
             events = json.load(f)
+        cover = None
+        if opt_file and os.path.exists(opt_file):
+            import onnx
+
+            cover = executed_cover(onnx.load(str(path), load_external_data=False),
+                                   onnx.load(opt_file, load_external_data=False))
     scope_of = {op.name: op.scope for op in graph.ops()}
     nodes = work_nodes(graph)
     results, profiled = [], []
-    for dur, evs in parse_profile(events, scope_of, skip_runs=warmup):
+    for dur, evs in parse_profile(events, scope_of, skip_runs=warmup, cover=cover):
         profiled.append(dur)
         results.append(match(nodes, evs, window=window))
     if not results:
