@@ -200,12 +200,13 @@ def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, 
         prof_file = psess.end_profiling()
         with open(prof_file, encoding="utf-8") as f:
             events = json.load(f)
-        cover = None
+        cover, executed = None, None
         if opt_file and os.path.exists(opt_file):
             import onnx
 
-            cover = executed_cover(onnx.load(str(path), load_external_data=False),
-                                   onnx.load(opt_file, load_external_data=False))
+            opt_model = onnx.load(opt_file, load_external_data=False)
+            cover = executed_cover(onnx.load(str(path), load_external_data=False), opt_model)
+            executed = {n.name for n in opt_model.graph.node} | {c for cov in cover.values() for c in cov}
     scope_of = {op.name: op.scope for op in graph.ops()}
     nodes = work_nodes(graph)
     results, profiled = [], []
@@ -219,4 +220,10 @@ def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, 
           f"{th}; {runs} profiled runs (per-node kernel time), {len(wall)} timed runs")
     notes = [f"run wall time without the profiler: median {statistics.median(wall) * 1e3:.3g} ms over {len(wall)} "
              f"runs after {warmup} warm-up; inputs: random (floats N(0,1), integer ids in [0, 100), masks 1)"]
-    return Measured(rt, results, wall, profiled, notes)
+    m = Measured(rt, results, wall, profiled, notes)
+    if executed is not None:
+        gone = [n for n in m.unmatched_nodes() if n not in executed]
+        if gone:
+            notes.append(f"{len(gone)} unmatched node(s) are not in the graph onnxruntime executed (constant-folded or "
+                         f"removed by its '{opt}' optimisation): {', '.join(gone[:8])}" + (" ..." if len(gone) > 8 else ""))
+    return m
