@@ -111,7 +111,7 @@ def _profile_run(args: argparse.Namespace) -> int:
     from .profiling import check_profile_device, profile_model
     from .report import write_output
 
-    if not args.hw:
+    if not args.hw and not (args.peak_flops and args.mem_bw):
         raise InputError("profile needs --hw: a profile of this machine, e.g. from "
                          "`graphroof calibrate -o my-device.yaml`, then --hw my-device.yaml")
     if args.format not in ("terminal", "markdown", "json"):
