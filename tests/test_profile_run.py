@@ -85,7 +85,7 @@ def test_onnx_mapping_covers_every_node_with_work(tmp_path):
     ], "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w, fw, fb])
     path = tmp_path / "tiny.onnx"
-    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
     c = profile_model(str(path), hw=HW, runs=3, warmup=1)
     work = _work_nodes(c)
     timed = {r["name"] for r in c.ops if r["measured_s"] is not None}
