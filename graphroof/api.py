@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .analysis import Analysis
@@ -44,6 +45,15 @@ def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule
     return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}))
 
 
+def load_verb(model: Any) -> str:
+    """"loading" for files that are read, "tracing" for models that are run (for progress messages)."""
+    if isinstance(model, OpGraph):
+        return "using"
+    if isinstance(model, (str, Path)) and Path(str(model)).suffix.lower() in (".onnx", ".csv", ".yaml", ".yml"):
+        return "loading"
+    return "tracing"
+
+
 def analyze(
     model: Any,
     inputs: Any = None,
@@ -58,6 +68,7 @@ def analyze(
     ideal: bool = False,
     attention: str = "flash",
     causal: str = "kernel",
+    progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> Analysis:
     """Roofline analysis of *model* on *hw*.
@@ -76,6 +87,8 @@ def analyze(
     attention : ``"flash"`` (scores stay on chip) or ``"naive"`` (scores written and read), see
         :mod:`graphroof.counters.settings`.
     causal : ``"kernel"`` (count what a causal kernel computes, ~half the square) or ``"full"``.
+    progress : called with a short stage message ("tracing ...", "counting N ops") before each long step
+        (the CLI's :class:`graphroof.progress.Progress`).
 
     Examples
     --------
@@ -90,7 +103,11 @@ def analyze(
     opts = dict(frontend_opts)
     if dims:
         opts.setdefault("dims", dict(dims))
+    if progress:
+        progress(f"{load_verb(model)} {model if isinstance(model, (str, Path)) else type(model).__name__}")
     graph = load(model, inputs, **opts)
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
+    if progress:
+        progress(f"counting {len(graph)} ops on {prof.name}")
     return count_graph(graph, prof, rules=rules, strict=strict, dims=dims, depth=depth, meta=meta,
                        settings=settings)

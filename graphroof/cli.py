@@ -122,27 +122,28 @@ def _analyze_args(p: argparse.ArgumentParser) -> None:
                    "'pkg.module:factory', or a zoo name")
     add_hw_options(p)
     add_model_options(p)
-    p.add_argument("--format", "-f", default="terminal", help="terminal | markdown | json (default terminal)")
+    p.add_argument("--format", "-f", default="terminal",
+                   help="terminal | markdown | json | csv | html (default terminal); html is one self-contained "
+                   "file with an interactive roofline; markdown with -o FILE.md writes the chart PNG beside it")
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
-    p.add_argument("--ops", action="store_true", help="also list every op (terminal / markdown)")
+    p.add_argument("--ops", action="store_true", help="also list every op (terminal / markdown); csv: op rows")
     p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest ops")
 
 
 def _analyze_run(args: argparse.Namespace) -> int:
     from .api import analyze
-    from .report import write_output
+    from .progress import Progress
+    from .report import FORMATS, write_report
 
+    if args.format not in FORMATS:
+        raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS)}")
     hw = hw_from_args(args)
     opts = frontend_opts(args)
+    progress = Progress(quiet=args.quiet)
     a = analyze(args.model, hw=hw, strict=args.strict, depth=args.depth, attention=args.attention,
-                causal=args.causal, **opts)
-    if args.format in ("terminal", "markdown"):
-        from .report.text import render
-
-        text = render(a, markdown=args.format == "markdown", ops=args.ops, top=args.top)
-    else:
-        text = a.render(args.format)
-    write_output(text, args.output)
+                causal=args.causal, progress=progress, **opts)
+    progress(f"writing the {args.format} report")
+    write_report(a, args.format, args.output, ops=args.ops, top=args.top)
     return 0
 
 
@@ -233,6 +234,7 @@ command("rules", "list the registered counting rules (or a model's ops without o
 
 #: Modules that register further sub-commands with ``command(...)`` when imported (one line per feature).
 FEATURE_MODULES: tuple[str, ...] = (
+    "graphroof.report_cli",
     "graphroof.calibrate_cli",
 )
 

@@ -243,7 +243,8 @@ class OpGraph:
     def map_ops(self, fn) -> OpGraph:
         """A new graph with ``fn(OpNode) -> OpNode`` applied to every op; edges and meta are kept."""
         g = OpGraph(self.name, self.meta)
-        g.nx = nx.DiGraph(self.nx.graph)
+        g.nx = nx.DiGraph()
+        g.nx.graph.update(self.nx.graph)  # DiGraph(dict) would read the dict as adjacency data
         for name, data in self.nx.nodes(data=True):
             g.nx.add_node(name, **{OP: fn(data[OP])})
         g.nx.add_edges_from(self.nx.edges(data=True))

@@ -1,7 +1,11 @@
 """Reports: one row model (``Analysis.ops`` / ``.layers``), several renderers.
 
-``render_text(analysis, fmt)`` returns the report as a string; ``write_output(text, out)`` writes it to a path
-or ``-`` (stdout) atomically: a failed write leaves no partial file behind.
+``render_text(analysis, fmt)`` returns the report as a string; ``write_report(phases, fmt, out)`` renders and
+writes it (with the chart image next to a markdown file); ``write_output(data, out)`` writes one file to a
+path or ``-`` (stdout) atomically: a failed write leaves no partial file behind.
+
+Formats: ``terminal`` (plain tables), ``markdown`` (GitHub-flavoured), ``json`` and ``csv`` (for scripts),
+``html`` (one self-contained file with an interactive roofline chart).
 """
 
 from __future__ import annotations
@@ -9,23 +13,102 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
+from typing import Any
 
-from ..errors import ReportError
+from ..errors import GraphroofWarning, ReportError
 
-__all__ = ["FORMATS", "render_text", "write_output"]
+__all__ = ["FORMATS", "render_text", "render_report", "write_report", "write_output", "write_outputs",
+           "chart_image_path"]
 
-FORMATS = ("terminal", "markdown", "json")
+FORMATS = ("terminal", "markdown", "json", "csv", "html")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}")
 
 
 def render_text(analysis, fmt: str = "terminal", **opts) -> str:
+    """The report in *fmt* as one string (markdown without the chart image; see :func:`render_report`)."""
+    _check_format(fmt)
     if fmt == "json":
-        return analysis.to_json() + "\n"
-    if fmt in ("terminal", "markdown"):
-        from .text import render
+        from .tables import render_json
 
-        return render(analysis, markdown=(fmt == "markdown"), **opts)
-    raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}")
+        return render_json(analysis)
+    if fmt == "csv":
+        from .tables import render_csv
+
+        return render_csv(analysis, ops=bool(opts.get("ops")))
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(analysis)
+    if fmt == "markdown":
+        from .markdown import render_markdown
+
+        return render_markdown(analysis, **opts)
+    from .text import render
+
+    return render(analysis, markdown=False, **opts)
+
+
+def chart_image_path(out: str | os.PathLike) -> Path:
+    """Where a markdown report's chart goes: ``report.md`` -> ``report_roofline.png`` beside it."""
+    p = Path(out)
+    return p.with_name(f"{p.stem}_roofline.png")
+
+
+def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
+                  top: int | None = None) -> list[tuple[str | bytes, str]]:
+    """Render *phases* (an Analysis or ``[(name, Analysis), ...]``) as ``[(data, path), ...]`` to write.
+
+    A markdown report written to a path gets the roofline PNG beside it (when matplotlib is installed).
+    """
+    _check_format(fmt)
+    if fmt == "markdown":
+        from .chart import chart_data, render_static
+        from .content import as_phases
+        from .markdown import render_markdown
+
+        ph = as_phases(phases)
+        cd = chart_data(ph)
+        files: list[tuple[str | bytes, str]] = []
+        image = None
+        if str(out) != "-":
+            img = chart_image_path(out)
+            try:
+                files.append((render_static(cd, "png", title=f"{ph[0].analysis.model_name} on {cd.hw_label}"), str(img)))
+                image = img.name
+            except ReportError as e:  # no matplotlib: the report still works without its picture
+                warnings.warn(f"{e}; the markdown report has no chart image", GraphroofWarning, stacklevel=2)
+        text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"))
+        return [(text, str(out)), *files]
+    opts: dict[str, Any] = {}
+    if fmt == "terminal":
+        opts = {"ops": ops, "top": top}
+    elif fmt == "csv":
+        opts = {"ops": ops}
+    return [(render_text(phases, fmt, **opts), str(out))]
+
+
+def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
+                 top: int | None = None) -> list[str]:
+    """Render and write; returns the paths written (``-`` for stdout)."""
+    files = render_report(phases, fmt, out, ops=ops, top=top)
+    write_outputs(files)
+    return [p for _, p in files]
+
+
+def _file_mode(path: Path) -> int:
+    """The mode an ordinary ``open(path, "w")`` would give: the old file's, else 0666 minus the umask."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def write_output(data: str | bytes, out: str | os.PathLike = "-") -> None:
@@ -48,6 +131,7 @@ def write_output(data: str | bytes, out: str | os.PathLike = "-") -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; a report is meant to be shared
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
@@ -55,3 +139,21 @@ def write_output(data: str | bytes, out: str | os.PathLike = "-") -> None:
     finally:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_outputs(files: list[tuple[str | bytes, str | os.PathLike]]) -> None:
+    """Write several files all-or-nothing: if one fails, the ones this call created are removed again."""
+    created: list[Path] = []
+    try:
+        for data, out in files:
+            existed = str(out) != "-" and Path(out).exists()
+            write_output(data, out)
+            if str(out) != "-" and not existed:
+                created.append(Path(out))
+    except ReportError:
+        for p in created:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        raise

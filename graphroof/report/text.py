@@ -1,4 +1,4 @@
-"""Terminal and markdown renderers (tabulate) over the Analysis rows."""
+"""Terminal renderer (tabulate) over the Analysis rows; ``markdown=True`` hands over to :mod:`.markdown`."""
 
 from __future__ import annotations
 
@@ -78,24 +78,17 @@ def footer_lines(a) -> list[str]:
 
 def render(a, markdown: bool = False, ops: bool = False, top: int | None = None) -> str:
     """The whole report: header, layer table, optional op table, footer."""
+    if markdown:  # the full markdown report (same content as the HTML one) lives in markdown.py
+        from .markdown import render_markdown
+
+        return render_markdown(a, ops=ops, top=top)
     out: list[str] = []
-    if markdown:
-        out.append(f"# graphroof: {a.model_name} on {a.hw.label}\n")
-        out.extend(f"- {ln}" for ln in header_lines(a))
-        out.append("\n## Layers\n")
-        out.append(layer_table(a.layers, True))
-        if ops:
-            out.append("\n## Ops\n")
-            out.append(op_table(a.ops, True, top))
-        out.append("\n## Totals\n")
-        out.extend(f"- {ln}" for ln in footer_lines(a))
-    else:
-        out.extend(header_lines(a))
+    out.extend(header_lines(a))
+    out.append("")
+    out.append(layer_table(a.layers, False))
+    if ops:
         out.append("")
-        out.append(layer_table(a.layers, False))
-        if ops:
-            out.append("")
-            out.append(op_table(a.ops, False, top))
-        out.append("")
-        out.extend(footer_lines(a))
+        out.append(op_table(a.ops, False, top))
+    out.append("")
+    out.extend(footer_lines(a))
     return "\n".join(out) + "\n"

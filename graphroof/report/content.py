@@ -1,0 +1,215 @@
+"""What a report says, computed once from one or more phases; the HTML and markdown renderers lay it out.
+
+A *phase* is ``(name, Analysis)``: ``analyze`` gives one (named ``"model"``); an LLM run gives ``prefill`` and
+``decode``.  Renderers see only ``Analysis.header() / .ops / .layers / .totals / .notes() / .hw / .summary``.
+Every string here is plain text (unescaped); escaping is the renderer's job.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._version import __version__
+from ..errors import ReportError
+from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+
+__all__ = ["Phase", "as_phases", "generated_stamp", "fmt_ai", "cells", "breakdown", "assumptions",
+           "header_facts", "totals_facts", "ReportContent", "build", "TABLE_COLUMNS"]
+
+#: Layer/op table columns: (label, row key used for sorting, formatter of the row).
+TABLE_COLUMNS = ("FLOPs", "bytes", "AI (FLOP/B)", "attainable", "time", "realistic", "bound", "share")
+_SORT_KEYS = ("flops", "bytes", "intensity", "attainable_flops_per_s", "time_s", "time_realistic_s", "bound",
+              "share")
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    analysis: Any  # graphroof.analysis.Analysis
+
+
+def as_phases(obj: Any, default_name: str = "model") -> list[Phase]:
+    """An Analysis, a ``{name: Analysis}`` mapping or a list of ``(name, Analysis)`` -> ``[Phase, ...]``."""
+    if hasattr(obj, "layers") and hasattr(obj, "hw"):
+        return [Phase(str(obj.meta.get("phase") or default_name), obj)]
+    items: Iterable = obj.items() if isinstance(obj, Mapping) else obj
+    phases = [p if isinstance(p, Phase) else Phase(str(p[0]), p[1]) for p in items]
+    if not phases:
+        raise ReportError("nothing to report: no analyses given")
+    names = [p.name for p in phases]
+    if len(set(names)) != len(names):
+        raise ReportError(f"phase names must be unique, got {names}")
+    return phases
+
+
+def generated_stamp() -> str:
+    """``graphroof 0.1.0, 2025-01-31 12:00 UTC``; honours ``SOURCE_DATE_EPOCH`` for reproducible files."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch and epoch.isdigit()
+            else _dt.datetime.now(_dt.timezone.utc))
+    return f"graphroof {__version__}, {when:%Y-%m-%d %H:%M} UTC"
+
+
+def fmt_ai(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == float("inf"):
+        return "inf"
+    return f"{x:.3g}"
+
+
+def cells(r: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(display text, sort value) for the TABLE_COLUMNS of a layer or op row."""
+    texts = [fmt_flops(r["flops"]) + ("*" if r.get("estimated") else ""), fmt_bytes(r["bytes"]),
+             fmt_ai(r["intensity"]), fmt_rate(r["attainable_flops_per_s"]), fmt_time(r["time_s"]),
+             fmt_time(r["time_realistic_s"]), r["bound"], f"{100 * r['share']:.1f}%"]
+    return list(zip(texts, (r[k] for k in _SORT_KEYS), strict=True))
+
+
+# -- breakdowns -----------------------------------------------------------------------------------------
+
+@dataclass
+class Share:
+    label: str
+    time_s: float
+    share: float
+    n: int
+
+
+def _shares(groups: dict[str, list[float]], total: float) -> list[Share]:
+    out = [Share(k, sum(v), (sum(v) / total) if total else 0.0, len(v)) for k, v in groups.items()]
+    return sorted(out, key=lambda s: (-s.time_s, s.label))
+
+
+def breakdown(a, top: int = 12) -> dict[str, list[Share]]:
+    """Where the time goes: roofline time by op kind (top *top*, rest as "other") and by bound."""
+    total = a.totals.t_lower_s
+    by_kind: dict[str, list[float]] = {}
+    by_bound: dict[str, list[float]] = {}
+    for r in a.ops:
+        by_kind.setdefault(r["op"], []).append(r["time_s"])
+        if r["time_s"] or r["flops"] or r["bytes"]:
+            by_bound.setdefault(r["bound"], []).append(r["time_s"])
+    kinds = _shares(by_kind, total)
+    if len(kinds) > top:
+        rest = kinds[top - 1:]
+        kinds = kinds[:top - 1] + [Share(f"other ({len(rest)} kinds)", sum(s.time_s for s in rest),
+                                         sum(s.share for s in rest), sum(s.n for s in rest))]
+    return {"by_kind": kinds, "by_bound": _shares(by_bound, total)}
+
+
+# -- header, totals, assumptions ------------------------------------------------------------------------
+
+def header_facts(phases: list[Phase]) -> list[tuple[str, str]]:
+    """(label, text) pairs: model, hardware, dtypes, phases, capture, dims, conventions, coverage."""
+    a0 = phases[0].analysis
+    h = a0.header()
+    facts = [("model", h["model"]), ("hardware", f"{h['hardware']} ({h['hardware_name']})")]
+    facts.append(("memory bandwidth", fmt_rate(h["mem_bw_bytes_per_s"], "B/s")))
+    peaks: dict[str, float] = {}
+    ridges: dict[str, float] = {}
+    dtypes: dict[str, None] = {}
+    for p in phases:
+        hp = p.analysis.header()
+        peaks.update(hp["peaks_used_flops_per_s"])
+        ridges.update(hp["ridge_points_flop_per_byte"])
+        dtypes.update(dict.fromkeys(hp["dtypes"]))
+    facts.append(("peaks used (dense)", ", ".join(f"{k} {fmt_rate(v)}" for k, v in peaks.items()) or "-"))
+    facts.append(("ridge points (FLOP/B)", ", ".join(f"{k} {v:.1f}" for k, v in ridges.items()) or "-"))
+    facts.append(("compute dtypes", ", ".join(dtypes) or "-"))
+    facts.append(("phases", ", ".join(p.name for p in phases)))
+    if h["capture"]:
+        facts.append(("capture", str(h["capture"])))
+    dims = {k: v for p in phases for k, v in p.analysis.header()["dims"].items()}
+    if dims:
+        facts.append(("dims", ", ".join(f"{k}={v}" for k, v in dims.items())))
+    facts.append(("layer depth", str(h["depth"])))
+    facts.append(("conventions", h["conventions"]))
+    for p in phases:
+        label = "coverage" if len(phases) == 1 else f"coverage ({p.name})"
+        facts.append((label, p.analysis.summary.coverage_line()))
+    return facts
+
+
+def totals_facts(a) -> list[tuple[str, str]]:
+    t = a.totals
+    c = t.cost
+    facts = [
+        ("roofline time", f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per op)"),
+        ("realistic time", f"{fmt_time(t.t_realistic_s)} (efficiencies + launch overhead)"),
+        ("no-overlap bound", f"{fmt_time(t.t_upper_s)} (Σ Tc + Tm)"),
+        ("bound", t.bound),
+        ("FLOPs", f"{fmt_flops(c.flops)} (matrix {fmt_flops(c.matrix_flops)}, vector {fmt_flops(c.vector_flops)})"),
+        ("bytes", f"{fmt_bytes(c.bytes)} (weights {fmt_bytes(c.weight_bytes)}, activations "
+                  f"{fmt_bytes(c.act_bytes)}, KV {fmt_bytes(c.kv_bytes)})"),
+        ("intensity", f"{fmt_ai(c.intensity)} FLOP/B"),
+    ]
+    if c.net_bytes:
+        facts.append(("network", f"{fmt_bytes(c.net_bytes)}, {fmt_time(t.t_network_s)}"))
+    return facts
+
+
+def assumptions(phases: list[Phase]) -> list[str]:
+    """Byte model, efficiencies, what was estimated, and every note the analyses carry."""
+    a0 = phases[0].analysis
+    hw = a0.hw
+    out = ["fusion: none modelled; every op reads its inputs from and writes its outputs to main memory "
+           "(an upper bound on traffic for fused kernels)"]
+    settings = a0.graph.meta.get("count_settings")
+    if settings is not None and hasattr(settings, "describe"):
+        out.append(settings.describe())
+    out.append(f"realistic-time efficiencies ({hw.name}): matrix {hw.matrix_efficiency:g}, vector "
+               f"{hw.vector_efficiency:g}, memory bandwidth {hw.mem_bw_efficiency:g}, interconnect "
+               f"{hw.interconnect_efficiency:g}, launch overhead {fmt_time(hw.launch_overhead_s)} per op")
+    seen: set[str] = set(out)
+    for p in phases:
+        a = p.analysis
+        est = [r for r in a.ops if r.get("estimated")]
+        prefix = "" if len(phases) == 1 else f"{p.name}: "
+        if est:
+            kinds = sorted({r["op"] for r in est})
+            share = sum(r["share"] for r in est)
+            out.append(f"{prefix}estimated: {len(est)} of {len(a.ops)} ops ({100 * share:.1f}% of the roofline "
+                       f"time) {'has' if len(est) == 1 else 'have'} no exact rule or an approximate count: "
+                       f"{', '.join(kinds[:10])}"
+                       + (f" and {len(kinds) - 10} more" if len(kinds) > 10 else "") + " (marked * in the tables)")
+        else:
+            out.append(f"{prefix}estimated: nothing; every op has an exact counting rule")
+        for n in a.notes()[1:]:  # notes()[0] is the coverage line, already in the header
+            if n not in seen:
+                seen.add(n)
+                out.append(n)
+    return out
+
+
+# -- the whole report -----------------------------------------------------------------------------------
+
+@dataclass
+class PhaseContent:
+    name: str
+    analysis: Any
+    totals: list[tuple[str, str]]
+    breakdown: dict[str, list[Share]]
+    layers: list[dict[str, Any]]
+    ops_by_name: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class ReportContent:
+    title: str
+    stamp: str
+    header: list[tuple[str, str]]
+    phases: list[PhaseContent]
+    assumptions: list[str]
+
+
+def build(phases: list[Phase]) -> ReportContent:
+    a0 = phases[0].analysis
+    title = f"{a0.model_name} on {a0.hw.label}"
+    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), p.analysis.layers,
+                        {r["name"]: r for r in p.analysis.ops}) for p in phases]
+    return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases))

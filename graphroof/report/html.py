@@ -1,0 +1,81 @@
+"""Self-contained HTML report: Jinja2 (autoescape on) + an inline SVG roofline + a little vanilla JS.
+
+No CDN, no network, no external files: the CSS and JS are inlined, the chart is SVG drawn from
+:func:`graphroof.report.chart.svg_geometry`.  Every string from a model (node names, op types, scopes) goes
+through Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from ..units import fmt_bytes, fmt_flops, fmt_time
+from .chart import _shape_path, chart_data, svg_geometry
+from .content import TABLE_COLUMNS, as_phases, build, cells
+
+__all__ = ["render_html", "render_compare_html", "environment"]
+
+_SHAPE_GLYPH = {"circle": "●", "square": "■", "triangle": "▲", "diamond": "◆"}
+
+
+def _num(v: Any) -> str:
+    """Sort key for a ``data-v`` attribute: compact numbers, ``Infinity`` for inf, text as is."""
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, (int, float)):
+        if math.isinf(v):
+            return "Infinity" if v > 0 else "-Infinity"
+        if math.isnan(v):
+            return ""
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+@lru_cache(maxsize=1)
+def environment():
+    try:
+        import jinja2
+    except ImportError:  # pragma: no cover - jinja2 is a dependency
+        from ..errors import ReportError
+
+        raise ReportError("HTML reports need jinja2: pip install jinja2") from None
+    env = jinja2.Environment(loader=jinja2.PackageLoader("graphroof.report", "templates"), autoescape=True,
+                             trim_blocks=False, lstrip_blocks=False, undefined=jinja2.StrictUndefined)
+    env.globals.update(num=_num, fmt_time=fmt_time, cells=cells, shape_path=_shape_path,
+                       shape_glyph=_SHAPE_GLYPH, columns=TABLE_COLUMNS)
+    return env
+
+
+def _static(name: str):
+    from markupsafe import Markup
+
+    text = resources.files("graphroof.report").joinpath("templates").joinpath(name).read_text(encoding="utf-8")
+    if "</script" in text.lower() or "</style" in text.lower():  # pragma: no cover - guards our own files
+        raise AssertionError(f"{name} must not contain </script or </style")
+    return Markup(text)
+
+
+def render_html(phases: Any) -> str:
+    """The report for an Analysis, a ``{phase: Analysis}`` mapping or a list of ``(phase, Analysis)``."""
+    ph = as_phases(phases)
+    content = build(ph)
+    cd = chart_data(ph)
+    skipped = {level: cd.skipped_notes(level) for level in ("layer", "op")}
+    return environment().get_template("report.html.j2").render(
+        c=content, g=svg_geometry(cd), skipped=skipped, css=_static("report.css"), js=_static("report.js"))
+
+
+#: compare table column -> row key holding its raw sort value
+_COMPARE_SORT = {1: "time_s", 2: "time_realistic_s", 4: "speedup", 5: "speedup_realistic",
+                 6: "compute_bound_share", 7: "mem_bw_bytes_per_s", 8: "peak_flops_per_s", 9: "ridge_flop_per_byte"}
+
+
+def render_compare_html(cmp, headers: list[str], text_rows: list[list[str]]) -> str:
+    """The ``graphroof compare`` table as a standalone page (see :mod:`graphroof.report.compare`)."""
+    t_max = max((r["time_s"] for r in cmp.rows), default=0.0) or 1.0
+    return environment().get_template("compare.html.j2").render(
+        cmp=cmp, headers=headers, rows=list(zip(cmp.rows, text_rows, strict=True)), sort_cols=_COMPARE_SORT,
+        t_max=t_max, fmt_flops=fmt_flops, fmt_bytes=fmt_bytes, css=_static("report.css"), js=_static("report.js"))

@@ -1,0 +1,85 @@
+"""GitHub-flavoured markdown report: the HTML report's content as tables (and the chart as an image link)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tabulate import tabulate
+
+from ..units import fmt_time
+from .content import TABLE_COLUMNS, as_phases, build, cells
+
+__all__ = ["md_escape", "render_markdown"]
+
+_BACKSLASH = re.compile(r"([\\`*\[\]|#~])")
+_LONE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_escape(text: Any) -> str:
+    """Text safe inside a GFM paragraph or table cell: no HTML, no table breaks, no stray emphasis."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _BACKSLASH.sub(r"\\\1", s)
+    s = _LONE_UNDERSCORE.sub(r"\\_", s)
+    return " ".join(s.split())  # newlines would end a table row
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def _layer_rows(rows: list[dict]) -> list[list[str]]:
+    return [[md_escape(r["name"]), str(r["n_ops"]), *(md_escape(t) for t, _ in cells(r))] for r in rows]
+
+
+def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
+                    chart_notes: list[str] | None = None) -> str:
+    """The report as markdown.  *image*: relative path of the chart image to link (written by the caller)."""
+    ph = as_phases(phases)
+    c = build(ph)
+    multi = len(c.phases) > 1
+    out = [f"# graphroof: {md_escape(c.title)}", "", f"_{md_escape(c.stamp)}_", ""]
+    out += [f"- **{label}**: {md_escape(text)}" for label, text in c.header]
+
+    out += ["", "## Totals", ""]
+    labels = [label for label, _ in c.phases[0].totals]
+    by_phase = [dict(p.totals) for p in c.phases]
+    rows = [[label, *(md_escape(d.get(label, "-")) for d in by_phase)] for label in labels]
+    out.append(_table(["", *(md_escape(p.name) for p in c.phases)], rows))
+
+    out += ["", "## Roofline", ""]
+    if image:
+        out.append(f"![Roofline chart: one point per layer, colour = bound, size = time share]({image})")
+    else:
+        out.append("_(the chart is written as an image next to the report when `-o FILE.md` is given; "
+                   "`graphroof plot` draws it alone)_")
+    out += [f"- {md_escape(n)}" for n in (chart_notes or [])]
+
+    out += ["", "## Where the time goes"]
+    for p in c.phases:
+        suffix = f" ({md_escape(p.name)})" if multi else ""
+        out += ["", f"### By bound{suffix}", ""]
+        out.append(_table(["bound", "ops", "time", "share"],
+                          [[s.label, str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"]
+                           for s in p.breakdown["by_bound"]]))
+        out += ["", f"### By op kind{suffix}", ""]
+        out.append(_table(["op kind", "ops", "time", "share"],
+                          [[md_escape(s.label), str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"]
+                           for s in p.breakdown["by_kind"]]))
+
+    for p in c.phases:
+        out += ["", f"## Layers{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
+        out.append(_table(["layer", "ops", *TABLE_COLUMNS], _layer_rows(p.layers)))
+        if ops:
+            rows_ = sorted(p.analysis.ops, key=lambda r: -r["time_s"])[:top] if top else p.analysis.ops
+            title = f"Slowest {top} ops" if top else "Ops"
+            out += ["", f"## {title}{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
+            out.append(_table(["op", "kind", "dtype", *TABLE_COLUMNS],
+                              [[md_escape(r["name"]), md_escape(r["op"]), md_escape(r["dtype"]),
+                                *(md_escape(t) for t, _ in cells(r))] for r in rows_]))
+
+    out += ["", "## Assumptions", ""]
+    out += [f"- {md_escape(a)}" for a in c.assumptions]
+    if any(r.get("estimated") for p in c.phases for r in p.analysis.ops):
+        out.append("- \\* = estimated (no exact rule; bytes-only or approximate count)")
+    return "\n".join(out) + "\n"
