@@ -101,7 +101,9 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
                    help="onnxruntime graph optimisation level (default basic: keeps nodes mappable)")
     p.add_argument("--overhead-factor", type=float, default=2.0,
                    help="a layer > this many times slower than its roofline time is 'overhead'-bound (default 2)")
-    p.add_argument("--format", "-f", default="terminal", help="terminal | markdown | json (default terminal)")
+    p.add_argument("--format", "-f", default="terminal",
+                   help="terminal | markdown | json | html (default terminal; html: the roofline chart with the "
+                        "measured points beside the predicted ones)")
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
     p.add_argument("--ops", action="store_true", help="also list every op with work")
     p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest measured ops")
@@ -114,8 +116,8 @@ def _profile_run(args: argparse.Namespace) -> int:
     if not args.hw and not (args.peak_flops and args.mem_bw):
         raise InputError("profile needs --hw: a profile of this machine, e.g. from "
                          "`graphroof calibrate -o my-device.yaml`, then --hw my-device.yaml")
-    if args.format not in ("terminal", "markdown", "json"):
-        raise InputError(f"--format {args.format!r}: use terminal, markdown or json")
+    if args.format not in ("terminal", "markdown", "json", "html"):
+        raise InputError(f"--format {args.format!r}: use terminal, markdown, json or html")
     if args.overhead_factor <= 1:
         raise InputError("--overhead-factor must be > 1")
     if args.threads is not None and args.threads < 1:

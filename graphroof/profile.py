@@ -238,4 +238,8 @@ class Comparison:
 
         if fmt == "json":
             return self.to_json() + "\n"
+        if fmt == "html":
+            from .profile_html import render_profile_html
+
+            return render_profile_html(self)
         return render(self, markdown=fmt == "markdown", ops=ops, top=top)

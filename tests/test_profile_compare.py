@@ -100,3 +100,19 @@ def test_renderers(cmp):
     d = json.loads(cmp.render("json"))
     assert d["kind"] == "profile" and d["unmatched_nodes"] == ["C"]
     assert d["summary"]["layer_ratio_median"] == pytest.approx(1.5)
+
+
+def test_html_has_measured_points_beside_predicted(cmp):
+    from graphroof.profile_html import measured_points
+
+    pts = {(p.level, p.name): p for p in measured_points(cmp)}
+    # A: 1e9 FLOP in 15 us measured -> 6.67e13 FLOP/s at AI 1e9 / 1e6 = 1000
+    assert pts[("op", "A")].perf == pytest.approx(1e9 / 15e-6)
+    assert pts[("op", "A")].intensity == pytest.approx(1000)
+    assert ("op", "B") not in pts            # no FLOPs: no place on log axes
+    assert ("op", "C") not in pts            # unmatched: no measured point
+    html = cmp.render("html")
+    assert html.count('id="measured"') == 1 and "Measured vs predicted" in html
+    assert 'class="pt compute p1"' in html   # a measured point (series 1), coloured by its predicted bound
+    assert 'class="pt compute p0"' in html   # its predicted twin
+    assert "phase-toggle" in html and "measured</label>" in html
