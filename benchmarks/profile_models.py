@@ -12,6 +12,7 @@ Every figure is a measurement on this machine at the time of the run; nothing is
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -158,7 +159,9 @@ def main(argv=None) -> int:
                          f"{wall:.1f} s", f"{_peak_rss_mb():.0f} MB"])
             print(f"done {name}/{path} in {wall:.1f} s", file=sys.stderr)
         del module
-    print(f"hardware profile: {hw}")
+    load = os.getloadavg()
+    print(f"hardware profile: {hw}; load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
+          f"(1 / 5 / 15 min) on {os.cpu_count()} CPUs: other processes competing for the cores inflate measured times")
     print(tabulate(rows, headers=["model", "path", "pred (roof)", "pred (real)", "measured", "meas/roof",
                                   "meas/real", "layer med/p90 (roof)", "layer med/p90 (real)", "bound ok",
                                   "overhead", "matched", "unmapped time", "step wall", "peak RSS"],

@@ -209,6 +209,7 @@ class Comparison:
             "matched_op_time_s": sum(self.times.values()),
             "unmatched_event_time_s": sum(e["time_s"] for e in unm_ev),
             "n_work_nodes": n_work, "n_matched": n_work - len(self.unmatched), "n_unmatched": len(self.unmatched),
+            "unmatched_predicted_s": sum(r["predicted_s"] for r in self.ops if r["measured_s"] is None),
             "matched_by": dict(self.m.how_counts()),
             "n_layers": len(rows),
             "layer_ratio_median": percentile(ratios, 50), "layer_ratio_p90": percentile(ratios, 90),

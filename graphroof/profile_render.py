@@ -59,7 +59,9 @@ def summary_lines(c) -> list[str]:
         f"bound matches the prediction; {_pct(s['bound_wrong_share'])} ran nearer the other roof; "
         f"{_pct(s['bound_overhead_share'])} ran > {s['overhead_factor']:g}x slower than the roofline (overhead)",
         f"mapping: {s['n_matched']}/{s['n_work_nodes']} nodes with work got a measured time ("
-        + ", ".join(f"{k} {v}" for k, v in sorted(s["matched_by"].items())) + f"); {s['n_unmatched']} unmatched; "
+        + ", ".join(f"{k} {v}" for k, v in sorted(s["matched_by"].items())) + f"); {s['n_unmatched']} unmatched "
+        f"(predicted {fmt_time(s['unmatched_predicted_s'])}, {_pct(s['unmatched_predicted_s'] / (s['predicted_s'] or 1))} "
+        "of the prediction); "
         f"measured op time {fmt_time(s['matched_op_time_s'])} mapped, {fmt_time(s['unmatched_event_time_s'])} in "
         "runtime ops no node maps to (per forward pass)",
     ]

@@ -107,7 +107,7 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
     ctx = contextlib.nullcontext
     batch, seq = opts.pop("batch", 1), opts.pop("seq", None)
     path = Path(model).expanduser()
-    if ":" in model and not path.suffix:
+    if ":" in model and not path.exists() and model.rpartition(":")[2].isidentifier():
         made = _import_factory(model)()
         module, example = made if isinstance(made, tuple) else (made, None)
         if inputs is None:

@@ -88,6 +88,7 @@ def test_summary(cmp):
     assert s["bound_overhead_share"] == pytest.approx(20 / 35.6)
     assert s["bound_wrong_share"] == pytest.approx(0.6 / 35.6)
     assert (s["n_work_nodes"], s["n_matched"], s["n_unmatched"]) == (4, 3, 1)
+    assert s["unmatched_predicted_s"] == pytest.approx(2e-6)   # C: 2e6 B / 1e12 B/s
     assert s["unmatched_event_time_s"] == pytest.approx(4e-6)
 
 
