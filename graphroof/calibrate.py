@@ -10,8 +10,9 @@ What is measured (every figure is the median over *repeats* timed samples, after
   units (and the kernel's per-element overhead), not DRAM, set the rate; best median over the sizes tried.
 * ``memory.bw_bytes_per_s``: ``dst.copy_(src)`` of a buffer far larger than the last-level cache that
   actually behaves as one (256 MB by default), counted as bytes read + bytes written (``2 * nbytes``).
-* ``efficiency.launch_overhead_s``: the median time of a one-element ``torch.add`` (the per-op dispatch cost
-  of eager PyTorch on this device), so the profile's "realistic" time includes it.  The efficiency factors
+* ``efficiency.launch_overhead_s``: the median time of a one-element ``torch.add`` into a new tensor (the
+  per-op dispatch and allocation cost of eager PyTorch on this device; a kernel launch on a GPU), so the
+  profile's "realistic" time includes it.  The efficiency factors
   are 1.0: measured rates are already what is achievable.
 
 Fast kernels are repeated *inner* times per timed sample (chosen once per benchmark, timeit-autorange style,
@@ -189,9 +190,8 @@ class TorchKernels:
 
     def tiny(self) -> tuple[Callable[[], Any], float, str]:
         x = self.torch.ones(1, device=self.device)
-        o = self.torch.empty(1, device=self.device)
         add = self.torch.add
-        return (lambda: add(x, x, out=o)), 1.0, "torch.add of 1 element (dispatch overhead)"
+        return (lambda: add(x, x)), 1.0, "torch.add of 1 element, new output (per-op dispatch + allocation)"
 
 
 def _benchmarks(kern, plan: Plan, skipped: list[str]) -> list[Benchmark]:
