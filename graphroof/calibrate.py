@@ -16,7 +16,9 @@ What is measured (every figure is the median over *repeats* timed samples, after
   are 1.0: measured rates are already what is achievable.
 
 Fast kernels are repeated *inner* times per timed sample (chosen once per benchmark, timeit-autorange style,
-so a sample lasts at least ``min_sample_s``); the rate is ``work / (sample / inner)``.
+so a sample lasts at least ``min_sample_s``); the rate is ``work / (sample / inner)``.  Samples are taken
+round-robin over the benchmarks (:func:`run_interleaved`), so a slow spell on a shared machine spreads over
+many benchmarks' samples, where the median discards it, instead of filling one benchmark's.
 
 Timing goes through a :class:`Clock` (``now`` + ``sync``) and kernels come from a kernel factory, so the
 logic is tested with a fake clock and fake kernels.  A CPU run never calls a CUDA API: the CUDA clock and
@@ -34,7 +36,7 @@ from typing import Any, Protocol
 from .errors import GraphroofError, InputError
 
 __all__ = ["Clock", "WallClock", "Plan", "Benchmark", "Measurement", "Calibration", "time_samples",
-           "run_benchmark", "calibrate", "compare_rows", "DTYPES"]
+           "run_benchmark", "run_interleaved", "calibrate", "compare_rows", "DTYPES"]
 
 #: Float dtypes tried for matrix and vector peaks (canonical names = profile keys).
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "bf16", "fp16")
@@ -149,6 +151,25 @@ def run_benchmark(b: Benchmark, clock: Clock, plan: Plan) -> Measurement:
         b.fn()
     inner = autorange(b.fn, clock, plan.min_sample_s)
     return Measurement(b, time_samples(b.fn, clock, warmup=0, repeats=plan.repeats, inner=inner), inner)
+
+
+def run_interleaved(benches: Sequence[Benchmark], clock: Clock, plan: Plan,
+                    progress: Callable[[str], None] | None = None) -> list[Measurement]:
+    """Warm up and autorange every benchmark, then take the samples round-robin (sample k of every benchmark,
+    then sample k + 1 ...), so a slow spell of a shared machine lands on a few samples of many benchmarks
+    instead of all the samples of one, and the medians stay put."""
+    inners = []
+    for b in benches:
+        if progress:
+            progress(f"{b.key}: {b.detail}")
+        for _ in range(plan.warmup):
+            b.fn()
+        inners.append(autorange(b.fn, clock, plan.min_sample_s))
+    samples: list[list[float]] = [[] for _ in benches]
+    for _ in range(plan.repeats):
+        for i, b in enumerate(benches):
+            samples[i] += time_samples(b.fn, clock, warmup=0, repeats=1, inner=inners[i])
+    return [Measurement(b, s, n) for b, s, n in zip(benches, samples, inners)]
 
 
 def _benchmarks(kern, plan: Plan, skipped: list[str]) -> list[Benchmark]:
@@ -311,11 +332,7 @@ def calibrate(device: str = "cpu", plan: Plan | None = None, *, clock: Clock | N
     clock = clock or WallClock()
     skipped: list[str] = []
     benches = _benchmarks(kernels, plan, skipped)
-    results = []
-    for b in benches:
-        if progress:
-            progress(f"{b.key}: {b.detail}")
-        results.append(run_benchmark(b, clock, plan))
+    results = run_interleaved(benches, clock, plan, progress)
     if host is None:
         from .calibrate_host import host_info
 

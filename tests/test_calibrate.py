@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphroof.calibrate import Benchmark, Plan, autorange, calibrate, compare_rows, run_benchmark, time_samples
+from graphroof.calibrate import (Benchmark, Plan, autorange, calibrate, compare_rows, run_benchmark, run_interleaved,
+                                 time_samples)
 from graphroof.cli import main
 from graphroof.hardware import load_hardware, profile_from_dict
 
@@ -52,6 +53,27 @@ def test_median_ignores_one_slow_outlier():
     assert m.median_s == 1.0
     assert m.rate == 1000.0          # 1000 FLOP / 1 s
     assert m.spread == 8.0           # (9 - 1) / 1
+
+
+def test_interleaved_samples_spread_a_slow_spell():
+    # two benchmarks, 3 samples each; a "slow spell" makes the 3rd and 4th sample taken (in time order) 10x slower
+    clk = FakeClock()
+    taken = []
+
+    def kernel(name):
+        def fn():
+            taken.append(name)
+            n = len(taken)
+            clk.t += 10.0 if n in (3, 4) else 1.0  # calls 1-2: autorange of a and b; 3-8: samples
+        return fn
+
+    plan = Plan(warmup=0, repeats=3, min_sample_s=0.5)
+    a, b = (Benchmark(k, "vector", "fp32", 1.0, k, kernel(k)) for k in ("a", "b"))
+    ms = run_interleaved([a, b], clk, plan)
+    assert taken == ["a", "b", "a", "b", "a", "b", "a", "b"]      # round-robin after the autorange calls
+    assert [m.samples_s for m in ms] == [[10.0, 1.0, 1.0], [10.0, 1.0, 1.0]]
+    # (back to back, a's samples would be calls 2-4: 1, 10, 10 -> median 10)
+    assert [m.median_s for m in ms] == [1.0, 1.0]
 
 
 def test_autorange_picks_calls_per_sample():
