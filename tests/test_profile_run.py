@@ -118,3 +118,8 @@ def test_cli_profile_cuda_without_cuda(capsys):
         pytest.skip("this machine has CUDA")
     assert main(["profile", "x.onnx", "--hw", "a100", "--device", "cuda"]) == 1
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_cli_profile_op_table_is_a_clear_error(capsys):
+    assert main(["profile", "examples/textbook_ops.csv", "--hw", "a100"]) == 1
+    assert "an op table has nothing to run" in capsys.readouterr().err
