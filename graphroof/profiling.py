@@ -129,7 +129,8 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
 
     if path.exists():
         cfg_file = path / "config.json" if path.is_dir() else path
-        data, name = hf.read_config(cfg_file), path.stem
+        name = cfg_file.parent.name if cfg_file.name == "config.json" and cfg_file.parent.name else cfg_file.stem
+        data = hf.read_config(cfg_file)
     else:
         m = zoo.resolve(model)
         name = m.name
