@@ -72,7 +72,7 @@ class Plan:
     """Sizes and repetition counts.  ``Plan.quick()`` is for tests and smoke runs (well under a second)."""
 
     gemm_sizes: tuple[int, ...] = (1024, 2048)
-    fma_bytes: tuple[int, ...] = (64 * 1024, 256 * 1024)   # per operand (4 operands stay in L2)
+    fma_bytes: tuple[int, ...] = (256 * 1024, 512 * 1024)  # per operand: 4 operands stay in the L2 caches
     copy_bytes: int = 256 * 10**6
     dtypes: tuple[str, ...] = DTYPES
     warmup: int = 2
