@@ -38,8 +38,11 @@ def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule
                 strict: bool = False, dims: Mapping[str, int] | None = None, depth: int | None = None,
                 meta: Mapping[str, Any] | None = None, settings: CountSettings | None = None) -> Analysis:
     """Bind dims, count, evaluate the roofline, and wrap the result (the pipeline after the frontend)."""
-    if dims or graph.symbolic_dims():
-        graph = bind(graph, {**graph.meta.get("default_dims", {}), **dict(dims or {})})
+    all_dims = {**graph.meta.get("default_dims", {}), **dict(dims or {})}
+    if graph.symbolic_dims():
+        graph = bind(graph, all_dims)
+    elif dims:
+        graph.meta["dims"] = {**graph.meta.get("dims", {}), **dict(dims)}
     summary = count(graph, rules=rules, strict=strict, settings=settings)
     evaluate_graph(graph, hw)
     return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}))

@@ -7,6 +7,8 @@ no peak of their own.
 
 from __future__ import annotations
 
+import functools
+
 from .errors import InputError
 
 __all__ = ["DTYPE_BITS", "canonical_dtype", "dtype_bits", "peak_key_candidates", "is_float"]
@@ -49,6 +51,7 @@ _PEAK_FALLBACK: dict[str, tuple[str, ...]] = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def canonical_dtype(name: object) -> str:
     """Return the canonical dtype name for *name* (``torch.float16``, ``"half"``, ``"FLOAT16"`` ...).
 
@@ -69,11 +72,13 @@ def canonical_dtype(name: object) -> str:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def dtype_bits(dtype: str) -> int:
     """Storage bits of a canonical (or aliased) dtype."""
     return DTYPE_BITS[canonical_dtype(dtype)]
 
 
+@functools.lru_cache(maxsize=1024)
 def is_float(dtype: str) -> bool:
     """True for floating-point dtypes (which set the compute peak over integer index tensors)."""
     return canonical_dtype(dtype).startswith(("fp", "bf", "tf"))

@@ -49,7 +49,7 @@ class UnboundDimError(GraphroofError):
     def __init__(self, dim: str, hint: str = ""):
         self.dim = dim
         msg = f"dimension {dim!r} is unbound"
-        msg += f"; {hint}" if hint else "; bind it with --dim NAME=VALUE (CLI) or dims={{...}} (API)"
+        msg += f"; {hint}" if hint else "; bind it with --dim NAME=VALUE (CLI) or dims={...} (API)"
         super().__init__(msg)
 
 

@@ -100,7 +100,7 @@ class TensorSpec:
 
     @property
     def is_bound(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
+        return not any(isinstance(d, str) for d in self.shape)
 
     @property
     def rank(self) -> int:
@@ -161,6 +161,8 @@ class OpNode:
         return self.inputs[i] if i < len(self.inputs) else None
 
     def bind(self, dims: Mapping[str, int]) -> OpNode:
+        if all(t is None or t.is_bound for t in (*self.inputs, *self.outputs)):
+            return self
         return replace(
             self,
             inputs=tuple(t.bind(dims) if t is not None else None for t in self.inputs),

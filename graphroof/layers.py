@@ -7,6 +7,7 @@ at depths 1 / 2 / 3.  A layer's bound comes from its summed compute vs memory (v
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .counters.cost import Cost
@@ -18,6 +19,7 @@ __all__ = ["scope_parts", "scope_at", "auto_depth", "LayerGroup", "rollup", "TOP
 
 #: The group of ops that carry no scope.
 TOP = "(top)"
+_INDEXED = re.compile(r"\.\d+$")
 
 
 def scope_parts(scope: str) -> list[str]:
@@ -39,8 +41,17 @@ def scope_at(scope: str, depth: int) -> str:
 
 
 def auto_depth(graph: OpGraph, target: int = 8, max_depth: int = 6) -> int:
-    """Smallest depth giving at least ``min(target, distinct scopes)`` groups (the natural "layer" level)."""
+    """The natural "layer" level of *graph*'s scopes.
+
+    The shallowest depth at which two or more parts carry a repeated-block index (``model.layers.0``,
+    ``layer1.0``), so every decoder / residual block is one row; failing that, the smallest depth giving at least
+    ``min(target, distinct scopes)`` groups.
+    """
     scopes = {op.scope for op in graph.ops()}
+    parts = [scope_parts(s) for s in scopes]
+    for d in range(1, max_depth + 1):
+        if len({".".join(p[:d]) for p in parts if len(p) >= d and _INDEXED.search(p[d - 1])}) >= 2:
+            return d
     want = min(target, len(scopes))
     for d in range(1, max_depth + 1):
         if len({scope_at(s, d) for s in scopes}) >= want:

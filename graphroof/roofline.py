@@ -65,10 +65,14 @@ def _bound_name(tc: float, tm: float, tn: float) -> str:
     return "compute" if tc >= tm else "memory"
 
 
-def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16") -> Bound:
-    """Roofline for one cost on *hw*, computing in *dtype*."""
-    peak_m, key_m = hw.peak("matrix", dtype)
-    peak_v, key_v = hw.peak("vector", dtype)
+def _peaks(hw: HardwareProfile, dtype: str) -> tuple[float, str, float, str]:
+    return (*hw.peak("matrix", dtype), *hw.peak("vector", dtype))
+
+
+def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
+             peaks: tuple[float, str, float, str] | None = None) -> Bound:
+    """Roofline for one cost on *hw*, computing in *dtype* (*peaks*: precomputed ``_peaks(hw, dtype)``)."""
+    peak_m, key_m, peak_v, key_v = peaks or _peaks(hw, dtype)
     tc = cost.matrix_flops / peak_m + cost.vector_flops / peak_v
     tm = cost.bytes / hw.mem_bw_bytes_per_s
     tn = 0.0
@@ -99,11 +103,15 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16") -> Bound:
 
 def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
     """Write ``nodes[n]["bound"]`` for every counted op (run ``counters.count`` first)."""
+    memo: dict[str, tuple[float, str, float, str]] = {}
     for node in graph.ops():
         cost = graph.get(node.name, COST)
         if cost is None:
             raise ValueError(f"op {node.name!r} has no cost; run graphroof.counters.count(graph) first")
-        graph.set(node.name, BOUND, evaluate(cost, hw, compute_dtype(node)))
+        dtype = compute_dtype(node)
+        if dtype not in memo:
+            memo[dtype] = _peaks(hw, dtype)
+        graph.set(node.name, BOUND, evaluate(cost, hw, dtype, memo[dtype]))
 
 
 @dataclass(frozen=True, slots=True)

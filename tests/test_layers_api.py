@@ -35,7 +35,7 @@ def test_rollup_sums_costs_and_bound(round_hw):
     with pytest.warns(graphroof.GraphroofWarning, match=r"'my.relu' \(2 nodes\)"):
         a = graphroof.analyze(_mlp_graph(), hw=round_hw, rules={"my.linear": _linear}, depth=1)
     assert [r["name"] for r in a.layers] == ["blocks.0", "blocks.1"]
-    assert auto_depth(a.graph) == 2  # 4 distinct scopes: depth 1 gives 2 groups, depth 2 gives 4
+    assert auto_depth(a.graph) == 1  # blocks.0 / blocks.1 are indexed blocks: one row each
     r = a.layers[0]
     # fc: 65536 FLOPs; bytes 1024 (x) + 8192 (w) + 1024 (y) = 10240 ; relu unknown: 1024 + 1024 = 2048 (estimated)
     assert r["matrix_flops"] == 65536 and r["bytes"] == 10240 + 2048 and r["estimated"] is True
@@ -62,3 +62,15 @@ def test_to_dataframe_needs_pandas_or_works(round_hw):
 def test_public_api_all():
     for name in graphroof.__all__:
         assert hasattr(graphroof, name), name
+
+
+def test_auto_depth_prefers_indexed_blocks():
+    g = OpGraph()
+    for i, sc in enumerate(["model.embed_tokens", "model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up",
+                            "model.layers.1.self_attn.q_proj", "model.norm", "lm_head"]):
+        g.add_op(node("x", name=f"n{i}", scope=sc))
+    assert auto_depth(g) == 2  # model.layers.0 / model.layers.1 are the rows
+    g2 = OpGraph()
+    for i, sc in enumerate(["conv1", "layer1.0.conv1", "layer1.1.conv2", "fc"]):
+        g2.add_op(node("x", name=f"n{i}", scope=sc))
+    assert auto_depth(g2) == 1

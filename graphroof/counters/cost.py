@@ -35,9 +35,10 @@ class Cost:
     estimated: bool = False
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name != "estimated" and getattr(self, f.name) < 0:
-                raise ValueError(f"Cost.{f.name} must be >= 0, got {getattr(self, f.name)}")
+        if min(self.matrix_flops, self.vector_flops, self.weight_bytes, self.act_read_bytes, self.act_write_bytes,
+               self.kv_read_bytes, self.kv_write_bytes, self.net_bytes) < 0:
+            bad = next(f.name for f in fields(self) if f.name != "estimated" and getattr(self, f.name) < 0)
+            raise ValueError(f"Cost.{bad} must be >= 0, got {getattr(self, bad)}")
 
     @property
     def flops(self) -> float:

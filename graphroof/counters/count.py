@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import GraphroofError, GraphroofWarning, RuleError, UnsupportedOpError
-from ..graph import COST, OpGraph, OpNode
+from ..graph import COST, OpGraph, OpNode, resolve_dim
 from .common import io_cost
 from .cost import Cost
 from .registry import FREE, REGISTRY, Rule, RuleRegistry
@@ -83,6 +83,9 @@ def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | Non
                 summary.free += 1
             else:
                 summary.ruled += 1
+        repeat = node.attrs.get("repeat", 1)
+        if repeat != 1:  # ops inside a loop body (frontends set the trip count, an int or a symbolic dim)
+            cost = cost.scale(resolve_dim(repeat, graph.meta.get("dims", {})))
         if cost.estimated:
             summary.estimated += 1
         graph.set(node.name, COST, cost)

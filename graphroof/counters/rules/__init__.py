@@ -1,3 +1,4 @@
 """Built-in rules.  Each module registers its rules with ``@register_rule`` on import."""
 
 from . import table  # noqa: F401
+from . import onnx_attention, onnx_elementwise, onnx_matmul, onnx_movement, onnx_norm_reduce  # noqa: F401
