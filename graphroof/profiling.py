@@ -1,4 +1,4 @@
-"""``graphroof.profile_model``: predict, run for real on this machine, and compare (the API behind
+"""``graphroof.profiling.profile_model``: predict, run for real on this machine, and compare (the API behind
 ``graphroof profile``).  See :mod:`graphroof.profile` for the definitions of every figure."""
 
 from __future__ import annotations
