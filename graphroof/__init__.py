@@ -32,3 +32,7 @@ __all__ = [
     "list_profiles", "Bound", "evaluate", "GraphroofError", "InputError", "FrontendError", "UnsupportedOpError",
     "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning",
 ]
+
+from . import llm  # noqa: E402  (graphroof.llm.estimate: LLM serving estimates)
+
+__all__ += ["llm"]

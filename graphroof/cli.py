@@ -49,7 +49,7 @@ def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
 
 
 def parse_inputs(items: Sequence[str] | None) -> dict[str, tuple[int, ...]] | list[tuple[int, ...]]:
-    """``--input input_ids=1x512`` (named) or ``--input 1x3x224x224`` (positional); dtype via ``:int64``."""
+    """``--input input_ids=1x512`` (named) or ``--input 1x3x224x224`` (positional)."""
     named: dict[str, tuple[int, ...]] = {}
     positional: list[tuple[int, ...]] = []
     for it in items or ():
@@ -77,6 +77,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="input shape, e.g. 1x3x224x224 or input_ids=1x512 (repeatable)")
     p.add_argument("--batch", type=int, default=None, help="batch size for zoo / config models (default 1)")
     p.add_argument("--seq", type=int, default=None, help="sequence length for zoo / config models (default 1024)")
+    p.add_argument("--dtype", default=None, help="model dtype for zoo / config models, e.g. bf16 "
+                   "(default: the checkpoint's)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
     p.add_argument("--depth", type=int, default=None, help="layer depth of the rollup (default: automatic)")
     p.add_argument("--attention", default="flash", choices=("flash", "naive"),
@@ -112,6 +114,10 @@ def frontend_opts(args: argparse.Namespace) -> dict:
         if args.seq < 1:
             raise InputError("--seq must be >= 1")
         opts["seq"] = args.seq
+    if getattr(args, "dtype", None):
+        from .dtypes import canonical_dtype
+
+        opts["dtype"] = canonical_dtype(args.dtype)
     return opts
 
 
@@ -235,6 +241,8 @@ command("rules", "list the registered counting rules (or a model's ops without o
 #: Modules that register further sub-commands with ``command(...)`` when imported (one line per feature).
 FEATURE_MODULES: tuple[str, ...] = (
     "graphroof.report_cli",
+    "graphroof.llm.cli",
+    "graphroof.cli_zoo",
     "graphroof.calibrate_cli",
 )
 

@@ -62,6 +62,9 @@ def load(model: Any, inputs: Any = None, **opts: Any) -> OpGraph:
                          "a config.json, 'module:factory' or a zoo name")
     s = str(model)
     path = Path(s).expanduser()
+    mod, sep, attr = s.rpartition(":")
+    if sep and attr.isidentifier() and len(mod) > 1 and not path.exists():  # "pkg.mod:factory", "file.py:fn"
+        return _lazy("torch_export", "torch").load_factory(s, inputs, **opts)
     if path.suffix.lower() == ".onnx":
         if not path.exists():
             raise InputError(f"model file {s!r} not found; check the path")
@@ -79,7 +82,5 @@ def load(model: Any, inputs: Any = None, **opts: Any) -> OpGraph:
             return _lazy("hf", "hf").load_config(path / "config.json", **opts)
         raise InputError(f"don't know how to read {s!r}; use .onnx, .csv, .yaml, .json, a config.json, "
                          "'module:factory' or a zoo name (graphroof zoo list)")
-    if ":" in s and not path.suffix:
-        return _lazy("torch_export", "torch").load_factory(s, inputs, **opts)
     zoo = _lazy("zoo", "torch")
     return zoo.load_zoo(s, **opts)

@@ -1,0 +1,103 @@
+"""Llama-2-7B fp16 on an A100-80GB, ideal roofline: graphroof llm against the hand figures.
+
+Hand figures (100% of peaks: 312 TFLOP/s fp16 tensor cores, 2039 GB/s HBM), batch 1, 1024-token prompt:
+
+* prefill: 2 FLOPs x 6.607e9 non-embedding parameters x 1024 tokens = 13.53 TFLOP of GEMMs + causal attention
+  2 x 2 x 32 layers x 32 heads x 128 x (1024 x 1025 / 2) = 0.275 TFLOP -> 13.81 TFLOP / 312e12 = 44.2 ms
+  (compute-bound; "about 45 ms");
+* decode step with 1024 cached tokens: weights 13.21 GB (every parameter but the embedding table, of which only
+  one row per sequence is read) + KV cache 2 x 32 layers x 4096 x 2 bytes x 1024 tokens = 0.537 GB per sequence
+  -> batch 1: 13.75 GB / 2039 GB/s = 6.74 ms; batch 32: (13.21 + 17.18) GB / 2039 GB/s = 14.9 ms (memory-bound).
+
+graphroof counts the whole traced graph, so its totals add what the hand figures leave out: unfused elementwise
+ops (RMSNorm in fp32, rotary, SiLU, residual adds) are memory-bound and add their bytes.  The table shows the
+GEMM + attention part separately so it can be set against the hand figure.
+
+Run: ``python benchmarks/bench_llm_llama2_7b.py`` (about a minute on 2 CPU cores; no GPU, no download).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tabulate import tabulate  # noqa: E402
+
+MATRIX_OPS = ("aten.linear", "aten.scaled_dot_product_attention", "aten.mm", "aten.addmm", "aten.bmm",
+              "aten.matmul")
+
+
+def model_arg():
+    """The zoo entry when the zoo is installed, else the same config built here."""
+    try:
+        from graphroof.frontends import zoo
+
+        zoo.resolve("llama-2-7b")
+        return "llama-2-7b"
+    except Exception:  # noqa: BLE001 - no zoo: build the config by hand
+        import graphroof.llm as llm
+        from graphroof.llm.hf import HFSource
+
+        data = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=4096,
+                    intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                    vocab_size=32000, max_position_embeddings=4096, rms_norm_eps=1e-5, torch_dtype="float16")
+        assert llm
+        return HFSource(data, name="llama-2-7b (config built in the script)")
+
+
+def split(a) -> tuple[float, float, float]:
+    """(time of GEMM + attention ops, time of the rest, GEMM + attention matrix FLOPs)."""
+    mat = sum(r["time_s"] for r in a.ops if r["op"] in MATRIX_OPS)
+    flops = sum(r["matrix_flops"] for r in a.ops if r["op"] in MATRIX_OPS)
+    return mat, a.totals.t_lower_s - mat, flops
+
+
+def main() -> None:
+    import graphroof.llm as llm
+
+    t0 = time.perf_counter()
+    r = llm.estimate(model_arg(), hw="a100", prompt=1024, gen=256, batch=[1, 32], ideal=True)
+    wall = time.perf_counter() - t0
+    rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+    c1, c32 = r[1], r[32]
+    pre = c1.prefill.analysis
+    mat_t, rest_t, mat_flops = split(pre)
+    step1 = r.pipeline.step("decode", 1, 1024)
+    step32 = r.pipeline.step("decode", 32, 1024)
+    hand = {"prefill": 13.81e12 / 312e12, "gemm": 13.53e12, "d1": (13.21e9 + 0.537e9) / 2039e9,
+            "d32": (13.21e9 + 32 * 0.537e9) / 2039e9}
+    rows = [
+        ["prefill GEMM+attention FLOPs", f"{mat_flops / 1e12:.2f} TFLOP", "13.81 TFLOP", f"{mat_flops / 13.81e12:.3f}"],
+        ["prefill GEMM+attention time", f"{mat_t * 1e3:.1f} ms", f"{hand['prefill'] * 1e3:.1f} ms",
+         f"{mat_t / hand['prefill']:.3f}"],
+        ["prefill total (TTFT), +elementwise", f"{c1.ttft_s * 1e3:.1f} ms", "~45 ms", f"{c1.ttft_s / 45e-3:.3f}"],
+        ["prefill bound", pre.totals.bound, "compute", ""],
+        ["decode step @1024, batch 1", f"{step1.totals.t_lower_s * 1e3:.2f} ms", f"{hand['d1'] * 1e3:.2f} ms",
+         f"{step1.totals.t_lower_s / hand['d1']:.3f}"],
+        ["...of which GEMM+attention", f"{split(step1)[0] * 1e3:.2f} ms", f"{hand['d1'] * 1e3:.2f} ms",
+         f"{split(step1)[0] / hand['d1']:.3f}"],
+        ["...weights read / KV read", f"{step1.totals.cost.weight_bytes / 1e9:.2f} / "
+         f"{step1.totals.cost.kv_read_bytes / 1e9:.3f} GB", "13.21 / 0.537 GB", ""],
+        ["decode step @1024, batch 32", f"{step32.totals.t_lower_s * 1e3:.2f} ms", f"{hand['d32'] * 1e3:.2f} ms",
+         f"{step32.totals.t_lower_s / hand['d32']:.3f}"],
+        ["...of which GEMM+attention", f"{split(step32)[0] * 1e3:.2f} ms", f"{hand['d32'] * 1e3:.2f} ms",
+         f"{split(step32)[0] / hand['d32']:.3f}"],
+        ["...KV read, batch 32", f"{step32.totals.cost.kv_read_bytes / 1e9:.2f} GB", "17.18 GB",
+         f"{step32.totals.cost.kv_read_bytes / 17.18e9:.3f}"],
+        ["decode bound", step1.totals.bound, "memory", ""],
+        ["mean TPOT over 255 steps, batch 1", f"{c1.tpot_s * 1e3:.2f} ms", "(context 1024..1278)", ""],
+        ["mean TPOT over 255 steps, batch 32", f"{c32.tpot_s * 1e3:.2f} ms", "", ""],
+        ["e2e / tok/s, batch 32", f"{c32.e2e_s:.2f} s / {c32.output_tokens_per_s:,.0f}", "", ""],
+        ["KV cache @1280 tokens, batch 32", f"{c32.kv_cache_bytes / 1e9:.1f} GB", "21.5 GB", ""],
+    ]
+    print("Llama-2-7B fp16, A100-80GB SXM, ideal roofline (graphroof llm --ideal)")
+    print(tabulate(rows, headers=["figure", "graphroof", "hand", "ratio"], disable_numparse=True))
+    print(f"\nwall time {wall:.1f} s (traces on the meta device + counting), peak RSS {rss_gb:.2f} GB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""transformers frontend: a ``config.json`` -> the model built on the meta device -> :class:`OpGraph`.
+
+No download and no weights: the config alone defines every shape.  The model class is the config's first
+``architectures`` entry when transformers has it, else ``AutoModelForCausalLM`` for causal-LM types, else
+``AutoModel``.  Inputs are made from the model's main input: ``input_ids [batch, seq]`` for text models,
+``pixel_values [batch, channels, size, size]`` for vision models (or ``--input`` shapes).
+
+The forward pass is captured as transformers runs it in eager inference on one unpadded prompt: the
+packed-sequence check (which would read tensor values) is skipped, so causal LMs call SDPA with
+``is_causal=True`` and no materialised mask, and grouped-query attention reads K / V at their own size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import inspect
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import FrontendError, InputError
+from ..graph import OpGraph
+
+__all__ = ["load_config", "build_model", "DEFAULT_SEQ"]
+
+DEFAULT_SEQ = 1024
+
+
+def _transformers():
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError:
+        raise FrontendError("transformers models need torch: pip install 'graphroof[torch,hf]' "
+                            "(CPU torch: see the README's setup)") from None
+    try:
+        import transformers
+    except ModuleNotFoundError:
+        raise FrontendError("a transformers config.json needs the transformers package: "
+                            "pip install 'graphroof[hf]'") from None
+    return transformers
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"{p}: cannot read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise InputError(f"{p}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: a transformers config.json holds an object, not a {type(data).__name__}")
+    return data
+
+
+def _config(data: dict[str, Any], source: str):
+    tf = _transformers()
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
+
+    data = dict(data)
+    model_type = data.get("model_type")
+    if model_type is None:
+        raise FrontendError(f"{source}: no 'model_type'; a transformers config.json names its architecture "
+                            "(e.g. \"model_type\": \"llama\")")
+    if model_type not in CONFIG_MAPPING_NAMES:
+        close = difflib.get_close_matches(str(model_type), list(CONFIG_MAPPING_NAMES), n=3, cutoff=0.6)
+        hint = f" (close: {', '.join(close)})" if close else ""
+        raise FrontendError(f"{source}: model_type {model_type!r} is not a transformers architecture known to "
+                            f"transformers {tf.__version__}{hint}; build the model in Python and call "
+                            "graphroof.analyze(module, inputs) instead")
+    dtype = data.pop("torch_dtype", None) or data.pop("dtype", None)
+    data.pop("transformers_version", None)
+    try:
+        cfg = CONFIG_MAPPING[model_type](**{k: v for k, v in data.items() if k != "model_type"})
+    except Exception as e:  # noqa: BLE001 - an invalid field value
+        raise FrontendError(f"{source}: transformers rejected the {model_type} config: {e}") from None
+    return cfg, dtype
+
+
+def _model_class(cfg, data: dict[str, Any]):
+    tf = _transformers()
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    for arch in data.get("architectures") or ():
+        cls = getattr(tf, str(arch), None)
+        if cls is not None:
+            return cls
+    if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return tf.AutoModelForCausalLM
+    return tf.AutoModel
+
+
+def build_model(data: dict[str, Any], *, dtype: str | None = None, source: str = "config"):
+    """The model of config *data* on the meta device: ``(model, config, dtype_name)``."""
+    import torch
+
+    from ..dtypes import canonical_dtype
+    from .torch_inputs import TORCH_DTYPES
+
+    cfg, cfg_dtype = _config(data, source)
+    name = canonical_dtype(dtype or cfg_dtype or "fp32")
+    tdtype = TORCH_DTYPES.get(name)
+    if tdtype is None or not tdtype.is_floating_point:
+        raise InputError(f"dtype {name!r}: the model's parameters need a floating dtype (fp32, bf16, fp16)")
+    cls = _model_class(cfg, data)
+    build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
+    try:
+        with torch.device("meta"):
+            try:
+                model = build(cfg, dtype=tdtype, attn_implementation="sdpa")
+            except ValueError as e:  # no SDPA path for this architecture: its own (eager) attention
+                if "attention implementation" not in str(e):
+                    raise
+                model = build(cfg, dtype=tdtype, attn_implementation="eager")
+    except Exception as e:  # noqa: BLE001
+        from .torch_common import one_line
+
+        raise FrontendError(f"{source}: transformers could not build {getattr(cls, '__name__', cls)} from this "
+                            f"config: {one_line(e)}") from None
+    return model, cfg, name
+
+
+@contextlib.contextmanager
+def eager_prompt() -> Iterator[None]:
+    """Trace as eager inference on one unpadded prompt runs: no packed-sequence detection (it reads values)."""
+    try:
+        from transformers import masking_utils
+    except ImportError:  # pragma: no cover - older transformers
+        yield
+        return
+    orig = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if orig is None:
+        yield
+        return
+    masking_utils.find_packed_sequence_indices = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = orig
+
+
+def learned_positions(model, cfg) -> int | None:
+    """The table size when the model learns one embedding per position (BERT, GPT-2), else None (RoPE ...)."""
+    import torch
+
+    for k in ("max_position_embeddings", "n_positions"):
+        v = getattr(cfg, k, None)
+        if isinstance(v, int) and v > 0 and any(isinstance(m, torch.nn.Embedding) and m.num_embeddings == v
+                                                 for m in model.modules()):
+            return v
+    return None
+
+
+def model_inputs(model, cfg, *, batch: int, seq: int | None, name: str) -> tuple[dict[str, Any], list[str]]:
+    """``({input: (shape, dtype)}, notes)`` for the model's main input, plus ``use_cache=False``."""
+    main = getattr(model, "main_input_name", "input_ids")
+    notes: list[str] = []
+    if main == "input_ids":
+        limit = learned_positions(model, cfg)
+        if seq is None:
+            seq = DEFAULT_SEQ
+            if limit and limit < seq:
+                seq = limit
+                notes.append(f"sequence length {seq}: the most its learned position embeddings allow "
+                             f"(default {DEFAULT_SEQ})")
+        elif limit and seq > limit:
+            raise InputError(f"{name} handles at most {limit} tokens (learned position embeddings); "
+                             f"use --seq {limit} or less")
+        inputs: dict[str, Any] = {"input_ids": ((batch, seq), "int64")}
+        if getattr(cfg, "is_encoder_decoder", False):  # one decoder pass over a target as long as the source
+            inputs["decoder_input_ids"] = ((batch, seq), "int64")
+            notes.append(f"encoder-decoder: encoder and decoder both run on {seq} tokens")
+    elif main == "pixel_values":
+        size = getattr(cfg, "image_size", 224)
+        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+        inputs = {"pixel_values": ((batch, getattr(cfg, "num_channels", 3), *size), None)}
+        if seq is not None:
+            notes.append("--seq ignored: a vision model takes images")
+    else:
+        raise FrontendError(f"{name}: no default inputs for main input {main!r}; pass shapes with "
+                            f"--input {main}=SHAPE")
+    if getattr(cfg, "use_cache", False):
+        inputs["use_cache"] = False
+    return inputs, notes
+
+
+def is_causal_lm(model) -> bool:
+    return type(model).__name__.endswith("ForCausalLM") or bool(getattr(model.config, "is_decoder", False))
+
+
+def load_config(path: str | Path, *, batch: int = 1, seq: int | None = None, dtype: str | None = None,
+                input_shapes: Any = None, capture: str = "dispatch", name: str | None = None,
+                **opts: Any) -> OpGraph:
+    """Build the model of a transformers ``config.json`` on the meta device and capture one forward pass.
+
+    *seq* defaults to 1024 (capped at the maximum of models with learned positions, e.g. BERT's 512);
+    *dtype* defaults to the config's ``torch_dtype`` (fp32 when absent).  The capture defaults to
+    ``dispatch``: under ``torch.export`` transformers materialises masks and repeats K / V heads, which its
+    eager inference path does not do.
+    """
+    if batch < 1 or (seq is not None and seq < 1):
+        raise InputError("--batch and --seq must be >= 1")
+    path = Path(path)
+    data = read_config(path)
+    stem = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    name = name or str(data.get("_name_or_path") or stem)
+    return load_config_data(data, batch=batch, seq=seq, dtype=dtype, input_shapes=input_shapes, capture=capture,
+                            name=name, source=str(path), **opts)
+
+
+def load_config_data(data: dict[str, Any], *, batch: int = 1, seq: int | None = None, dtype: str | None = None,
+                     input_shapes: Any = None, capture: str = "dispatch", name: str = "model",
+                     source: str = "config", notes: list[str] | None = None, **opts: Any) -> OpGraph:
+    from .torch_export import load_module
+
+    model, cfg, dtype_name = build_model(data, dtype=dtype, source=source)
+    notes = list(notes or [])
+    if input_shapes is not None:  # --input: by name, or positional in forward's order
+        if isinstance(input_shapes, Mapping):
+            inputs = dict(input_shapes)
+        else:
+            names = [p for p in inspect.signature(model.forward).parameters if p != "self"]
+            inputs = dict(zip(names, input_shapes))
+        if getattr(cfg, "use_cache", False) and "use_cache" in inspect.signature(model.forward).parameters:
+            inputs.setdefault("use_cache", False)
+    else:
+        inputs, more = model_inputs(model, cfg, batch=batch, seq=seq, name=name)
+        notes += more
+    notes.append(f"built from its transformers config on the meta device ({type(model).__name__}, {dtype_name})")
+    opts.pop("kv_inputs", None)
+    with eager_prompt():
+        return load_module(model, inputs, capture=capture, name=name, notes=notes,
+                           causal_masks=is_causal_lm(model), **opts)

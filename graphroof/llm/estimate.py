@@ -1,0 +1,231 @@
+"""``estimate``: TTFT, TPOT, throughput, memory fit and per-layer tables for an LLM on a device.
+
+Token accounting: prefill produces the first output token (``ttft_s``); ``gen - 1`` decode steps produce the
+rest (``tpot_s`` is their mean); ``e2e_s = ttft_s + (gen - 1) * tpot_s``; ``output_tokens_per_s =
+batch * gen / e2e_s``.  Times are *realistic* by default (the profile's efficiency factors and per-op launch
+overhead) with the ideal roofline (100% of peaks, no overhead) beside them; ``ideal=True`` reports the ideal
+roofline alone.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..counters.registry import Rule
+from ..counters.settings import CountSettings
+from ..errors import GraphroofError, GraphroofWarning, InputError
+from ..graph import OpGraph
+from ..hardware import HardwareProfile
+from ..layers import scope_at
+from ..dtypes import dtype_bits
+from .critical import critical_table
+from .kvcache import APPEND
+from .memory import MemoryFit, activation_peak_bytes, max_batch, params_from_graph, resident_weight_bytes
+from .phases import Pipeline
+from .quant import Quant
+from .result import LLMConfig, LLMEstimate
+from .source import GraphSource, LLMSource
+from .tables import fold_name, table_depth
+from .tp import DEFAULT_PLAN, TPPlan, check_tp
+
+__all__ = ["estimate", "open_source", "TP_CANDIDATES"]
+
+TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def open_source(model: Any, **opts: Any) -> LLMSource:
+    """An :class:`LLMSource` for *model*: a source, an OpGraph (prefill only), a (prefill, decode) pair of
+    OpGraphs, or anything :func:`graphroof.llm.loaders.open_model` reads (zoo name, config.json, ONNX,
+    ``module:factory``, nn.Module)."""
+    if isinstance(model, LLMSource):
+        return model
+    if isinstance(model, OpGraph):
+        return GraphSource(model, None, no_cache_reason="a single graph has no decode step with a KV cache")
+    if isinstance(model, tuple) and len(model) == 2 and all(isinstance(g, OpGraph) for g in model):
+        return GraphSource(model[0], model[1])
+    from .loaders import open_model
+
+    return open_model(model, **opts)
+
+
+def _batches(batch: int | Sequence[int]) -> list[int]:
+    bs = [batch] if isinstance(batch, int) else list(batch)
+    if not bs:
+        raise InputError("--batch needs at least one value, e.g. --batch 1,8,32")
+    for b in bs:
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            raise InputError(f"--batch values must be integers >= 1, got {b!r}")
+    return bs
+
+
+def _check_lengths(prompt: int, gen: int) -> None:
+    if not isinstance(prompt, int) or isinstance(prompt, bool) or prompt < 1:
+        raise InputError(f"--prompt must be an integer >= 1 (tokens in the prompt), got {prompt!r}")
+    if not isinstance(gen, int) or isinstance(gen, bool) or gen < 1:
+        raise InputError(f"--gen must be an integer >= 1 (output tokens to generate; the first comes from the "
+                         f"prefill), got {gen!r}")
+
+
+class _Run:
+    def __init__(self, src: LLMSource, pipe: Pipeline, prompt: int, gen: int, depth: int | None, fold: bool,
+                 ideal: bool):
+        self.src, self.pipe, self.prompt, self.gen, self.depth, self.fold = src, pipe, prompt, gen, depth, fold
+        self.ideal = ideal
+        self.batches: list[int] = []
+        self._params = None
+
+    def params(self):
+        if self._params is None:
+            self._params = self.src.params() or params_from_graph(self.pipe.raw("prefill", 1, self.prompt))
+        return self._params
+
+    def decode_phase(self, b: int):
+        P, gen = self.prompt, self.gen
+        meta = {"model": self.src.name}
+        if self.src.kv_cache:
+            return self.pipe.phase("decode", "decode", b, P, P + max(gen - 2, 0), 1, meta)
+        return self.pipe.phase("decode", "prefill", b, P + 1, P + max(gen - 1, 1), 2, meta)
+
+    def key(self, depth: int):
+        return lambda op: fold_name(scope_at(op.scope, depth)) if self.fold else scope_at(op.scope, depth)
+
+    def critical(self, depth: int, b: int) -> list[dict]:
+        """Costs are affine in the batch, so any two batches give the line: reuse counted ones."""
+        phase, x = ("decode", self.prompt) if self.src.kv_cache else ("prefill", self.prompt + 1)
+        other = next((o for o in self.batches if o != b), b + 1)
+        b1, b2 = sorted((b, other))
+        ops1 = self.pipe.counted(phase, b1, x).ops
+        ops2 = self.pipe.counted(phase, b2, x).ops
+        return critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
+
+    def kv_bytes_per_token(self, b: int) -> float:
+        """Cache bytes per token and sequence, per device: what one decode step appends (one token each)."""
+        if not self.src.kv_cache:
+            return 0.0
+        ops = self.pipe.counted("decode", b, self.prompt).ops
+        appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
+        if appended:
+            return appended / b
+        bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
+        per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
+        return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
+
+    def memory(self, b: int) -> MemoryFit:
+        pipe, ctx = self.pipe, self.prompt + self.gen
+        weights = resident_weight_bytes(self.params(), pipe.quant, pipe.tp, pipe.plan)
+        kv_tok = self.kv_bytes_per_token(b)
+        act = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
+        cap = pipe.hw.mem_capacity_bytes
+        mb = max_batch(cap, weights, kv_tok * ctx + act / b) if cap else None
+        min_tp = None
+        if cap:
+            raw = pipe.raw("prefill", b, self.prompt)
+            for n in TP_CANDIDATES:
+                try:
+                    check_tp(n, self.src.spec.heads, self.src.spec.kv_heads, self.src.spec.intermediate)
+                    act_n = act if n == pipe.tp else activation_peak_bytes(pipe.prepare(raw, tp=n))
+                except GraphroofError:
+                    continue
+                total = (resident_weight_bytes(self.params(), pipe.quant, n, pipe.plan)
+                         + kv_tok * pipe.tp / n * b * ctx + act_n)
+                if total <= cap:
+                    min_tp = n
+                    break
+        return MemoryFit(weights, kv_tok * b * ctx, act, cap, mb, min_tp)
+
+    def config(self, b: int) -> LLMConfig:
+        prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})
+        decode = self.decode_phase(b)
+        depth = self.depth or table_depth(decode.analysis)
+        return LLMConfig(batch=b, prompt=self.prompt, gen=self.gen, tp=self.pipe.tp, prefill=prefill, decode=decode,
+                         memory=self.memory(b), critical=self.critical(depth, b), table_depth=depth, fold=self.fold,
+                         ideal=self.ideal)
+
+
+def estimate(
+    model: Any,
+    *,
+    hw: str | HardwareProfile | None = "a100",
+    prompt: int = 1024,
+    gen: int = 256,
+    batch: int | Sequence[int] = 1,
+    weights: str | None = None,
+    activations: str | None = None,
+    kv: str | None = None,
+    tp: int = 1,
+    ideal: bool = False,
+    depth: int | None = None,
+    fold: bool = True,
+    attention: str = "flash",
+    causal: str = "kernel",
+    rules: Mapping[str, Rule | None] | None = None,
+    strict: bool = False,
+    plan: TPPlan = DEFAULT_PLAN,
+    peak_flops_per_s: float | None = None,
+    mem_bw_bytes_per_s: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    **frontend_opts: Any,
+) -> LLMEstimate:
+    """Serving estimate of an LLM: one configuration per batch size.
+
+    Parameters
+    ----------
+    model : zoo name, transformers ``config.json`` (or its folder), ``.onnx`` with ``past_key_values`` inputs,
+        ``"pkg.module:factory"``, an ``nn.Module``, an :class:`~graphroof.llm.source.LLMSource`, or OpGraphs.
+    hw : hardware profile name / path / object.
+    prompt, gen : prompt tokens and generated tokens per sequence.
+    batch : one batch size or several (a sweep).
+    weights, activations, kv : what-if storage dtypes by role (``int4``, ``fp8``, ``bf16`` ...).
+    tp : tensor-parallel degree (Megatron split, collectives on the profile's interconnect).
+    ideal : report the ideal roofline only (100% of peaks, no launch overhead).
+    depth, fold : layer-table depth (default: one level below the repeated block) and folding of blocks.
+    attention, causal : counting settings (see :mod:`graphroof.counters.settings`).
+    progress : called with a stage message before each trace (the CLI's :class:`graphroof.progress.Progress`).
+
+    Examples
+    --------
+    >>> import graphroof.llm as llm                                       # doctest: +SKIP
+    >>> r = llm.estimate("llama-2-7b", hw="a100", prompt=1024, gen=256, batch=[1, 8, 32])  # doctest: +SKIP
+    >>> r.configs[0].tpot_s                                              # doctest: +SKIP
+    """
+    from ..api import resolve_hardware
+
+    _check_lengths(prompt, gen)
+    batches = _batches(batch)
+    quant = Quant.parse(weights, activations, kv)
+    check_tp(tp)
+    settings = CountSettings(attention=attention, causal=causal)
+    prof = resolve_hardware(hw, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
+                            ideal=ideal)
+    if depth is not None and depth < 1:
+        raise InputError(f"--depth must be >= 1, got {depth}")
+    if progress and not isinstance(model, (LLMSource, OpGraph, tuple)):
+        progress(f"building {model if isinstance(model, str) else type(model).__name__}")
+    src = open_source(model, **frontend_opts)
+    src.check_context(prompt, gen)
+    spec = src.spec
+    check_tp(tp, spec.heads, spec.kv_heads, spec.intermediate)
+    if tp > 1 and not prof.interconnect_bw_bytes_per_s:
+        raise InputError(f"--tp {tp}: hardware profile {prof.name} has no interconnect.bw_bytes_per_s_per_direction "
+                         "to cost the collectives on; pick a profile with an interconnect")
+    pipe = Pipeline(src, prof, quant=quant, tp=tp, plan=plan, settings=settings, rules=rules, strict=strict,
+                    depth=depth, progress=progress)
+    run = _Run(src, pipe, prompt, gen, depth, fold, ideal)
+    run.batches = batches
+    configs = [run.config(b) for b in batches]
+    notes = list(getattr(src, "notes", []) or [])
+    if not src.kv_cache:
+        msg = (f"{src.name} has no KV cache ({src.no_cache_reason}): each decode step is estimated as a full "
+               "forward pass over the whole context (prompt + tokens so far, no cache reuse), summed exactly "
+               "over the steps; KV-cache bytes are 0")
+        notes.append(msg)
+        warnings.warn(msg, GraphroofWarning, stacklevel=2)
+    for c in configs:
+        for n in c.prefill.notes + c.decode.notes:
+            if n not in notes:
+                notes.append(n)
+    return LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=tp, quant=quant, ideal=ideal,
+                       kv_cache=src.kv_cache, spec=spec, configs=configs, notes=notes, settings=settings,
+                       pipeline=pipe)

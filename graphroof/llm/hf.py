@@ -1,0 +1,169 @@
+"""transformers models as LLM sources: prefill and a real decode step traced with a KV cache.
+
+The model is built on the meta device from its config (:func:`graphroof.frontends.hf.build_model`, no weights)
+and wrapped in a module whose inputs are the token ids and, per layer, the cached keys and values
+``[batch, kv_heads, past, head_dim]`` (graph inputs marked ``Role.KV_CACHE``).  The wrapper fills a
+transformers ``DynamicCache`` with them and runs the model's own forward with ``use_cache=True``, so each
+attention layer appends its new keys / values to the cache and attends over all of it, exactly as
+``generate`` does; :mod:`graphroof.llm.kvcache` then costs the append as a cache write of the new entries.
+
+* prefill: ``input_ids [batch, prompt]`` with an empty cache (``past = 0``): writes ``prompt`` tokens per layer;
+* decode: ``input_ids [batch, 1]`` with ``past`` cached tokens: reads ``past + 1``, writes 1 per layer.
+
+Models that are not causal LMs (no cache) are traced as a plain forward over the whole context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import FrontendError
+from ..graph import OpGraph, Role, TensorSpec
+from .source import LLMSource, ModelSpec, Param
+
+__all__ = ["HFSource", "spec_from_config"]
+
+_PREFIX = "lm"
+
+
+def _first(cfg, *names, default=None):
+    for n in names:
+        v = getattr(cfg, n, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return default
+
+
+def spec_from_config(cfg, name: str, dtype: str | None) -> ModelSpec:
+    """Architecture facts from a transformers config (attribute maps make GPT-2's ``n_embd`` etc. work)."""
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _first(cfg, "num_attention_heads", "n_head")
+    kv = _first(cfg, "num_key_value_heads", "n_head_kv", "num_kv_heads", default=heads)
+    if getattr(cfg, "multi_query", False):
+        kv = 1
+    head_dim = _first(cfg, "head_dim", default=(hidden // heads) if hidden and heads else None)
+    return ModelSpec(name=name, layers=_first(cfg, "num_hidden_layers", "n_layer", "num_layers"), hidden=hidden,
+                     heads=heads, kv_heads=kv, head_dim=head_dim,
+                     intermediate=_first(cfg, "intermediate_size", "n_inner", "ffn_dim"),
+                     vocab=_first(cfg, "vocab_size"),
+                     max_positions=_first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length"),
+                     dtype=dtype)
+
+
+def _generates(model) -> bool:
+    """A model that ``generate``s token by token (causal LM heads: ``*ForCausalLM``, ``GPT2LMHeadModel`` ...)."""
+    from ..frontends.hf import is_causal_lm
+
+    try:
+        return bool(model.can_generate()) or is_causal_lm(model)
+    except Exception:  # noqa: BLE001 - a model class without the transformers API
+        return is_causal_lm(model)
+
+
+def _step_module(model):
+    import torch
+
+    class CachedStep(torch.nn.Module):
+        """One forward step of *model* over a KV cache given as tensors (graph inputs)."""
+
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, input_ids, **past):
+            from transformers.cache_utils import DynamicCache
+
+            cache = DynamicCache(config=self.lm.config)
+            for i, layer in enumerate(cache.layers):
+                k, v = past[f"past_key_{i}"], past[f"past_value_{i}"]
+                layer.dtype, layer.device = k.dtype, k.device
+                layer.keys, layer.values = k, v
+                layer.is_initialized = True
+            return self.lm(input_ids=input_ids, past_key_values=cache, use_cache=True).logits
+
+    return CachedStep(model)
+
+
+def _strip_prefix(g: OpGraph, prefix: str) -> OpGraph:
+    from dataclasses import replace
+
+    def fix(op):
+        s = op.scope
+        if s == prefix:
+            s = ""
+        elif s.startswith(prefix + "."):
+            s = s[len(prefix) + 1:]
+        return op if s == op.scope else replace(op, scope=s)
+
+    return g.map_ops(fix)
+
+
+class HFSource(LLMSource):
+    """A transformers model: built from its config dict *data* on the meta device, or given as *model*."""
+
+    def __init__(self, data: dict[str, Any] | None = None, *, name: str, dtype: str | None = None,
+                 capture: str = "dispatch", source: str = "config", model: Any = None):
+        from ..frontends.hf import build_model
+        from ..frontends.torch_common import dtype_name as torch_dtype_name
+
+        if model is None:
+            self.model, self.cfg, dtype_name = build_model(data, dtype=dtype, source=source)
+            how = f"built from its transformers config on the meta device ({type(self.model).__name__}, {dtype_name})"
+        else:
+            self.model, self.cfg = model, model.config
+            floats = [p.dtype for p in model.parameters() if p.is_floating_point()]
+            dtype_name = torch_dtype_name(floats[0]) if floats else "fp32"
+            how = f"transformers {type(model).__name__} ({dtype_name})"
+        self.spec = spec_from_config(self.cfg, name, dtype_name)
+        self.capture = capture
+        self.notes = [f"{how}; prefill computes logits for every prompt position, as the model's forward does"]
+        generates = _generates(self.model)
+        self.kv_cache = bool(generates and getattr(self.cfg, "use_cache", True) is not False
+                             and self.spec.layers and self.spec.kv_heads and self.spec.head_dim)
+        if not self.kv_cache:
+            self.no_cache_reason = (f"{type(self.model).__name__} does not generate with a transformers cache"
+                                    if not generates else "its config gives no KV-cache layout")
+        self._step = _step_module(self.model) if self.kv_cache else None
+        self._dtype = dtype_name
+
+    def _trace(self, inputs: dict, kv_names: tuple[str, ...], module, causal: bool) -> OpGraph:
+        from ..frontends.hf import eager_prompt
+        from ..frontends.torch_export import load_module
+
+        with eager_prompt():
+            g = load_module(module, inputs, kv_inputs=kv_names, capture=self.capture, name=self.spec.name,
+                            causal_masks=causal)
+        return _strip_prefix(g, _PREFIX) if module is self._step else g
+
+    def _cached(self, batch: int, q: int, past: int) -> OpGraph:
+        s = self.spec
+        inputs: dict[str, Any] = {"input_ids": ((batch, q), "int64")}
+        names = []
+        for i in range(s.layers):
+            for kind in ("key", "value"):
+                n = f"past_{kind}_{i}"
+                inputs[n] = TensorSpec((batch, s.kv_heads, past, s.head_dim), self._dtype, Role.KV_CACHE)
+                names.append(n)
+        return self._trace(inputs, tuple(names), self._step, True)
+
+    def prefill_graph(self, batch: int, seq: int) -> OpGraph:
+        if self.kv_cache:
+            return self._cached(batch, seq, 0)
+        inputs: dict[str, Any] = {"input_ids": ((batch, seq), "int64")}
+        if getattr(self.cfg, "use_cache", False):
+            inputs["use_cache"] = False
+        return self._trace(inputs, (), self.model, _generates(self.model))
+
+    def decode_graph(self, batch: int, past: int) -> OpGraph:
+        if not self.kv_cache:
+            raise FrontendError(f"{self.name}: {self.no_cache_reason}")
+        return self._cached(batch, 1, past)
+
+    def params(self) -> list[Param]:
+        from ..frontends.torch_common import spec_of
+
+        out = []
+        for name, p in self.model.named_parameters():
+            scope = name.rsplit(".", 1)[0] if "." in name else ""
+            out.append((scope, spec_of(p, Role.WEIGHT)))
+        return out

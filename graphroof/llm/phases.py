@@ -1,0 +1,159 @@
+"""Prefill and decode as roofline phases.
+
+* **Prefill**: the graph at ``seq = prompt``; its time is the time to first token (TTFT).
+* **Decode** (model with a KV cache): ``gen - 1`` steps after the first token; step ``j`` (1-based) feeds one
+  token per sequence with ``past = prompt + j - 1`` tokens in the cache, so ``past`` runs over
+  ``prompt .. prompt + gen - 2``.  Every cost field is affine in ``past``, so the step graph is counted at the
+  two ends of that range and the sum of roofline times over all steps is computed exactly
+  (:mod:`graphroof.llm.series`); TPOT is that sum over ``gen - 1``.
+* **Decode without a KV cache**: each step recomputes the whole context, i.e. the prefill graph at
+  ``seq = prompt + j``; costs are then quadratic in the context (attention), counted at three points, and
+  summed exactly the same way.
+
+The decode phase's op rows hold the mean cost and mean roofline times per step (shapes shown are those of the
+first sampled step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..analysis import Analysis
+from ..counters.cost import Cost
+from ..counters.count import CountSummary, count
+from ..counters.registry import Rule
+from ..counters.settings import CountSettings
+from ..errors import FrontendError
+from ..graph import BOUND, COST, OpGraph, OpNode
+from ..hardware import HardwareProfile
+from ..roofline import compute_dtype, evaluate, evaluate_graph
+from .kvcache import mark_kv_cache
+from .quant import Quant, requantize
+from .series import OpSeries
+from .source import LLMSource
+from .tp import DEFAULT_PLAN, TPPlan, scale_costs, shard
+
+__all__ = ["Counted", "Pipeline", "Phase"]
+
+
+@dataclass
+class Counted:
+    """One counted graph: per-device costs (after quantization and the TP split) on every node."""
+
+    graph: OpGraph          # quantized and sharded, before counting (kept for memory liveness)
+    counted: OpGraph
+    summary: CountSummary
+
+    @property
+    def ops(self) -> list[tuple[OpNode, Cost]]:
+        return [(op, self.counted.get(op.name, COST)) for op in self.counted.ops()]
+
+
+@dataclass
+class Phase:
+    """One phase of one configuration: an Analysis of the (mean) step and the step count."""
+
+    name: str
+    analysis: Analysis
+    steps: int
+    context: tuple[int, int]       # range of seq (prefill, recompute) or past (decode) covered
+    notes: list[str] = field(default_factory=list)
+    #: (ideal, realistic) time of the first and of the last step of the range
+    first_step_s: tuple[float, float] = (0.0, 0.0)
+    last_step_s: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def t_ideal_s(self) -> float:
+        return self.analysis.totals.t_lower_s
+
+    @property
+    def t_realistic_s(self) -> float:
+        return self.analysis.totals.t_realistic_s
+
+
+class Pipeline:
+    """source graph -> KV-cache semantics -> quantization -> TP split -> count -> per-device costs."""
+
+    def __init__(self, source: LLMSource, hw: HardwareProfile, *, quant: Quant = Quant(), tp: int = 1,
+                 plan: TPPlan = DEFAULT_PLAN, settings: CountSettings | None = None,
+                 rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None,
+                 progress: Callable[[str], None] | None = None):
+        self.source, self.hw, self.quant, self.tp, self.plan = source, hw, quant, tp, plan
+        self.progress = progress or (lambda message: None)
+        self.settings = settings or CountSettings()
+        self.rules, self.strict, self.depth = rules, strict, depth
+        self._cache: dict[tuple[str, int, int], Counted] = {}
+        self._raw: dict[tuple[str, int, int], OpGraph] = {}
+        self._warned = False
+
+    def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
+        g = requantize(mark_kv_cache(graph), self.quant)
+        return shard(g, self.tp if tp is None else tp, self.plan)
+
+    def raw(self, phase: str, batch: int, x: int) -> OpGraph:
+        """The source's graph (traced once per key and kept: tracing is the slow part)."""
+        key = (phase, batch, x)
+        if key not in self._raw:
+            what = f"past {x}" if phase == "decode" else f"seq {x}"
+            self.progress(f"tracing {self.source.name}: {phase} graph, batch {batch}, {what}")
+            self._raw[key] = (self.source.decode_graph(batch, x) if phase == "decode"
+                              else self.source.prefill_graph(batch, x))
+        return self._raw[key]
+
+    def counted(self, phase: str, batch: int, x: int) -> Counted:
+        """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
+        key = (phase, batch, x)
+        if key not in self._cache:
+            g = self.prepare(self.raw(phase, batch, x))
+            if g.symbolic_dims():
+                from ..graph import bind
+
+                g = bind(g, g.meta.get("default_dims", {}))
+            c = g.map_ops(lambda op: op)
+            summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
+            self._warned = True
+            scale_costs(c)
+            self._cache[key] = Counted(g, c, summary)
+        return self._cache[key]
+
+    def phase(self, name: str, graph_phase: str, batch: int, lo: int, hi: int, degree: int,
+              meta: Mapping | None = None) -> Phase:
+        """Mean step over ``x = lo .. hi`` (costs polynomial of *degree* in x), as an Analysis."""
+        n = hi - lo + 1
+        if n <= degree + 1:
+            xs = list(range(lo, hi + 1))
+        else:
+            xs = [lo, hi] if degree == 1 else [lo, (lo + hi) // 2, hi]
+        notes: list[str] = []
+        samples = {x: self.counted(graph_phase, batch, x).ops for x in xs}
+        base = self.counted(graph_phase, batch, xs[0])
+        try:
+            series = OpSeries(samples)
+        except FrontendError:
+            mid = (lo + hi) // 2
+            base = self.counted(graph_phase, batch, mid)
+            series = OpSeries({mid: base.ops})
+            notes.append(f"{name}: the graph changes structure with the context, so every step is approximated "
+                         f"by the step at context {mid} (the middle of the range)")
+        g = base.counted.map_ops(lambda op: op)
+        for i, op in enumerate(series.ops):
+            s = series.sums(i, self.hw, lo, hi)
+            g.set(op.name, COST, s.mean_cost)
+            g.set(op.name, BOUND, s.bound)
+        g.meta["dims"] = {**base.counted.meta.get("dims", {})}
+        a = Analysis(g, self.hw, base.summary, depth=self.depth, meta=dict(meta or {}))
+        ends = []
+        for x in (lo, hi):
+            bs = [evaluate(c, self.hw, compute_dtype(op)) for op, c in series.costs_at(x)]
+            ends.append((sum(b.t_s for b in bs), sum(b.t_realistic_s for b in bs)))
+        return Phase(name, a, n, (lo, hi), notes, ends[0], ends[1])
+
+    def step(self, phase: str, batch: int, x: int) -> Analysis:
+        """Analysis of one step: ``step("decode", 32, 1024)`` is the decode step with 1024 cached tokens."""
+        c = self.counted(phase, batch, x)
+        g = c.counted.map_ops(lambda op: op)
+        for op in c.counted.ops():
+            g.set(op.name, COST, c.counted.get(op.name, COST))
+        evaluate_graph(g, self.hw)
+        return Analysis(g, self.hw, c.summary, depth=self.depth)

@@ -1,0 +1,187 @@
+"""Per-op costs as polynomials of one variable (context length or batch), and exact sums of roofline times.
+
+Every cost field of an op is a polynomial of degree <= 2 in the context length: affine at decode (KV-cache
+reads and attention FLOPs grow by one token per step, everything else is constant) and quadratic when a model
+without a cache recomputes the whole context.  Fitting the fields through 2 (or 3) counted samples gives them
+exactly; each op's roofline terms ``t_compute``, ``t_memory``, ``t_network`` are then polynomials too, and
+``sum over steps of max(terms)`` has a closed form: between the points where two terms cross, one term is the
+maximum, and sums of ``x`` and ``x**2`` over integer ranges are known.  So a decode phase of ``gen`` steps
+is summed exactly, op by op, without evaluating each step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..counters.cost import Cost
+from ..errors import FrontendError
+from ..graph import OpNode
+from ..hardware import HardwareProfile
+from ..roofline import Bound, compute_dtype, evaluate
+
+__all__ = ["FIELDS", "Poly", "fit", "sum_poly", "sum_max_poly", "OpSeries", "StepSums"]
+
+FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
+          "kv_write_bytes", "net_bytes")
+
+Poly = tuple[float, float, float]  # c0 + c1 x + c2 x^2
+
+
+def fit(xs: Sequence[float], ys: Sequence[float]) -> Poly:
+    """Coefficients of the polynomial of degree ``len(xs) - 1`` (<= 2) through the points (Lagrange)."""
+    if len(xs) == 1:
+        return (float(ys[0]), 0.0, 0.0)
+    if len(xs) == 2:
+        (x0, x1), (y0, y1) = xs, ys
+        b = (y1 - y0) / (x1 - x0)
+        return (y0 - b * x0, b, 0.0)
+    if len(xs) == 3:
+        c = [0.0, 0.0, 0.0]
+        for i in range(3):
+            xj, xk = [xs[j] for j in range(3) if j != i]
+            d = (xs[i] - xj) * (xs[i] - xk)
+            w = ys[i] / d
+            c[0] += w * xj * xk
+            c[1] -= w * (xj + xk)
+            c[2] += w
+        return (c[0], c[1], c[2])
+    raise ValueError("fit() takes 1 to 3 points")
+
+
+def peval(p: Poly, x: float) -> float:
+    return p[0] + p[1] * x + p[2] * x * x
+
+
+def _s1(m: int) -> int:
+    return m * (m + 1) // 2
+
+
+def _s2(m: int) -> int:
+    return m * (m + 1) * (2 * m + 1) // 6
+
+
+def sum_poly(p: Poly, lo: int, hi: int) -> float:
+    """``sum(p(x) for x in range(lo, hi + 1))`` in closed form (``lo >= 0``)."""
+    if hi < lo:
+        return 0.0
+    n = hi - lo + 1
+    return p[0] * n + p[1] * (_s1(hi) - _s1(lo - 1)) + p[2] * (_s2(hi) - _s2(lo - 1))
+
+
+def _roots(p: Poly) -> list[float]:
+    c0, c1, c2 = p
+    scale = max(abs(c0), abs(c1), abs(c2), 1e-300)
+    if abs(c2) <= 1e-12 * scale:
+        return [] if abs(c1) <= 1e-12 * scale else [-c0 / c1]
+    disc = c1 * c1 - 4 * c2 * c0
+    if disc < 0:
+        return []
+    r = math.sqrt(disc)
+    return [(-c1 - r) / (2 * c2), (-c1 + r) / (2 * c2)]
+
+
+def sum_max_poly(polys: Sequence[Poly], lo: int, hi: int) -> float:
+    """``sum(max(p(x) for p in polys) for x in range(lo, hi + 1))``, exactly.
+
+    Cut the range where two polynomials cross; inside each piece one polynomial is the maximum.
+    """
+    if hi < lo:
+        return 0.0
+    cuts = {lo - 1, hi}
+    for i in range(len(polys)):
+        for j in range(i + 1, len(polys)):
+            diff = tuple(a - b for a, b in zip(polys[i], polys[j]))
+            for r in _roots(diff):
+                if lo <= r < hi:
+                    cuts.add(math.floor(r))
+    edges = sorted(cuts)
+    total = 0.0
+    for a, b in zip(edges, edges[1:]):
+        s, e = a + 1, b
+        mid = (s + e) / 2
+        best = max(polys, key=lambda p: peval(p, mid))
+        total += sum_poly(best, s, e)
+    return total
+
+
+@dataclass(frozen=True)
+class StepSums:
+    """Sums over the steps of a phase, for one op: mean cost and summed times."""
+
+    steps: int
+    mean_cost: Cost
+    bound: Bound  # times are per-step means (t_s and t_realistic_s exact means of the per-step maxima)
+
+
+class OpSeries:
+    """Per-op cost polynomials in one variable, fitted from counted samples ``{x: [(op, cost), ...]}``.
+
+    The samples must hold the same ops (same names and op keys, in the same order); the op structure shown
+    in reports is the first sample's.
+    """
+
+    def __init__(self, samples: Mapping[int, Sequence[tuple[OpNode, Cost]]]):
+        if not samples:
+            raise ValueError("OpSeries needs at least one sample")
+        self.xs = sorted(samples)
+        base = samples[self.xs[0]]
+        for x in self.xs[1:]:
+            other = samples[x]
+            if len(other) != len(base) or any(a.name != b.name or a.op != b.op for (a, _), (b, _) in zip(base, other)):
+                raise FrontendError("the model's graph changes structure with the sequence length / batch, so costs "
+                                    "cannot be interpolated between traces")
+        self.ops: list[OpNode] = [op for op, _ in base]
+        self.coeffs: list[dict[str, Poly]] = []
+        self.estimated: list[bool] = []
+        for i in range(len(base)):
+            self.coeffs.append({f: fit(self.xs, [getattr(samples[x][i][1], f) for x in self.xs]) for f in FIELDS})
+            self.estimated.append(any(samples[x][i][1].estimated for x in self.xs))
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def cost_at(self, i: int, x: float) -> Cost:
+        c = self.coeffs[i]
+        return Cost(**{f: max(0.0, peval(c[f], x)) for f in FIELDS}, estimated=self.estimated[i])
+
+    def costs_at(self, x: float) -> list[tuple[OpNode, Cost]]:
+        return [(op, self.cost_at(i, x)) for i, op in enumerate(self.ops)]
+
+    def mean_cost(self, i: int, lo: int, hi: int) -> Cost:
+        n = hi - lo + 1
+        c = self.coeffs[i]
+        return Cost(**{f: max(0.0, sum_poly(c[f], lo, hi) / n) for f in FIELDS}, estimated=self.estimated[i])
+
+    def _terms(self, i: int, hw: HardwareProfile) -> tuple[list[Poly], list[Poly], bool]:
+        """(ideal terms, realistic terms, does work) for op i, mirroring :func:`graphroof.roofline.evaluate`."""
+        c = self.coeffs[i]
+        dtype = compute_dtype(self.ops[i])
+        pm, _ = hw.peak("matrix", dtype)
+        pv, _ = hw.peak("vector", dtype)
+
+        def lin(parts: list[tuple[str, float]]) -> Poly:
+            return tuple(sum(c[f][k] * w for f, w in parts) for k in range(3))  # type: ignore[return-value]
+
+        byte_fields = ("weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes")
+        tc = lin([("matrix_flops", 1 / pm), ("vector_flops", 1 / pv)])
+        tm = lin([(f, 1 / hw.mem_bw_bytes_per_s) for f in byte_fields])
+        ibw = hw.interconnect_bw_bytes_per_s
+        tn = lin([("net_bytes", 1 / ibw)]) if ibw else (0.0, 0.0, 0.0)
+        tc_r = lin([("matrix_flops", 1 / (pm * hw.matrix_efficiency)),
+                    ("vector_flops", 1 / (pv * hw.vector_efficiency))])
+        tm_r = tuple(v / hw.mem_bw_efficiency for v in tm)
+        tn_r = tuple(v / hw.interconnect_efficiency for v in tn)
+        works = any(any(abs(v) > 0 for v in c[f]) for f in FIELDS)
+        return [tc, tm, tn], [tc_r, tm_r, tn_r], works  # type: ignore[list-item]
+
+    def sums(self, i: int, hw: HardwareProfile, lo: int, hi: int) -> StepSums:
+        """Mean cost and per-step mean times of op i over ``x = lo .. hi``."""
+        n = hi - lo + 1
+        mean = self.mean_cost(i, lo, hi)
+        b = evaluate(mean, hw, compute_dtype(self.ops[i]))  # raises if collectives meet a profile without links
+        ideal, real, works = self._terms(i, hw)
+        t = sum_max_poly(ideal, lo, hi) / n
+        t_r = sum_max_poly(real, lo, hi) / n + (hw.launch_overhead_s if works else 0.0)
+        return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r))

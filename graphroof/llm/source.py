@@ -1,0 +1,115 @@
+"""Where the LLM's graphs come from: a prefill graph at ``(batch, seq)`` and a decode-step graph at
+``(batch, past)``, plus the model facts the estimate needs (:class:`ModelSpec`).
+
+Dim names used throughout: ``batch``; ``seq`` (prompt tokens in prefill); ``past`` (tokens already in the KV
+cache at a decode step; the step attends to ``past + 1`` keys).
+
+:class:`GraphSource` wraps ready OpGraphs with those symbolic dims (hand-built graphs, op tables, frontends
+that trace symbolically).  A source with ``decode is None`` has no KV cache: each generated token is then a
+full forward pass over the whole context (see :mod:`graphroof.llm.phases`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..graph import OpGraph, TensorSpec, bind
+
+__all__ = ["ModelSpec", "GraphSource", "LLMSource", "Param"]
+
+#: (module scope, tensor spec) of one parameter.
+Param = tuple[str, TensorSpec]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture facts (``None`` = unknown); used for checks (max positions, TP divisibility) and notes."""
+
+    name: str = "model"
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    intermediate: int | None = None
+    vocab: int | None = None
+    max_positions: int | None = None
+    dtype: str | None = None
+
+    def kv_bytes_per_token(self, kv_bits: int) -> float | None:
+        """``2 (K and V) * layers * kv_heads * head_dim * bytes``, or None when a fact is missing."""
+        if not (self.layers and self.kv_heads and self.head_dim):
+            return None
+        return 2 * self.layers * self.kv_heads * self.head_dim * kv_bits / 8
+
+
+class LLMSource:
+    """Interface: subclasses implement :meth:`prefill_graph` and, with a KV cache, :meth:`decode_graph`."""
+
+    spec: ModelSpec = ModelSpec()
+    kv_cache: bool = False
+    #: Why there is no KV-cache decode graph (shown in the result's notes).
+    no_cache_reason: str = ""
+    notes: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def prefill_graph(self, batch: int, seq: int) -> OpGraph:
+        raise NotImplementedError
+
+    def decode_graph(self, batch: int, past: int) -> OpGraph:
+        raise NotImplementedError
+
+    def params(self) -> list[Param] | None:
+        """Every parameter once (tied ones once), or None when the source cannot list them."""
+        return None
+
+    def check_context(self, prompt: int, gen: int) -> None:
+        limit = self.spec.max_positions
+        if limit and prompt > limit:
+            raise InputError(f"--prompt {prompt} is longer than {self.name}'s maximum of {limit} positions "
+                             f"(max_position_embeddings); use --prompt <= {limit}")
+        if limit and prompt + gen > limit:
+            fix = f"lower --gen to <= {limit - prompt}" if limit > prompt else f"use --prompt <= {limit - gen}"
+            raise InputError(f"--prompt {prompt} + --gen {gen} = {prompt + gen} tokens exceeds {self.name}'s maximum "
+                             f"of {limit} positions (max_position_embeddings); {fix}")
+
+
+@dataclass
+class GraphSource(LLMSource):
+    """Symbolic OpGraphs: *prefill* with dims ``batch``, ``seq``; *decode* with ``batch``, ``past`` (or None).
+
+    Either argument may also be a callable ``(batch, x) -> OpGraph`` (x = seq or past).
+    """
+
+    prefill: OpGraph | Callable[[int, int], OpGraph]
+    decode: OpGraph | Callable[[int, int], OpGraph] | None = None
+    spec: ModelSpec = field(default_factory=ModelSpec)
+    param_list: Iterable[Param] | None = None
+    no_cache_reason: str = "the graph has no decode step with a KV cache"
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.kv_cache = self.decode is not None
+
+    @staticmethod
+    def _at(g, batch: int, x: int, dim: str) -> OpGraph:
+        if callable(g) and not isinstance(g, OpGraph):
+            return g(batch, x)
+        dims = {**g.meta.get("default_dims", {}), "batch": batch, dim: x}
+        return bind(g, dims) if g.symbolic_dims() else g
+
+    def prefill_graph(self, batch: int, seq: int) -> OpGraph:
+        return self._at(self.prefill, batch, seq, "seq")
+
+    def decode_graph(self, batch: int, past: int) -> OpGraph:
+        if self.decode is None:
+            raise InputError(f"{self.name}: {self.no_cache_reason}")
+        return self._at(self.decode, batch, past, "past")
+
+    def params(self) -> list[Param] | None:
+        return list(self.param_list) if self.param_list is not None else None
