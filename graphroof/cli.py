@@ -243,6 +243,7 @@ FEATURE_MODULES: tuple[str, ...] = (
     "graphroof.report_cli",
     "graphroof.llm.cli",
     "graphroof.cli_zoo",
+    "graphroof.calibrate_cli",
 )
 
 

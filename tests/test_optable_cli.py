@@ -156,3 +156,11 @@ def test_module_entry_point_subprocess():
                        capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.startswith("graphroof: error: unknown hardware 'nope'")
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_malformed_profile_via_cli(tmp_path, capsys):
+    bad = tmp_path / "broken.toml"
+    bad.write_text('name = "broken"\n[matrix_peak_flops_per_s]\nbf16 = -3\n[memory]\nbw_bytes_per_s = 1e12\n')
+    assert main(["analyze", CSV, "--hw", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err == "graphroof: error: broken.toml: matrix_peak_flops_per_s.bf16 must be > 0, got -3\n"
