@@ -27,6 +27,8 @@ def test_scalar_operand_and_alpha():
     c = cost(node("aten.mul", [T("fp32", 10)], [T("fp32", 10)], other=0.5))
     assert c.vector_flops == 10 and c.act_read_bytes == 40
     assert cost(node("aten.add", [T("fp32", 10), T("fp32", 10)], [T("fp32", 10)], alpha=2)).vector_flops == 20
+    # elu's alpha is its negative-side scale, already in its 3 FLOPs per element: 3 * 10 = 30, not 40
+    assert cost(node("aten.elu", [T("fp32", 10)], [T("fp32", 10)], alpha=0.5)).vector_flops == 30
 
 
 def test_inplace_twins_registered():

@@ -53,29 +53,31 @@ BINARY = (
 TERNARY = ("addcmul", "addcdiv", "lerp")   # a + v * b * c, a + v * b / c, a + w * (b - a): 2 ops per element
 
 
-def _elementwise_rule(per_element: int, complex_factor: int = 1):
+def _elementwise_rule(per_element: int, complex_factor: int = 1, scaled_operand: bool = False):
     def rule(node: OpNode) -> Cost:
         out = node.outputs[0]
         k = per_element
         if complex_factor != 1 and out.dtype.startswith("complex"):
             k *= complex_factor
-        alpha = node.attrs.get("alpha", 1)
-        if alpha not in (1, 1.0, None):  # add / sub with a scaled operand
+        if scaled_operand and node.attrs.get("alpha", 1) not in (1, 1.0, None):  # add / sub: a + alpha * b
             k += 1
         return io_cost(node, vector_flops=k * out.numel)
     return rule
 
 
-def register_elementwise(names, per_element: int, complex_factor: int = 1, inplace: bool = True) -> None:
-    """Register ``aten.<name>`` (and ``aten.<name>_``) as ``per_element`` vector FLOPs per output element."""
-    rule = _elementwise_rule(per_element, complex_factor)
+def register_elementwise(names, per_element: int, complex_factor: int = 1, inplace: bool = True,
+                         scaled_operand: bool = False) -> None:
+    """Register ``aten.<name>`` (and ``aten.<name>_``) as ``per_element`` vector FLOPs per output element.
+
+    ``scaled_operand``: the op's ``alpha`` scales its second operand (add / sub), one more FLOP when != 1."""
+    rule = _elementwise_rule(per_element, complex_factor, scaled_operand)
     for n in names:
         keys = [f"aten.{n}"] + ([f"aten.{n}_"] if inplace and not n.startswith("__") else [])
         register_rule(*keys)(rule)
 
 
 register_elementwise(UNARY, 1)
-register_elementwise(("add", "sub", "rsub"), 1, complex_factor=2)
+register_elementwise(("add", "sub", "rsub"), 1, complex_factor=2, scaled_operand=True)
 register_elementwise(("mul",), 1, complex_factor=6)                 # (a+bi)(c+di): 4 multiplies, 2 adds
 register_elementwise(("div", "true_divide"), 1, complex_factor=11)  # conj multiply (6), |d|^2 (3), 2 divides
 register_elementwise([b for b in BINARY if b not in ("add", "sub", "rsub", "mul", "div", "true_divide")], 1)
