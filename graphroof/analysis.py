@@ -156,6 +156,9 @@ class Analysis:
         settings = self.graph.meta.get("count_settings")
         if settings is not None and any(r["op"].split(".")[-1].lower().find("attention") >= 0 for r in self.ops):
             notes.append(settings.describe())
+        if not self.hw.vector_peak_flops_per_s and self.totals.cost.vector_flops:
+            notes.append(f"{self.hw.name} lists no vector-unit peak: vector FLOPs (elementwise, softmax, norms) are "
+                         "timed at the matrix peak, which is optimistic for them")
         notes.extend(str(n) for n in self.graph.meta.get("notes", []))
         notes.extend(str(n) for n in self.meta.get("notes", []))
         return notes

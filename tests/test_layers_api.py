@@ -74,3 +74,12 @@ def test_auto_depth_prefers_indexed_blocks():
     for i, sc in enumerate(["conv1", "layer1.0.conv1", "layer1.1.conv2", "fc"]):
         g2.add_op(node("x", name=f"n{i}", scope=sc))
     assert auto_depth(g2) == 1
+
+
+def test_note_when_profile_has_no_vector_peak():
+    from graphroof.hardware import HardwareProfile
+
+    hw = HardwareProfile(name="mxu-only", matrix_peak_flops_per_s={"bf16": 1e14}, vector_peak_flops_per_s={},
+                         mem_bw_bytes_per_s=1e12)
+    a = graphroof.analyze(_mlp_graph(), hw=hw, rules={"my.linear": _linear, "my.relu": lambda n: Cost(vector_flops=8)})
+    assert any("mxu-only lists no vector-unit peak" in n for n in a.notes())
