@@ -37,12 +37,17 @@ def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_
 def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule | None] | None = None,
                 strict: bool = False, dims: Mapping[str, int] | None = None, depth: int | None = None,
                 meta: Mapping[str, Any] | None = None, settings: CountSettings | None = None) -> Analysis:
-    """Bind dims, count, evaluate the roofline, and wrap the result (the pipeline after the frontend)."""
+    """Bind dims, count, evaluate the roofline, and wrap the result (the pipeline after the frontend).
+
+    Works on a copy: *graph* itself is never annotated, so one graph can be counted on several devices.
+    """
     all_dims = {**graph.meta.get("default_dims", {}), **dict(dims or {})}
     if graph.symbolic_dims():
         graph = bind(graph, all_dims)
-    elif dims:
-        graph.meta["dims"] = {**graph.meta.get("dims", {}), **dict(dims)}
+    else:
+        graph = graph.map_ops(lambda op: op)
+        if dims:
+            graph.meta["dims"] = {**graph.meta.get("dims", {}), **dict(dims)}
     summary = count(graph, rules=rules, strict=strict, settings=settings)
     evaluate_graph(graph, hw)
     return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}))

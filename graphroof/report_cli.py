@@ -87,7 +87,7 @@ def analyze_on_profiles(model, profiles: list, *, strict: bool = False, depth: i
         with warnings.catch_warnings():
             if i:  # unknown-op warnings are the same for every device: say them once
                 warnings.simplefilter("ignore", GraphroofWarning)
-            out.append(count_graph(graph.map_ops(lambda n: n), hw, strict=strict, dims=opts.get("dims"),
+            out.append(count_graph(graph, hw, strict=strict, dims=opts.get("dims"),
                                    depth=depth, meta=meta, settings=settings))
     return out
 

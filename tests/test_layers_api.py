@@ -83,3 +83,18 @@ def test_note_when_profile_has_no_vector_peak():
                          mem_bw_bytes_per_s=1e12)
     a = graphroof.analyze(_mlp_graph(), hw=hw, rules={"my.linear": _linear, "my.relu": lambda n: Cost(vector_flops=8)})
     assert any("mxu-only lists no vector-unit peak" in n for n in a.notes())
+
+
+def test_count_graph_leaves_the_callers_graph_alone(round_hw):
+    # analysing one OpGraph on two devices must give two independent results (rows are computed lazily)
+    from graphroof.api import count_graph
+    from graphroof.graph import BOUND, COST
+    from graphroof.hardware import adhoc_profile
+
+    g = _mlp_graph()
+    rules = {"my.linear": _linear, "my.relu": None}
+    a = count_graph(g, round_hw, rules=rules)
+    b = count_graph(g, adhoc_profile(1e12, 1e9), rules=rules)
+    assert g.get("fc0", COST) is None and g.get("fc0", BOUND) is None
+    # fc0 on round_hw: 10240 B / 1e12 B/s = 10.24 ns; on the ad-hoc device: 10240 / 1e9 = 10.24 us
+    assert a.ops[0]["time_s"] == pytest.approx(10.24e-9) and b.ops[0]["time_s"] == pytest.approx(10.24e-6)
