@@ -120,9 +120,9 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
                 raise InputError(f"{model}: give the input shape(s) with --input, e.g. --input 1x3x224x224")
         _check_size(module, model)
         return module, inputs, {"name": model}, ctx
-    from .frontends import TABLE_SUFFIXES, _is_hf_config
+    from .frontends import TABLE_SUFFIXES, is_hf_config
 
-    if path.suffix.lower() in TABLE_SUFFIXES and not _is_hf_config(path):
+    if path.suffix.lower() in TABLE_SUFFIXES and not is_hf_config(path):
         raise InputError(f"{model}: an op table has nothing to run; profile takes an .onnx file, "
                          "'module:factory', a zoo name or a transformers config.json")
     from .frontends import hf, zoo

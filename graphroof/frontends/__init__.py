@@ -1,86 +1,69 @@
 """Frontends turn a model into an :class:`~graphroof.graph.OpGraph`.  Only frontends import torch or onnx.
 
-``load(model, ...)`` dispatches on what *model* is:
+``load(model, ...)`` classifies *model* once with :func:`graphroof.frontends.resolve.classify` (the same
+resolver ``llm`` and ``profile`` use) and hands it to its frontend:
 
 * an ``OpGraph``: returned as is;
 * a ``torch.nn.Module``: :func:`graphroof.frontends.torch_export.load_module` (needs *inputs*);
 * a path ending in ``.onnx``: :func:`graphroof.frontends.onnx.load_onnx`;
 * a ``.csv`` / ``.yaml`` / ``.yml`` file, or a ``.json`` file that is not a transformers config: the op table;
-* a ``config.json`` with ``model_type`` / ``architectures``: a transformers model built on the meta device;
-* ``"pkg.module:factory"``: a Python callable returning an ``nn.Module``;
+* a ``config.json`` with ``model_type`` / ``architectures`` (or its folder): a transformers model built on the
+  meta device;
+* ``"pkg.module:factory"``: a Python callable returning an ``nn.Module`` (:mod:`graphroof.frontends.factory`);
 * a name from the bundled zoo (``llama-2-7b``).
+
+Options a frontend does not take raise :class:`~graphroof.errors.InputError` naming the valid ones.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-import sys
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from ..errors import FrontendError, InputError
+from ..errors import FrontendError
 from ..graph import OpGraph
+from .resolve import TABLE_SUFFIXES, ModelRef, check_options, classify, is_hf_config, is_torch_module
 
-__all__ = ["load", "is_torch_module"]
+__all__ = ["load", "load_ref", "classify", "check_options", "ModelRef", "is_torch_module", "is_hf_config",
+           "frontend", "TABLE_SUFFIXES"]
 
-TABLE_SUFFIXES = (".csv", ".yaml", ".yml", ".json")
-
-
-def is_torch_module(obj: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.nn.Module)
+_EXTRAS = {"torch": "torch", "onnx": "onnx", "onnxruntime": "onnx", "transformers": "hf"}
 
 
-def _lazy(module: str, extra: str):
+def frontend(name: str) -> ModuleType:
+    """``graphroof.frontends.<name>``, or a :class:`FrontendError` naming the missing package and its extra."""
     try:
-        return importlib.import_module(f"graphroof.frontends.{module}")
+        return importlib.import_module(f"graphroof.frontends.{name}")
     except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] in ("torch", "onnx", "onnxruntime", "transformers"):
-            raise FrontendError(f"this model needs the {e.name.split('.')[0]} package: pip install 'graphroof[{extra}]'") from None
+        what = (e.name or "").split(".")[0]
+        if what in _EXTRAS:
+            raise FrontendError(f"this model needs the {what} package: pip install 'graphroof[{_EXTRAS[what]}]'") \
+                from None
         raise
-
-
-def _is_hf_config(path: Path) -> bool:
-    if path.suffix != ".json":
-        return False
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and ("model_type" in data or "architectures" in data)
 
 
 def load(model: Any, inputs: Any = None, **opts: Any) -> OpGraph:
     """Load *model* into an OpGraph; *opts* go to the frontend (``dims``, ``input_shapes``, ``batch``, ``seq``...)."""
-    if isinstance(model, OpGraph):
-        return model
-    if is_torch_module(model):
-        return _lazy("torch_export", "torch").load_module(model, inputs, **opts)
-    if not isinstance(model, (str, Path)):
-        raise InputError(f"cannot analyse a {type(model).__name__}; pass an nn.Module, an .onnx / op-table path, "
-                         "a config.json, 'module:factory' or a zoo name")
-    s = str(model)
-    path = Path(s).expanduser()
-    mod, sep, attr = s.rpartition(":")
-    if sep and attr.isidentifier() and len(mod) > 1 and not path.exists():  # "pkg.mod:factory", "file.py:fn"
-        return _lazy("torch_export", "torch").load_factory(s, inputs, **opts)
-    if path.suffix.lower() == ".onnx":
-        if not path.exists():
-            raise InputError(f"model file {s!r} not found; check the path")
-        return _lazy("onnx", "onnx").load_onnx(path, **opts)
-    if path.suffix.lower() in TABLE_SUFFIXES:
-        if not path.exists():
-            raise InputError(f"model file {s!r} not found; check the path")
-        if _is_hf_config(path):
-            return _lazy("hf", "hf").load_config(path, **opts)
+    return load_ref(classify(model), inputs, **opts)
+
+
+def load_ref(ref: ModelRef, inputs: Any = None, **opts: Any) -> OpGraph:
+    """Load an already classified model (see :func:`load`)."""
+    check_options(ref, opts)
+    opts = {k: v for k, v in opts.items() if v is not None}
+    if ref.kind == "graph":
+        return ref.model
+    if ref.kind == "module":
+        return frontend("torch_export").load_module(ref.model, inputs, **opts)
+    if ref.kind == "factory":
+        return frontend("torch_export").load_factory(ref.target, inputs, **opts)
+    if ref.kind == "onnx":
+        return frontend("onnx").load_onnx(ref.path, **opts)
+    if ref.kind == "hf_config":
+        return frontend("hf").load_config(ref.path, **opts)
+    if ref.kind == "table":
         from .optable import load_table
 
-        return load_table(path, **{k: v for k, v in opts.items() if k in ("name",)})
-    if path.exists():
-        if path.is_dir() and (path / "config.json").exists():
-            return _lazy("hf", "hf").load_config(path / "config.json", **opts)
-        raise InputError(f"don't know how to read {s!r}; use .onnx, .csv, .yaml, .json, a config.json, "
-                         "'module:factory' or a zoo name (graphroof zoo list)")
-    zoo = _lazy("zoo", "torch")
-    return zoo.load_zoo(s, **opts)
+        return load_table(ref.path, name=opts.get("name"))
+    return frontend("zoo").load_zoo(str(ref.model), **opts)

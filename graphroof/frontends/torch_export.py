@@ -32,6 +32,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..errors import FrontendError, GraphroofError, InputError
 from ..graph import OpGraph
+from .factory import build_module
 from .torch_common import one_line
 from .torch_dispatch import capture_dispatch
 from .torch_fx import capture_export
@@ -137,71 +138,14 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
                         "check the input shapes (--input) and that forward runs on them")
 
 
-def _import_target(target: str):
-    mod_name, _, attr = target.rpartition(":")
-    if not mod_name or not attr:
-        raise InputError(f"{target!r}: expected 'package.module:factory' (or 'path/to/file.py:factory')")
-    try:
-        if mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name:
-            path = Path(mod_name)
-            if not path.exists():
-                raise InputError(f"{target!r}: file {mod_name} not found")
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-        else:
-            added = os.getcwd() not in sys.path
-            if added:
-                sys.path.insert(0, os.getcwd())
-            try:
-                mod = importlib.import_module(mod_name)
-            finally:
-                if added:
-                    sys.path.remove(os.getcwd())
-    except GraphroofError:
-        raise
-    except ModuleNotFoundError as e:
-        raise InputError(f"cannot import {mod_name!r} for {target!r}: {e}; check the module path and that it "
-                         "is importable from the current directory or PYTHONPATH") from None
-    except Exception as e:  # noqa: BLE001 - the user's module failed while importing
-        raise InputError(f"importing {mod_name!r} for {target!r} raised {_reason(e)}") from None
-    if not hasattr(mod, attr):
-        import difflib
-
-        close = difflib.get_close_matches(attr, [n for n in dir(mod) if not n.startswith("_")], n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise InputError(f"module {mod_name!r} has no attribute {attr!r}{hint}")
-    return getattr(mod, attr)
-
-
 def load_factory(target: str, inputs: Any = None, *, device: str = "meta", **opts: Any) -> OpGraph:
     """``"pkg.module:factory"``: call the factory (a function or an nn.Module class, no arguments) with
     ``torch.device(device)`` active, so parameters are created on the meta device, then :func:`load_module`.
     The factory may return ``(module, example_inputs)``."""
-    fn = _import_target(target)
-    notes = list(opts.pop("notes", []) or [])
-    if isinstance(fn, torch.nn.Module):
-        module = fn
-    elif callable(fn):
-        try:
-            with torch.device(device):
-                module = fn()
-        except Exception as e:  # noqa: BLE001
-            if device == "meta":  # e.g. a factory that loads a checkpoint: build it for real
-                try:
-                    module = fn()
-                except Exception as e2:  # noqa: BLE001
-                    raise FrontendError(f"factory {target!r} raised {_reason(e2)}") from None
-                notes.append(f"built with real weights: on the meta device the factory raised {one_line(e, 120)}")
-            else:
-                raise FrontendError(f"factory {target!r} raised {_reason(e)}") from None
-    else:
-        raise InputError(f"{target!r} is a {type(fn).__name__}, not a factory or an nn.Module")
-    if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
-        module, example = module
-        if inputs is None and opts.get("input_shapes") is None:
-            inputs = example
-    if not isinstance(module, torch.nn.Module):
-        raise InputError(f"factory {target!r} returned a {type(module).__name__}, not a torch.nn.Module")
+    built = build_module(target, device=device)
+    notes = list(opts.pop("notes", []) or []) + built.notes
+    module = built.module
+    if built.example is not None and inputs is None and opts.get("input_shapes") is None:
+        inputs = built.example
     opts.setdefault("name", target)
     return load_module(module, inputs, notes=notes, **opts)
