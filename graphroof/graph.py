@@ -7,6 +7,7 @@ Node-attribute keys (documented once, ShapeProp style):
 * ``BOUND`` (``"bound"``): the :class:`~graphroof.roofline.Bound`, written by ``roofline.evaluate_graph``.
 * ``IN_TENSORS`` (``"in_tensors"``): the names of the op's input tensors, by input position (``None`` when
   absent), as given to :meth:`OpGraph.add_op`; which input an edge feeds, when two inputs look alike.
+* ``OUT_TENSORS`` (``"out_tensors"``): the names of the op's output tensors, by output position.
 
 Edge attribute ``"tensor"`` is the name of the tensor flowing producer -> consumer.  Shapes may hold symbolic
 dims (``str``: a name such as ``"seq"`` or an arithmetic expression such as ``"past + 1"``); :func:`bind`
@@ -29,13 +30,14 @@ from .dtypes import canonical_dtype, dtype_bits
 from .errors import UnboundDimError
 
 __all__ = [
-    "OP", "COST", "BOUND", "IN_TENSORS", "Role", "TensorSpec", "OpNode", "OpGraph", "Dim", "resolve_dim", "bind",
+    "OP", "COST", "BOUND", "IN_TENSORS", "OUT_TENSORS", "Role", "TensorSpec", "OpNode", "OpGraph", "Dim", "resolve_dim", "bind",
 ]
 
 OP = "op"
 COST = "cost"
 BOUND = "bound"
 IN_TENSORS = "in_tensors"
+OUT_TENSORS = "out_tensors"
 
 Dim = int | str
 
@@ -197,7 +199,8 @@ class OpGraph:
         """Add *node*; *inputs* / *outputs* are tensor names used to draw producer -> consumer edges."""
         if node.name in self.nx:
             raise ValueError(f"duplicate op name {node.name!r}")
-        self.nx.add_node(node.name, **{OP: node, IN_TENSORS: tuple(t or None for t in inputs)})
+        self.nx.add_node(node.name, **{OP: node, IN_TENSORS: tuple(t or None for t in inputs),
+                                       OUT_TENSORS: tuple(t or None for t in outputs)})
         for t in inputs:
             if t and t in self._producer and self._producer[t] != node.name:
                 self.nx.add_edge(self._producer[t], node.name, tensor=t)
@@ -251,7 +254,7 @@ class OpGraph:
         g.nx = nx.DiGraph()
         g.nx.graph.update(self.nx.graph)  # DiGraph(dict) would read the dict as adjacency data
         for name, data in self.nx.nodes(data=True):
-            g.nx.add_node(name, **{OP: fn(data[OP])}, **{k: data[k] for k in (IN_TENSORS,) if k in data})
+            g.nx.add_node(name, **{OP: fn(data[OP])}, **{k: data[k] for k in (IN_TENSORS, OUT_TENSORS) if k in data})
         g.nx.add_edges_from(self.nx.edges(data=True))
         g._producer = dict(self._producer)
         return g

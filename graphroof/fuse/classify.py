@@ -1,0 +1,71 @@
+"""What kind of kernel an op is, from plain data: its op key, its counted cost and its tensor shapes.
+
+Classes (frontend-independent, so ATen, ONNX and op-table graphs fuse alike):
+
+* ``view``: costs nothing (reshape, view, transpose-as-view, slice): free, never a kernel;
+* ``attention``: a whole attention op (SDPA, ONNX / com.microsoft Attention): one kernel;
+* ``gemm``: any other op with matrix FLOPs (matmul, linear, conv, einsum);
+* ``comm``: a collective (network bytes);
+* ``opaque``: an op without a counting rule (estimated): never fused;
+* ``pointwise``: vector work whose output is as large as its largest activation input (elementwise, casts,
+  copies, gathers, concatenation);
+* ``reduction``: vector work whose output is smaller than an activation input (sums, means, pooling), or
+  that reduces along rows by definition (norms, softmax, scans, sorts).
+"""
+
+from __future__ import annotations
+
+from ..counters.cost import Cost
+from ..errors import UnboundDimError
+from ..graph import OpNode, Role
+
+__all__ = ["op_class", "is_batch_norm", "is_conv", "VECTOR_CLASSES"]
+
+VECTOR_CLASSES = ("pointwise", "reduction")
+_ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa")
+_BATCH_NORM_MARKERS = ("batch_norm", "batchnormalization")
+_CONV_MARKERS = ("conv",)
+#: Ops that reduce along a row even when their output is as large as the input (a norm, a softmax, a scan):
+#: they can start or join a vector chain but never be a GEMM epilogue.
+_ROW_REDUCTION_MARKERS = ("norm", "softmax", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "sort", "topk",
+                          "pool", "reduce", "scan", "std", "var")
+
+
+def _key(node: OpNode) -> str:
+    return node.op.lower()
+
+
+def is_batch_norm(node: OpNode) -> bool:
+    return any(m in _key(node) for m in _BATCH_NORM_MARKERS)
+
+
+def is_conv(node: OpNode) -> bool:
+    k = _key(node).rsplit(".", 1)[-1]
+    return any(k.startswith(m) or k.startswith("_" + m) or k.startswith("q" + m) or k.startswith("qlinear" + m)
+               for m in _CONV_MARKERS)
+
+
+def _numel(t) -> int:
+    try:
+        return t.numel
+    except UnboundDimError:
+        return 0
+
+
+def op_class(node: OpNode, cost: Cost) -> str:
+    """The kernel class of *node* with counted *cost* (see the module docstring)."""
+    if cost.estimated and not cost.flops:
+        return "opaque"
+    if cost.net_bytes:
+        return "comm"
+    if not cost.flops and not cost.bytes:
+        return "view"
+    if cost.matrix_flops:
+        return "attention" if any(m in _key(node) for m in _ATTENTION_MARKERS) else "gemm"
+    if any(m in _key(node).rsplit(".", 1)[-1] for m in _ROW_REDUCTION_MARKERS):
+        return "reduction"
+    acts = [_numel(t) for t in node.inputs if t is not None and t.role in (Role.ACTIVATION, Role.KV_CACHE)]
+    outs = [_numel(t) for t in node.outputs]
+    if acts and outs and max(outs) < max(acts):
+        return "reduction"
+    return "pointwise"

@@ -1,0 +1,352 @@
+"""The fusion pass: group a counted op graph into the kernels a runtime runs.
+
+A kernel's FLOPs are its ops' FLOPs.  Its bytes are only the tensors that cross its boundary: an input read
+from outside the kernel is read once (however many of its ops read it), an output is written only when
+something outside the kernel (or nobody: a model output) consumes it.  Views cost nothing and are looked
+through, so ``linear -> view -> transpose -> mul`` has the GEMM as the multiply's producer.
+
+Byte bookkeeping works on the counted op costs, so every rule's byte model (a gather reading only the rows
+it fetches, a flash-attention kernel, a KV-cache update) is kept: an internal edge subtracts the tensor's
+bytes from the consumer's reads and, when every consumer is inside, from the producer's writes, each
+clamped at zero.
+
+Merges keep the kernel graph acyclic: an op joins a kernel only if none of its other producers can be
+reached from the kernel (a bounded search forward in topological order).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..counters.cost import Cost
+from ..errors import UnboundDimError
+from ..graph import COST, IN_TENSORS, OUT_TENSORS, OpGraph, OpNode, Role
+from ..roofline import compute_dtype
+from .classify import VECTOR_CLASSES, is_batch_norm, is_conv, op_class
+from .runtimes import Runtime, get_runtime
+
+__all__ = ["Kernel", "KernelGraph", "fuse"]
+
+_BUCKET = {Role.WEIGHT: "weight_bytes", Role.CONST: "weight_bytes", Role.KV_CACHE: "kv_read_bytes",
+           Role.ACTIVATION: "act_read_bytes"}
+_WRITE_BUCKET = {Role.KV_CACHE: "kv_write_bytes"}
+
+
+@dataclass
+class Kernel:
+    """One kernel: the ops it runs (op names, topological order), its boundary cost and what it is.
+
+    ``kind``: ``gemm`` | ``attention`` | ``vector`` | ``comm`` | ``opaque``.  ``gemm_mnk``: the GEMM's
+    (M, N, K) for GEMM kernels (N summed over horizontally fused GEMMs), else ``None``.  ``folded``: ops
+    folded away (batch-norm into a conv).  ``scope``: the layer the kernel is reported under.
+    """
+
+    name: str
+    kind: str
+    ops: list[str]
+    cost: Cost = field(default_factory=Cost)
+    scope: str = ""
+    dtype: str = ""
+    gemm_mnk: tuple[int, int, int] | None = None
+    folded: list[str] = field(default_factory=list)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.ops)
+
+
+@dataclass
+class KernelGraph:
+    """The kernels of one graph under one runtime preset, in topological order."""
+
+    runtime: Runtime
+    kernels: list[Kernel]
+    op_kernel: dict[str, int]          # op name -> index into kernels (views: absent)
+    n_views: int = 0
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    def total(self) -> Cost:
+        return sum((k.cost for k in self.kernels), Cost())
+
+
+class _Dataflow:
+    """Producers and consumers of every op, looking through views."""
+
+    def __init__(self, graph: OpGraph):
+        self.graph = graph
+        self.order = list(graph.nx.nodes)
+        self.topo = {n: i for i, n in enumerate(self.order)}
+        self.nodes = {n: graph.node(n) for n in self.order}
+        self.costs: dict[str, Cost] = {n: graph.get(n, COST) for n in self.order}
+        missing = [n for n, c in self.costs.items() if c is None]
+        if missing:
+            raise ValueError(f"op {missing[0]!r} has no cost; run graphroof.counters.count(graph) first")
+        self.cls = {n: op_class(self.nodes[n], self.costs[n]) for n in self.order}
+        # (op, input position) -> (real producer op or None, producer output tensor name)
+        self.src: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+        self.consumers: dict[tuple[str, str], set[str]] = defaultdict(set)  # (producer, tensor) -> ops
+        self.preds: dict[str, set[str]] = defaultdict(set)
+        last: dict[str, str] = {}
+        view_src: dict[str, tuple[str | None, str | None]] = {}  # view output tensor -> real source
+        for n in self.order:
+            ins = self.graph.get(n, IN_TENSORS) or ()
+            for pos, t in enumerate(ins):
+                if not t:
+                    continue
+                p = last.get(t)
+                real = view_src.get(t, (p, t)) if p is not None and self.cls[p] == "view" else (p, t)
+                self.src[(n, pos)] = real
+                if self.cls[n] != "view" and real[0] is not None:
+                    self.consumers[(real[0], real[1])].add(n)
+                    self.preds[n].add(real[0])
+            outs = self.graph.get(n, OUT_TENSORS) or ()
+            for t in outs:
+                if t:
+                    last[t] = n
+                    if self.cls[n] == "view":
+                        first = next((self.src[(n, i)] for i in range(len(ins)) if (n, i) in self.src), (None, None))
+                        view_src[t] = first
+
+    def reachable(self, members: set[str], target: str) -> bool:
+        """Whether *target* can be reached from any of *members* (search bounded by *target*'s position)."""
+        limit = self.topo[target]
+        stack = [m for m in members]
+        seen = set(stack)
+        succ = self.graph.nx.succ
+        while stack:
+            u = stack.pop()
+            for w in succ[u]:
+                if w == target:
+                    return True
+                if w not in seen and self.topo[w] < limit:
+                    seen.add(w)
+                    stack.append(w)
+        return False
+
+
+def _gemm_mnk(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM-like op from its output shape and matrix FLOPs (conv: implicit GEMM over NCHW)."""
+    if not node.outputs:
+        return None
+    out = node.outputs[0]
+    try:
+        numel = out.numel
+    except UnboundDimError:
+        return None
+    if not out.shape or numel == 0:
+        return None
+    n = int(out.shape[1]) if is_conv(node) and len(out.shape) > 2 else int(out.shape[-1])
+    m = max(numel // max(n, 1), 1)
+    k = max(round(cost.matrix_flops / (2 * m * max(n, 1))), 1)
+    return (m, n, k)
+
+
+class _Grouper:
+    def __init__(self, df: _Dataflow, rt: Runtime):
+        self.df, self.rt = df, rt
+        self.members: list[set[str]] = []
+        self.kinds: list[str] = []
+        self.reduces: list[bool] = []      # a kernel holding a reduction cannot take GEMM epilogues
+        self.kernel_of: dict[str, int] = {}
+        self.folded: set[str] = set()
+        self.by_input: dict[tuple, int] = {}  # horizontal GEMM key -> kernel
+
+    def _new(self, n: str, kind: str) -> None:
+        self.kernel_of[n] = len(self.members)
+        self.members.append({n})
+        self.kinds.append(kind)
+        self.reduces.append(self.df.cls[n] == "reduction")
+
+    def _join(self, n: str, k: int) -> None:
+        self.kernel_of[n] = k
+        self.members[k].add(n)
+        if self.df.cls[n] == "reduction":
+            self.reduces[k] = True
+
+    def _can_join(self, n: str, k: int) -> bool:
+        group = self.members[k]
+        return not any(p not in group and self.df.reachable(group, p) for p in self.df.preds[n])
+
+    def _can_merge(self, n: str | None, ks: list[int]) -> bool:
+        """Whether kernels *ks* (and op *n*) can become one kernel with the kernel graph still acyclic: no
+        producer outside the union may be reachable from it."""
+        union = set().union(*(self.members[k] for k in ks)) | ({n} if n else set())
+        outside = {p for m in union for p in self.df.preds[m] if p not in union}
+        return not any(self.df.reachable(union, p) for p in outside)
+
+    def _merge_into(self, n: str | None, ks: list[int]) -> None:
+        keep = ks[0]
+        for k in ks[1:]:
+            for m in self.members[k]:
+                self.kernel_of[m] = keep
+            self.members[keep] |= self.members[k]
+            self.reduces[keep] = self.reduces[keep] or self.reduces[k]
+            self.members[k] = set()
+            self.kinds[k] = "merged"
+        if n:
+            self._join(n, keep)
+
+    def _epilogues(self) -> None:
+        """A vector kernel made only of pointwise ops that reads a GEMM's output joins that GEMM's kernel
+        (the latest such GEMM); kernels holding a reduction (a norm, a softmax) stay on their own."""
+        df = self.df
+        for k in range(len(self.members)):
+            if self.kinds[k] != "vector" or self.reduces[k] or not self.members[k]:
+                continue
+            group = self.members[k]
+            gemms = {self.kernel_of[p] for m in group for p in df.preds[m] if p not in group
+                     and self.kinds[self.kernel_of[p]] == "gemm" and not self.reduces[self.kernel_of[p]]}
+            for g in sorted(gemms, key=lambda j: -max(df.topo[m] for m in self.members[j])):
+                if self._can_merge(None, [g, k]):
+                    self._merge_into(None, [g, k])
+                    break
+
+    def _pred_kernels(self, n: str) -> list[int]:
+        ks = {self.kernel_of[p] for p in self.df.preds[n] if p in self.kernel_of}
+        return sorted(ks, key=lambda k: -max(self.df.topo[m] for m in self.members[k]))
+
+    def _try_vector(self, n: str) -> bool:
+        df, rt = self.df, self.rt
+        cls = df.cls[n]
+        if rt.fold_batch_norm and is_batch_norm(df.nodes[n]):
+            src = df.src.get((n, 0), (None, None))
+            p = src[0]
+            if p is not None and df.cls[p] == "gemm" and is_conv(df.nodes[p]) and df.consumers[src] == {n}:
+                self._join(n, self.kernel_of[p])
+                self.folded.add(n)
+                return True
+        preds = self._pred_kernels(n)
+        if rt.fuse_vector_chains:
+            vec = [k for k in preds if self.kinds[k] == "vector"]
+            if len(vec) > 1 and self._can_merge(n, vec):  # converging chains (rotary: x*cos + rot(x)*sin)
+                self._merge_into(n, vec)
+                return True
+            for k in preds:
+                if self.kinds[k] == "vector" and self._can_join(n, k):
+                    self._join(n, k)
+                    return True
+        if rt.attention_writes_layout and cls == "pointwise" and not df.costs[n].flops:
+            att = [k for k in preds if self.kinds[k] == "attention"]
+            if len(att) == 1 and len(df.preds[n]) == 1:
+                self._join(n, att[0])
+                return True
+        return False
+
+    def _try_horizontal(self, n: str) -> bool:
+        df = self.df
+        node = df.nodes[n]
+        acts = [(pos, t) for pos, t in enumerate(node.inputs) if t is not None and t.role == Role.ACTIVATION]
+        if len(acts) != 1 or (n, acts[0][0]) not in df.src:
+            return False
+        mnk = _gemm_mnk(node, df.costs[n])
+        if mnk is None:
+            return False
+        key = (df.src[(n, acts[0][0])], mnk[0], mnk[2], acts[0][1].dtype, is_conv(node))
+        k = self.by_input.get(key)
+        if k is not None and self._can_join(n, k):
+            self._join(n, k)
+            return True
+        self.by_input[key] = len(self.members)
+        return False
+
+    def run(self) -> None:
+        df = self.df
+        for n in df.order:
+            cls = df.cls[n]
+            if cls == "view":
+                continue
+            if cls in VECTOR_CLASSES and self._try_vector(n):
+                continue
+            if cls == "gemm" and self.rt.fuse_horizontal_gemms and self._try_horizontal(n):
+                continue
+            self._new(n, "vector" if cls in VECTOR_CLASSES else cls)
+        if self.rt.fuse_epilogues:
+            self._epilogues()
+
+
+def _kernel_cost(df: _Dataflow, ops: list[str], folded: set[str]) -> Cost:
+    if len(ops) == 1 and not folded:
+        return df.costs[ops[0]]  # a one-op kernel is the op, as counted
+    members = set(ops)
+    fields_ = {}
+    for n in ops:
+        c = df.costs[n]
+        if n in folded:  # folded into the producer's weights: only its output write remains
+            c = Cost(act_write_bytes=c.act_write_bytes, kv_write_bytes=c.kv_write_bytes, estimated=c.estimated)
+        fields_[n] = {f: getattr(c, f) for f in ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes",
+                                                 "act_write_bytes", "kv_read_bytes", "kv_write_bytes",
+                                                 "net_bytes")}
+        fields_[n]["estimated"] = c.estimated
+    seen_external: set[tuple] = set()
+
+    def take(n: str, bucket: str, amount: float) -> None:
+        fields_[n][bucket] = max(0.0, fields_[n][bucket] - amount)
+
+    for n in ops:
+        node = df.nodes[n]
+        for pos, spec in enumerate(node.inputs):
+            if spec is None or (n, pos) not in df.src:
+                continue
+            src = df.src[(n, pos)]
+            bucket = _BUCKET.get(spec.role, "act_read_bytes")
+            try:
+                nbytes = spec.nbytes
+            except UnboundDimError:
+                continue
+            if src[0] in members:
+                take(n, bucket, nbytes)
+            elif src in seen_external:
+                take(n, bucket, nbytes)  # read once per kernel
+            else:
+                seen_external.add(src)
+        outs = df.graph.get(n, OUT_TENSORS) or ()
+        for pos, t in enumerate(outs):
+            if not t or pos >= len(node.outputs):
+                continue
+            users = df.consumers.get((n, t), set())
+            if users and users <= members:
+                try:
+                    take(n, _WRITE_BUCKET.get(node.outputs[pos].role, "act_write_bytes"), node.outputs[pos].nbytes)
+                except UnboundDimError:
+                    pass
+    return sum((Cost(**f) for f in fields_.values()), Cost())
+
+
+def _anchor(df: _Dataflow, ops: list[str], kind: str) -> str:
+    if kind in ("gemm", "attention", "comm", "opaque"):
+        return next((n for n in ops if df.cls[n] == kind), ops[0])
+    return ops[-1]
+
+
+def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph:
+    """Group the counted *graph* (``counters.count`` first) into kernels under *runtime* (a preset name or a
+    :class:`Runtime`).  The op graph is not modified."""
+    rt = get_runtime(runtime)
+    df = _Dataflow(graph)
+    grouper = _Grouper(df, rt)
+    grouper.run()
+    kernels: list[Kernel] = []
+    op_kernel: dict[str, int] = {}
+    live = [k for k in range(len(grouper.members)) if grouper.members[k]]
+    order = sorted(live, key=lambda k: min(df.topo[n] for n in grouper.members[k]))
+    for k in order:
+        ops = sorted(grouper.members[k], key=df.topo.__getitem__)
+        kind = grouper.kinds[k]
+        anchor = _anchor(df, ops, kind)
+        mnk = None
+        if kind == "gemm":
+            gemms = [n for n in ops if df.cls[n] == "gemm"]
+            shapes = [_gemm_mnk(df.nodes[n], df.costs[n]) for n in gemms]
+            if shapes and all(s is not None for s in shapes):
+                mnk = (shapes[0][0], sum(s[1] for s in shapes), shapes[0][2])
+        for n in ops:
+            op_kernel[n] = len(kernels)
+        kernels.append(Kernel(name=anchor if len(ops) == 1 else f"{anchor}+{len(ops) - 1}", kind=kind, ops=ops,
+                              cost=_kernel_cost(df, ops, grouper.folded), scope=df.nodes[anchor].scope,
+                              dtype=compute_dtype(df.nodes[anchor]), gemm_mnk=mnk,
+                              folded=[n for n in ops if n in grouper.folded]))
+    n_views = sum(1 for n in df.order if df.cls[n] == "view")
+    return KernelGraph(rt, kernels, op_kernel, n_views)
