@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..counters.cost import Cost
 from ..errors import UnboundDimError
-from ..graph import COST, IN_TENSORS, OUT_TENSORS, OpGraph, OpNode, Role
+from ..graph import COST, IN_TENSORS, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
 from ..roofline import compute_dtype
 from .classify import VECTOR_CLASSES, is_batch_norm, is_conv, op_class
 from .runtimes import Runtime, get_runtime
@@ -50,6 +50,8 @@ class Kernel:
     dtype: str = ""
     gemm_mnk: tuple[int, int, int] | None = None
     folded: list[str] = field(default_factory=list)
+    inputs: list[tuple[str, TensorSpec]] = field(default_factory=list)    # (tensor name, spec) read from outside
+    outputs: list[tuple[str, TensorSpec]] = field(default_factory=list)   # (tensor name, spec) used outside
 
     @property
     def n_ops(self) -> int:
@@ -70,6 +72,22 @@ class KernelGraph:
 
     def total(self) -> Cost:
         return sum((k.cost for k in self.kernels), Cost())
+
+    def as_opgraph(self, graph: OpGraph) -> OpGraph:
+        """The kernels as an :class:`OpGraph` (one node per kernel, op key ``kernel.<kind>``, the kernel's
+        cost already set), so the roofline, the layer rollup and the reports run on kernels unchanged.
+        Node attrs: ``kernel_kind``, ``gemm_mnk``, ``ops`` (op names), ``n_ops``, ``folded``,
+        ``compute_dtype``."""
+        kg = OpGraph(graph.name, {**graph.meta, "runtime": self.runtime.name, "op_graph_size": len(graph)})
+        for k in self.kernels:
+            attrs = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops), "n_ops": k.n_ops,
+                     "folded": tuple(k.folded), "compute_dtype": k.dtype,
+                     "op_keys": tuple(sorted({graph.node(n).op for n in k.ops}))}
+            node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
+                          attrs, k.scope)
+            kg.add_op(node, [t for t, _ in k.inputs], [t for t, _ in k.outputs])
+            kg.set(k.name, COST, k.cost)
+        return kg
 
 
 class _Dataflow:
@@ -315,6 +333,28 @@ def _kernel_cost(df: _Dataflow, ops: list[str], folded: set[str]) -> Cost:
     return sum((Cost(**f) for f in fields_.values()), Cost())
 
 
+def _boundary(df: _Dataflow, ops: list[str]) -> tuple[list, list]:
+    """(external inputs, outputs used outside or by nobody) of a kernel, as (tensor name, spec), deduplicated."""
+    members = set(ops)
+    ins: dict[tuple, tuple[str, TensorSpec]] = {}
+    outs: list[tuple[str, TensorSpec]] = []
+    for n in ops:
+        node = df.nodes[n]
+        names = df.graph.get(n, IN_TENSORS) or ()
+        for pos, spec in enumerate(node.inputs):
+            if spec is None or pos >= len(names) or not names[pos]:
+                continue
+            src = df.src.get((n, pos), (None, names[pos]))
+            if src[0] not in members and src not in ins:
+                ins[src] = (src[1] or names[pos], spec)
+        for pos, t in enumerate(df.graph.get(n, OUT_TENSORS) or ()):
+            if t and pos < len(node.outputs):
+                users = df.consumers.get((n, t), set())
+                if not users or not users <= members:
+                    outs.append((t, node.outputs[pos]))
+    return list(ins.values()), outs
+
+
 def _anchor(df: _Dataflow, ops: list[str], kind: str) -> str:
     if kind in ("gemm", "attention", "comm", "opaque"):
         return next((n for n in ops if df.cls[n] == kind), ops[0])
@@ -344,9 +384,10 @@ def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph
                 mnk = (shapes[0][0], sum(s[1] for s in shapes), shapes[0][2])
         for n in ops:
             op_kernel[n] = len(kernels)
+        ins, outs = _boundary(df, ops)
         kernels.append(Kernel(name=anchor if len(ops) == 1 else f"{anchor}+{len(ops) - 1}", kind=kind, ops=ops,
                               cost=_kernel_cost(df, ops, grouper.folded), scope=df.nodes[anchor].scope,
                               dtype=compute_dtype(df.nodes[anchor]), gemm_mnk=mnk,
-                              folded=[n for n in ops if n in grouper.folded]))
+                              folded=[n for n in ops if n in grouper.folded], inputs=ins, outputs=outs))
     n_views = sum(1 for n in df.order if df.cls[n] == "view")
     return KernelGraph(rt, kernels, op_kernel, n_views)
