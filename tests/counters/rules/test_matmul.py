@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graphroof.counters.registry import REGISTRY
-from graphroof.counters.rules.aten_matmul import einsum_flops
+from graphroof.counters.formulas import einsum_flops
 from tests.conftest import T, W, node
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphroof.counters.registry import REGISTRY
-from graphroof.counters.settings import CountSettings, use
+from tests.counters.rules._family import run
 from tests.conftest import T, node
 
 # B=1, H=2, L=S=4, E=8 in fp16
@@ -13,8 +12,7 @@ Q, K, V, O = T("fp16", 1, 2, 4, 8), T("fp16", 1, 2, 4, 8), T("fp16", 1, 2, 4, 8)
 
 
 def cost(n, **settings):
-    with use(CountSettings(**settings)):
-        return REGISTRY.lookup(n.op)(n)
+    return run(n, **settings)
 
 
 def test_non_causal_square():
