@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .registry import REGISTRY, Rule
 
-__all__ = ["Row", "aten", "onnx", "ms", "register_family", "FAMILIES"]
+__all__ = ["FAMILIES", "Row", "aten", "ms", "onnx", "register_family"]
 
 
 @dataclass(frozen=True)

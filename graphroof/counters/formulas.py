@@ -10,13 +10,21 @@ import re
 from collections.abc import Iterable
 
 from ..errors import RuleError
-
 from .cost import FLOPS_PER_MAC
 
 __all__ = [
-    "SOFTMAX_FLOPS_PER_ELEMENT", "NORM_FLOPS_PER_ELEMENT", "prod", "matmul_flops", "conv_flops",
-    "causal_pairs", "attention_pairs", "sdpa_flops", "broadcast_shape", "einsum_flops", "windowed_pairs",
+    "NORM_FLOPS_PER_ELEMENT",
+    "SOFTMAX_FLOPS_PER_ELEMENT",
+    "attention_pairs",
+    "broadcast_shape",
+    "causal_pairs",
+    "conv_flops",
+    "einsum_flops",
     "indexed_read_bytes",
+    "matmul_flops",
+    "prod",
+    "sdpa_flops",
+    "windowed_pairs",
 ]
 
 #: Softmax per element: max-reduce, subtract, exp, sum-reduce, divide = 5 vector FLOPs (a stated model;

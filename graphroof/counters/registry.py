@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from ..graph import OpNode
 from .cost import Cost
 
-__all__ = ["Rule", "RuleRegistry", "REGISTRY", "register_rule", "FREE", "takes_settings"]
+__all__ = ["FREE", "REGISTRY", "Rule", "RuleRegistry", "register_rule", "takes_settings"]
 
 Rule = Callable[[OpNode], Cost]
 
 
-def _free(node: OpNode) -> Cost:  # noqa: ARG001 - the free rule ignores its node
+def _free(node: OpNode) -> Cost:
     return Cost()
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-__all__ = ["CountSettings", "DEFAULT", "ATTENTION_MODELS", "CAUSAL_MODES"]
+__all__ = ["ATTENTION_MODELS", "CAUSAL_MODES", "DEFAULT", "CountSettings"]
 
 ATTENTION_MODELS = ("flash", "naive")
 CAUSAL_MODES = ("kernel", "full")

@@ -5,5 +5,17 @@ comm (tensor-parallel collectives), kvcache (``kv_cache.append``) and table (op-
 op keys, registered with ``@register_rule``.
 """
 
-from . import elementwise, matmul, conv, attention, norm, reduce, movement, recurrent, quant  # noqa: F401
-from . import comm, kvcache, table  # noqa: F401
+from . import (  # noqa: F401  # noqa: F401
+    attention,
+    comm,
+    conv,
+    elementwise,
+    kvcache,
+    matmul,
+    movement,
+    norm,
+    quant,
+    recurrent,
+    reduce,
+    table,
+)

@@ -32,7 +32,7 @@ from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import SOFTMAX_FLOPS_PER_ELEMENT, attention_pairs, prod, windowed_pairs
 from ..settings import DEFAULT, CountSettings
 
-__all__ = ["attention_cost", "ROWS"]
+__all__ = ["ROWS", "attention_cost"]
 
 #: Rotary embedding per rotated element: ``x * cos + rotate(x) * sin`` = 2 multiplies + 1 add.
 ROTARY_FLOPS_PER_ELEMENT = 3
@@ -84,7 +84,7 @@ def _present(node: OpNode, i: int) -> TensorSpec | None:
 
 def attention_cost(node: OpNode, s: CountSettings, *, bh: int, q_len: int, kv_len: int, head_dim: int,
                    v_head_dim: int, causal: bool, past: tuple[int, ...] = (), present: tuple[int, ...] = (),
-                   window: int = 0, extra: Cost = Cost(), align: str = "bottom_right", mask: bool = False) -> Cost:
+                   window: int = 0, extra: Cost | None = None, align: str = "bottom_right", mask: bool = False) -> Cost:
     """Cost of an attention *node* under settings *s*; *past* / *present* are the input / output positions of the
     KV cache; *align* places the causal diagonal (see :func:`~graphroof.counters.formulas.causal_pairs`);
     *mask*: a mask is added to the scores (one vector FLOP per score)."""
@@ -96,7 +96,7 @@ def attention_cost(node: OpNode, s: CountSettings, *, bh: int, q_len: int, kv_le
     vector = (SOFTMAX_FLOPS_PER_ELEMENT + 1 + (1 if mask else 0)) * bh * pairs
     ins = [(_kv(t) if i in past else t) for i, t in enumerate(node.inputs)]
     outs = [(_kv(t) if i in present else t) for i, t in enumerate(node.outputs)]
-    c = io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs) + extra
+    c = io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs) + (extra or Cost())
     if s.attention == "naive":
         q = node.inputs[0]
         scores = math.ceil(bh * q_len * kv_len * q.itemsize_bits / 8)
@@ -191,7 +191,7 @@ def ms_group_query_attention(node: OpNode, settings: CountSettings = DEFAULT) ->
     # input, total_sequence_length); with no past, present's length
     kv_len = new_kv + past.shape[2] if past is not None else (pk.shape[2] if pk is not None else new_kv)
     extra = Cost()
-    cos, sin = node.input(7), node.input(8)
+    cos = node.input(7)
     if node.attrs.get("do_rotary") and cos is not None:
         rot = 2 * cos.shape[-1]
         extra = Cost(vector_flops=ROTARY_FLOPS_PER_ELEMENT * b * s * (n + nkv) * rot)
@@ -199,7 +199,7 @@ def ms_group_query_attention(node: OpNode, settings: CountSettings = DEFAULT) ->
                                           for i, t in enumerate(node.inputs)))
     window = int(node.attrs.get("local_window_size", -1))
     return attention_cost(node, settings, bh=b * n, q_len=s, kv_len=kv_len, head_dim=h, v_head_dim=h, causal=True,
-                          past=(3, 4), present=(1, 2), window=window if window > 0 else 0, extra=extra)
+                          past=(3, 4), present=(1, 2), window=max(0, window), extra=extra)
 
 
 def rotary_embedding(node: OpNode) -> Cost:

@@ -21,7 +21,7 @@ from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import conv_flops, prod
 from .matmul import req
 
-__all__ = ["conv", "pool_flops", "interp_flops", "ROWS"]
+__all__ = ["ROWS", "conv", "interp_flops", "pool_flops"]
 
 
 def conv(node: OpNode, xi: int = 0, wi: int = 1, bias_i: int | None = 2, transposed: bool = False) -> Cost:
@@ -129,8 +129,9 @@ def resize(node: OpNode) -> Cost:
 ROWS = (
     #   member            ATen keys                                                   ONNX keys
     Row("conv",           aten("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
-                               "convolution_overrideable", "mkldnn_convolution", "cudnn_convolution", "conv_tbc"),
+                               "convolution_overrideable", "mkldnn_convolution", "cudnn_convolution"),
         onnx("Conv"), aten_conv, onnx_rule=onnx_conv),
+    Row("conv_tbc",       aten("conv_tbc"),                                            (),  aten_conv),
     Row("conv_transpose", aten("conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
                                "cudnn_convolution_transpose"),
         onnx("ConvTranspose"), aten_conv, onnx_rule=onnx_conv_transpose),

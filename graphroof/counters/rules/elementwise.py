@@ -30,7 +30,7 @@ from ..cost import Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..registry import Rule
 
-__all__ = ["ACTIVATION_FLOPS_PER_ELEMENT", "per_element", "elementwise", "clamp_bounds", "ROWS"]
+__all__ = ["ACTIVATION_FLOPS_PER_ELEMENT", "ROWS", "clamp_bounds", "elementwise", "per_element"]
 
 #: Elementary ops per element of each activation's formula (see the module docstring).
 ACTIVATION_FLOPS_PER_ELEMENT = {
@@ -121,7 +121,7 @@ def generator(node: OpNode) -> Cost:
     return io_cost(node, inputs=reads, vector_flops=sum(t.numel for t in node.outputs))
 
 
-def alloc(node: OpNode) -> Cost:  # noqa: ARG001 - allocation writes nothing
+def alloc(node: OpNode) -> Cost:
     """Allocation without initialisation: no bytes move, no FLOPs."""
     return Cost()
 

@@ -17,7 +17,7 @@ from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import broadcast_shape, einsum_flops, matmul_flops, prod
 
-__all__ = ["matmul_dims", "gemm_vector_flops", "onnx_product", "ROWS"]
+__all__ = ["ROWS", "gemm_vector_flops", "matmul_dims", "onnx_product"]
 
 
 def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int, int, int]:

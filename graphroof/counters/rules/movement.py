@@ -26,7 +26,7 @@ from ..cost import Cost
 from ..family import Row, aten, onnx, register_family
 from ..formulas import indexed_read_bytes
 
-__all__ = ["partial_read", "gather", "ROWS"]
+__all__ = ["ROWS", "gather", "partial_read"]
 
 
 def partial_read(t: TensorSpec, nbytes: float) -> Cost:
@@ -115,7 +115,7 @@ def scatter(node: OpNode) -> Cost:
     return Cost(vector_flops=vector, **read_bytes(reads), **write_bytes([written]))
 
 
-def nothing(node: OpNode) -> Cost:  # noqa: ARG001 - the bodies carry the cost
+def nothing(node: OpNode) -> Cost:
     """0: the frontend flattens the body ops (scaled by the trip count) into the graph; they carry the cost."""
     return Cost()
 
@@ -157,9 +157,10 @@ ROWS = (
     Row("pixel_shuffle", aten("pixel_shuffle"),                           onnx("DepthToSpace"),       copy_all),
     Row("pixel_unshuffle", aten("pixel_unshuffle"),                       onnx("SpaceToDepth"),       copy_all),
     Row("col2im",      aten("col2im"),                                    onnx("Col2Im"),             copy_all),
-    Row("copy",        aten(*_ATEN_COPIES),
-        onnx("Split", "Transpose", "Expand", "ScatterND", "ScatterElements", "Scatter", "ReverseSequence",
-             "ConstantOfShape", "EyeLike", "CenterCropPad"), copy_all),
+    Row("copy",        aten(*_ATEN_COPIES),                               (),                         copy_all),
+    # ATen's split / permute / expand are views (free); ONNX materialises them
+    Row("onnx_copy",   (), onnx("Split", "Transpose", "Expand", "ScatterND", "ScatterElements", "Scatter",
+                                "ReverseSequence", "ConstantOfShape", "EyeLike", "CenterCropPad"), copy_all),
     Row("embedding",   aten("embedding"),                                 onnx("Gather"),             gather),
     Row("gather",      aten("gather", "take_along_dim"),                  onnx("GatherElements"),     gather),
     Row("index",       aten("index", "_unsafe_index", "index_select", "take", "masked_gather"),

@@ -21,7 +21,7 @@ from ..cost import Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import NORM_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT
 
-__all__ = ["norm_flops_per_element", "ROWS"]
+__all__ = ["ROWS", "norm_flops_per_element"]
 
 _TRAINING_BATCH_NORM = ("aten._native_batch_norm_legit", "aten._batch_norm_with_update")
 
@@ -105,10 +105,11 @@ ROWS = (
     Row("group_norm",   aten("group_norm", "native_group_norm"), onnx("GroupNormalization") + ms("GroupNorm"),
         norm("group_norm")),
     Row("instance_norm", aten("instance_norm"),              onnx("InstanceNormalization"), norm("instance_norm")),
-    Row("batch_norm",   aten("batch_norm", "native_batch_norm", "_native_batch_norm_legit",
-                             "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
+    Row("batch_norm",   aten("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
                              "_batch_norm_no_update", "cudnn_batch_norm", "miopen_batch_norm"),
         onnx("BatchNormalization"), norm("batch_norm")),
+    # the overloads that always compute the batch statistics (training)
+    Row("batch_norm_training", aten(*(k.split(".")[1] for k in _TRAINING_BATCH_NORM)), (), norm("batch_norm")),
     # p=2 norm along an axis: square + add (2), divide (1)
     Row("lp_norm",      (),                                  onnx("LpNormalization"), per_input_element(3)),
     # (x - mean) / std without scale and shift: layer norm minus its 2

@@ -24,7 +24,7 @@ from .elementwise import per_element
 from .matmul import onnx_product, req
 from .movement import partial_read
 
-__all__ = ["DEQUANTIZE_FLOPS", "QUANTIZE_FLOPS", "DYNAMIC_QUANTIZE_FLOPS", "ROWS"]
+__all__ = ["DEQUANTIZE_FLOPS", "DYNAMIC_QUANTIZE_FLOPS", "QUANTIZE_FLOPS", "ROWS"]
 
 DEQUANTIZE_FLOPS, QUANTIZE_FLOPS, DYNAMIC_QUANTIZE_FLOPS = 2, 3, 5
 

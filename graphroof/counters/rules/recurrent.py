@@ -17,7 +17,7 @@ from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, onnx, register_family
 from .matmul import req
 
-__all__ = ["CELL_FLOPS_PER_UNIT", "cell_step_flops", "ROWS"]
+__all__ = ["CELL_FLOPS_PER_UNIT", "ROWS", "cell_step_flops"]
 
 #: Vector FLOPs per hidden unit of one cell step, by gate count (LSTM 4 gates, GRU 3, RNN 1).
 CELL_FLOPS_PER_UNIT = {4: 18, 3: 13, 1: 1}

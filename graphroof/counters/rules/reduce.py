@@ -26,7 +26,7 @@ from ..common import io_cost
 from ..cost import Cost
 from ..family import Row, aten, onnx, register_family
 
-__all__ = ["reduction_flops", "sort_flops", "topk_flops", "ROWS"]
+__all__ = ["ROWS", "reduction_flops", "sort_flops", "topk_flops"]
 
 
 def reduction_flops(in_numel: int, out_numel: int, per_in: int, per_out: int) -> int:
