@@ -7,7 +7,7 @@
   square; ``"full"`` counts the full square as FlopCounterMode and most calculators do.
 
 They travel one way, as an argument: ``count(graph, settings=...)`` hands them to every rule whose signature
-takes a second parameter (``def rule(node, settings=DEFAULT)``); one-argument rules never see them.
+takes a second parameter named ``settings`` (``def rule(node, settings=DEFAULT)``); one-argument rules never see them.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ comm (tensor-parallel collectives), kvcache (``kv_cache.append``) and table (op-
 op keys, registered with ``@register_rule``.
 """
 
-from . import (  # noqa: F401  # noqa: F401
+from . import (  # noqa: F401
     attention,
     comm,
     conv,

@@ -84,6 +84,13 @@ def gelu(node: OpNode) -> Cost:
                                                           else "gelu"])
 
 
+def swish(node: OpNode) -> Cost:
+    """``x * sigmoid(alpha * x)``: sigmoid (4) + the multiply by x (1) = 5 (torch silu, alpha = 1), + 1 for the
+    multiply by alpha when ONNX Swish's ``alpha`` is not 1."""
+    scaled = node.attrs.get("alpha", 1) not in (1, 1.0, None)
+    return elementwise(node, ACTIVATION_FLOPS_PER_ELEMENT["silu"] + (1 if scaled else 0))
+
+
 def fast_gelu(node: OpNode) -> Cost:
     """com.microsoft FastGelu(X, bias): the tanh Gelu (9) plus one for the optional bias add."""
     return elementwise(node, 9 + (1 if node.input(1) is not None else 0))
@@ -157,7 +164,7 @@ _ATEN_ONE = (
     "nextafter", "logaddexp", "logaddexp2",
 )
 #: Activations only ATen names (with their k from ACTIVATION_FLOPS_PER_ELEMENT).
-_ATEN_ACTIVATIONS = ("relu6", "hardtanh", "rrelu", "logsigmoid", "silu", "tanhshrink", "hardshrink", "glu")
+_ATEN_ACTIVATIONS = ("relu6", "hardtanh", "rrelu", "logsigmoid", "tanhshrink", "hardshrink", "glu")
 #: (member, ATen name, ONNX op) of the activations both frontends have.
 _ACTIVATION_PAIRS = (
     ("sigmoid", "sigmoid", "Sigmoid"), ("hardsigmoid", "hardsigmoid", "HardSigmoid"),
@@ -185,6 +192,7 @@ ROWS = (
       for m, a, o in _ACTIVATION_PAIRS),
     *(Row(a, aten(a, inplace=True), (), per_element(ACTIVATION_FLOPS_PER_ELEMENT[a])) for a in _ATEN_ACTIVATIONS),
     Row("gelu",         aten("gelu", inplace=True),                 onnx("Gelu") + ms("Gelu"), gelu),
+    Row("silu",         aten("silu", inplace=True),                 onnx("Swish"),             swish),
     Row("fast_gelu",    (),                                         ms("FastGelu"),            fast_gelu),
     # bias add + gelu = 6; QuickGelu x * sigmoid(1.702 x): multiply + 4 + multiply = 6; BiasAdd X + bias + skip = 2
     Row("bias_gelu",    (),                                         ms("BiasGelu", "QuickGelu"), per_element(6)),

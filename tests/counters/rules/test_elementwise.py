@@ -108,6 +108,13 @@ def test_clamp_counts_one_compare_per_bound():
     assert cost(node("onnx.Clip", [X10], [X10], min=0.0, max=1.0)).vector_flops == 20
 
 
+def test_swish_is_silu_with_alpha():
+    # x * sigmoid(alpha * x): neg, exp, add, divide (sigmoid, 4) + multiply by x (1) = 5 per element, as silu;
+    # alpha = 1.702 (QuickGelu's) adds the multiply alpha * x: 6 x 10 = 60
+    assert cost(node("onnx.Swish", [X10], [X10])) == cost(node("aten.silu", [X10], [X10]))
+    assert cost(node("onnx.Swish", [X10], [X10], alpha=1.702)).vector_flops == 60
+
+
 def test_shrink_is_compare_and_bias_add():
     # ONNX Shrink (= torch softshrink): x - bias if x > lambd, x + bias if x < -lambd: compare + add = 2 x 10
     assert cost(node("onnx.Shrink", [X10], [X10], lambd=0.5, bias=0.5)).vector_flops == 20
