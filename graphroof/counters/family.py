@@ -1,11 +1,12 @@
 """Op-family tables: one row per family member, registering its ATen and its ONNX keys together.
 
-A family module (``counters/rules/<family>.py``) holds the pure formulas of its ops and one table::
+A family module (``counters/rules/<family>.py``) holds the pure formulas of its ops and one table (schematically)::
 
     ROWS = (
-        #   member      ATen keys               ONNX keys            rule (adapter + formula)
-        Row("elu",      aten("elu"),            onnx("Elu"),         per_element(4)),
-        Row("clamp",    aten("clamp", "clip"),  onnx("Clip"),        clamp_rule),
+        #   member   ATen keys                     ONNX keys       rule (adapter + formula)
+        Row("elu",   aten("elu", inplace=True),    onnx("Elu"),    per_element(4)),
+        Row("clamp", aten("clamp", "clip", ...),   onnx("Clip"),   clamp),
+        Row("gemm",  aten("addmm", ...),           onnx("Gemm"),   addmm, onnx_rule=gemm),
     )
     register_family("elementwise", ROWS)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 from ..graph import OpNode
@@ -29,7 +30,7 @@ def _free(node: OpNode) -> Cost:
 #: The rule object stored for explicitly free keys.
 FREE: Rule = _free
 
-_TAKES_SETTINGS: dict[Rule, bool] = {}
+_TAKES_SETTINGS: weakref.WeakKeyDictionary[Rule, bool] = weakref.WeakKeyDictionary()
 
 
 def takes_settings(rule: Rule) -> bool:
@@ -46,7 +47,7 @@ def takes_settings(rule: Rule) -> bool:
     ok = len(positional) >= 2 and positional[1].name == "settings"
     try:
         _TAKES_SETTINGS[rule] = ok
-    except TypeError:  # unhashable callable
+    except TypeError:  # a callable that cannot be weakly referenced: not cached
         pass
     return ok
 
