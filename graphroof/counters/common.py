@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from ..graph import OpNode, Role, TensorSpec
 from .cost import Cost
 
-__all__ = ["read_bytes", "write_bytes", "io_cost"]
+__all__ = ["io_cost", "read_bytes", "write_bytes"]
 
 
 def read_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:

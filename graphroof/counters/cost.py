@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["FLOPS_PER_MAC", "Cost", "ZERO"]
+__all__ = ["FLOPS_PER_MAC", "ZERO", "Cost"]
 
 #: One multiply-add = 2 FLOPs.
 FLOPS_PER_MAC = 2

@@ -17,8 +17,8 @@ from ..errors import GraphroofError, GraphroofWarning, RuleError, UnsupportedOpE
 from ..graph import COST, OpGraph, OpNode, resolve_dim
 from .common import io_cost
 from .cost import Cost
-from .registry import FREE, REGISTRY, Rule, RuleRegistry
-from .settings import CountSettings, use
+from .registry import FREE, REGISTRY, Rule, RuleRegistry, takes_settings
+from .settings import DEFAULT, CountSettings
 
 __all__ = ["CountSummary", "count", "count_node"]
 
@@ -56,12 +56,20 @@ def unknown_cost(node: OpNode) -> Cost:
     return io_cost(node, estimated=True)
 
 
-def count_node(node: OpNode, rule: Rule) -> Cost:
-    """Run *rule* on *node*, wrapping failures with the node's name, op, shapes and scope."""
+def count_node(node: OpNode, rule: Rule, settings: CountSettings = DEFAULT) -> Cost:
+    """Run *rule* on *node* (with *settings* when the rule takes them), naming the node on failure.
+
+    A graphroof error keeps its type and attributes (an :class:`UnboundDimError` stays one, with its ``dim``):
+    the node's description is appended to its message in place, never by rebuilding the exception.
+    Any other exception becomes a :class:`RuleError` chained from it.
+    """
     try:
-        cost = rule(node)
+        cost = rule(node, settings) if takes_settings(rule) else rule(node)
+    except UnsupportedOpError:
+        raise
     except GraphroofError as e:
-        raise type(e)(f"{e} (while counting {node.describe()})") if type(e) is not UnsupportedOpError else e
+        e.args = (f"{e} (while counting {node.describe()})", *e.args[1:])
+        raise
     except Exception as e:  # a rule bug or an input the rule did not expect
         raise RuleError(f"rule for {node.op} failed on {node.describe()}: {type(e).__name__}: {e}") from e
     if not isinstance(cost, Cost):
@@ -70,7 +78,7 @@ def count_node(node: OpNode, rule: Rule) -> Cost:
 
 
 def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | None] | None,
-               summary: CountSummary) -> None:
+               summary: CountSummary, settings: CountSettings) -> None:
     for node in graph.ops():
         summary.total += 1
         rule = reg.lookup(node.op, rules)
@@ -78,7 +86,7 @@ def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | Non
             summary.unknown[node.op] += 1
             cost = unknown_cost(node)
         else:
-            cost = count_node(node, rule)
+            cost = count_node(node, rule, settings)
             if rule is FREE:
                 summary.free += 1
             else:
@@ -103,13 +111,13 @@ def count(
     """Count every op of *graph* in place (``nodes[n]["cost"]``) and return the summary.
 
     *rules* overrides the registry per call; a ``None`` value marks a key as free.  *settings* picks the
-    modelling assumptions (attention byte model, causal counting) the rules read.
+    modelling assumptions (attention byte model, causal counting); they are passed to the rules that take
+    them.  The settings used are recorded in ``graph.meta["count_settings"]`` for the reports.
     """
     reg = registry or REGISTRY
     settings = settings or CountSettings()
     summary = CountSummary()
-    with use(settings):
-        _count_all(graph, reg, rules, summary)
+    _count_all(graph, reg, rules, summary, settings)
     graph.meta["count_settings"] = settings
     if summary.unknown and strict:
         parts = []

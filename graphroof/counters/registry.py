@@ -1,6 +1,9 @@
 """Rule registry: op key -> rule, filled by decorators.
 
-A rule is ``Callable[[OpNode], Cost]``: it sees plain data only.  Registering ``None`` marks a key as
+A rule is ``Callable[[OpNode], Cost]``: it sees plain data only.  A rule that depends on the counting settings
+(:class:`~graphroof.counters.settings.CountSettings`) takes them as a second parameter
+named ``settings``, ``def rule(node, settings=DEFAULT)``; :func:`takes_settings` finds out by signature inspection (recorded when the
+rule is registered) and the counting pass passes them.  Registering ``None`` marks a key as
 explicitly free (aliasing ops: views, reshapes, ``getitem``), which costs 0 FLOPs *and* 0 bytes, so only
 ops that move no data may be free.
 """
@@ -8,22 +11,45 @@ ops that move no data may be free.
 from __future__ import annotations
 
 import difflib
+import inspect
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 from ..graph import OpNode
 from .cost import Cost
 
-__all__ = ["Rule", "RuleRegistry", "REGISTRY", "register_rule", "FREE"]
+__all__ = ["FREE", "REGISTRY", "Rule", "RuleRegistry", "register_rule", "takes_settings"]
 
 Rule = Callable[[OpNode], Cost]
 
 
-def _free(node: OpNode) -> Cost:  # noqa: ARG001 - the free rule ignores its node
+def _free(node: OpNode) -> Cost:
     return Cost()
 
 
 #: The rule object stored for explicitly free keys.
 FREE: Rule = _free
+
+_TAKES_SETTINGS: weakref.WeakKeyDictionary[Rule, bool] = weakref.WeakKeyDictionary()
+
+
+def takes_settings(rule: Rule) -> bool:
+    """True when *rule*'s second positional parameter is named ``settings``; cached per rule."""
+    try:
+        return _TAKES_SETTINGS[rule]
+    except (KeyError, TypeError):
+        pass
+    try:
+        params = list(inspect.signature(rule).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: a one-argument rule
+        params = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    ok = len(positional) >= 2 and positional[1].name == "settings"
+    try:
+        _TAKES_SETTINGS[rule] = ok
+    except TypeError:  # a callable that cannot be weakly referenced: not cached
+        pass
+    return ok
 
 
 class RuleRegistry:
@@ -40,6 +66,7 @@ class RuleRegistry:
                 "pass override=True to replace it"
             )
         self._rules[key] = FREE if rule is None else rule
+        takes_settings(self._rules[key])  # recorded at registration
 
     def register(self, *keys: str, override: bool = False) -> Callable[[Rule], Rule]:
         """Decorator registering one rule under several op keys."""

@@ -1,4 +1,4 @@
-"""Counting settings that change modelling assumptions (not shapes), read by rules via :func:`current`.
+"""Counting settings that change modelling assumptions (not shapes), passed to the rules that take them.
 
 * ``attention``: the attention byte model.  ``"flash"`` (default): scores stay on chip, the kernel reads Q, K,
   V (and a mask if given) once and writes O.  ``"naive"``: the score matrix S = QK^T and P = softmax(S) are
@@ -6,20 +6,17 @@
 * ``causal``: ``"kernel"`` (default) counts the (query, key) pairs a causal kernel computes, about half the
   square; ``"full"`` counts the full square as FlopCounterMode and most calculators do.
 
-``count(graph, settings=...)`` makes them current for the duration of the pass; tests may use
-``with use(CountSettings(...)):``.
+They travel one way, as an argument: ``count(graph, settings=...)`` hands them to every rule whose signature
+takes a second parameter named ``settings`` (``def rule(node, settings=DEFAULT)``); one-argument rules never see them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import InputError
 
-__all__ = ["CountSettings", "current", "use", "ATTENTION_MODELS", "CAUSAL_MODES"]
+__all__ = ["ATTENTION_MODELS", "CAUSAL_MODES", "DEFAULT", "CountSettings"]
 
 ATTENTION_MODELS = ("flash", "naive")
 CAUSAL_MODES = ("kernel", "full")
@@ -44,19 +41,5 @@ class CountSettings:
         return f"attention byte model: {att}; {cau}"
 
 
-_CURRENT: contextvars.ContextVar[CountSettings] = contextvars.ContextVar("graphroof_count_settings",
-                                                                         default=CountSettings())
-
-
-def current() -> CountSettings:
-    """The settings in force for the rule being run."""
-    return _CURRENT.get()
-
-
-@contextlib.contextmanager
-def use(settings: CountSettings) -> Iterator[CountSettings]:
-    token = _CURRENT.set(settings)
-    try:
-        yield settings
-    finally:
-        _CURRENT.reset(token)
+#: The settings a rule sees when called without any (``rule(node)``).
+DEFAULT = CountSettings()

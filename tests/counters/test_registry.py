@@ -42,7 +42,7 @@ def test_none_is_free_and_per_call_override_wins():
     reg.free("x.view")
     assert reg.lookup("x.view") is FREE and reg.is_free("x.view")
     assert reg.lookup("x.a", {"x.a": None}) is FREE
-    special = lambda n: Cost(matrix_flops=5)  # noqa: E731
+    special = lambda n: Cost(matrix_flops=5)
     assert reg.lookup("x.a", {"x.a": special}) is special
     assert reg.lookup("x.missing") is None
 
@@ -102,3 +102,60 @@ def test_builtin_registry_has_table_rule_and_global_register(monkeypatch):
     monkeypatch.setattr(REGISTRY, "_rules", dict(REGISTRY._rules))
     register_rule("mylib.fused")(_rule)
     assert REGISTRY.lookup("mylib.fused") is _rule
+
+
+def test_unbound_dim_error_keeps_its_type_dim_and_message():
+    # a rule needing a symbolic dim's value raises UnboundDimError; the counting pass adds the node to the
+    # message in place: the type, its ``dim`` attribute and the original text all survive (type(e)(msg) used to
+    # call UnboundDimError(dim=<the whole message>) and garble it)
+    from graphroof.errors import UnboundDimError
+
+    g = _graph(node("x.sym", [T("fp32", "seq", 4)], [T("fp32", "seq", 4)], name="blk.sym"))
+    reg = RuleRegistry()
+    reg.register("x.sym")(lambda n: Cost(vector_flops=n.inputs[0].numel))
+    with pytest.raises(UnboundDimError) as info:
+        count(g, reg)
+    e = info.value
+    assert e.dim == "seq"
+    msg = str(e)
+    assert msg.startswith("dimension 'seq' is unbound; bind it with --dim NAME=VALUE")
+    assert msg.count("dimension 'seq'") == 1
+    assert "(while counting node 'blk.sym' (x.sym)" in msg
+
+
+def test_settings_reach_the_rules_that_take_them_as_an_argument():
+    from graphroof.counters.count import count_node
+    from graphroof.counters.registry import takes_settings
+    from graphroof.counters.settings import CountSettings
+
+    seen = []
+
+    def two(n, settings):
+        seen.append(settings)
+        return Cost(vector_flops=1)
+
+    def one(n):  # the README's user rule shape: node only
+        return Cost(vector_flops=2)
+
+    assert takes_settings(two) and not takes_settings(one)
+    assert not takes_settings(lambda n, k=3: Cost())  # a second parameter not named settings is not them
+    naive = CountSettings(attention="naive")
+    g = _graph(node("x.two", [T("fp32", 4)], [T("fp32", 4)], name="a"))
+    count(g, RuleRegistry(), rules={"x.two": two}, settings=naive, warn=False)
+    assert seen == [naive] and g.meta["count_settings"] is naive
+    assert count_node(node("x.one", [T("fp32", 4)], [T("fp32", 4)]), one, naive) == Cost(vector_flops=2)
+    # the built-in attention rules take them: the naive model writes and reads the scores
+    from graphroof.counters import REGISTRY
+
+    sdpa = REGISTRY.lookup("aten.scaled_dot_product_attention")
+    q = T("fp16", 1, 1, 4, 8)
+    n = node("aten.scaled_dot_product_attention", [q, q, q], [q])
+    assert takes_settings(sdpa)
+    flash, slow = count_node(n, sdpa), count_node(n, sdpa, naive)
+    assert slow.act_write_bytes - flash.act_write_bytes == 2 * 16 * 2  # S and P: 4 x 4 scores in fp16
+
+
+def test_no_context_variable_carries_settings():
+    import graphroof.counters.settings as s
+
+    assert not hasattr(s, "current") and not hasattr(s, "use")

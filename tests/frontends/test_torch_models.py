@@ -79,10 +79,11 @@ def test_bert_base_totals():
     emb = (V + 512 + 2) * d + 2 * d
     layer = 4 * (d * d + d) + 2 * 2 * d + (d * ff + ff) + (ff * d + d)
     head = d * d + d + 2 * d + V                                # decoder weight tied to word embeddings
-    # embeddings read S rows of each table; the decoder reads the whole word table.  Buffers count with the
-    # weights: the token_type_ids buffer is gathered at S positions taken from the position_ids buffer, whose S
-    # entries also index the position table: 3 * S int64 (8 B each)
-    assert c.weight_bytes == 4 * (L * layer + 2 * d + head + 3 * S * d + V * d) + 3 * 8 * S
+    # embeddings read S rows of the word and position tables, and of the 2-row token-type table at most its 2
+    # rows (a lookup never reads more than its table: min(S * d, 2 * d)); the decoder reads the whole word table.
+    # Buffers count with the weights: the token_type_ids buffer is gathered at S positions taken from the
+    # position_ids buffer, whose S entries also index the position table: 3 * S int64 (8 B each)
+    assert c.weight_bytes == 4 * (L * layer + 2 * d + head + 2 * S * d + 2 * d + V * d) + 3 * 8 * S
     assert emb + L * layer + head == 109_514_298                # BertForMaskedLM, published size
 
 

@@ -1,7 +1,21 @@
-"""Built-in rules.  Each module registers its rules with ``@register_rule`` on import."""
+"""Built-in rules, one module per op family; each registers its table (ATen and ONNX keys) on import.
 
-from . import table  # noqa: F401
-from . import onnx_attention, onnx_elementwise, onnx_matmul, onnx_movement, onnx_norm_reduce  # noqa: F401
-from . import comm  # noqa: F401
-from . import kvcache  # noqa: F401
-from . import aten_attention, aten_conv, aten_elementwise, aten_matmul, aten_movement, aten_norm, aten_reduce  # noqa: F401,E401
+matmul, conv, attention, norm, elementwise, reduce, movement, recurrent, quant: :mod:`..family` tables.
+comm (tensor-parallel collectives), kvcache (``kv_cache.append``) and table (op-table rows): graphroof's own
+op keys, registered with ``@register_rule``.
+"""
+
+from . import (  # noqa: F401
+    attention,
+    comm,
+    conv,
+    elementwise,
+    kvcache,
+    matmul,
+    movement,
+    norm,
+    quant,
+    recurrent,
+    reduce,
+    table,
+)

@@ -19,7 +19,7 @@ from ..common import io_cost
 from ..cost import Cost
 from ..registry import register_rule
 
-__all__ = ["world_size", "all_reduce_net_bytes", "all_gather_net_bytes"]
+__all__ = ["all_gather_net_bytes", "all_reduce_net_bytes", "world_size"]
 
 
 def world_size(node: OpNode) -> int:

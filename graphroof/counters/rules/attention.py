@@ -1,12 +1,23 @@
-"""Fused attention ops: ONNX ``Attention`` (opset 23), ``com.microsoft`` Attention / MultiHeadAttention /
-GroupQueryAttention, and RotaryEmbedding (both domains).
+"""Attention family: scaled dot-product attention, whole, in ATen (``aten.scaled_dot_product_attention`` and every
+backend variant: flash, flash for CPU, memory-efficient, cuDNN, math, overrideable) and ONNX (``Attention``,
+opset 23; ``com.microsoft`` Attention / MultiHeadAttention / GroupQueryAttention), and rotary embeddings.
 
-FLOPs are :func:`graphroof.counters.formulas.sdpa_flops` on the (query, key) pairs computed: ``Q K^T`` and
-``P V`` on the matrix units, softmax + scaling on the vector units; causal ops count what a causal kernel
-computes (``--causal full``: the whole square).  Bytes follow the attention byte model in
-:mod:`graphroof.counters.settings`: ``flash`` reads Q, K, V, mask and past K/V once and writes O and present
-K/V; ``naive`` adds the score matrix S and probabilities P written and read back (``4 * BH * q * kv``
-elements).  Past K/V inputs are KV-cache reads and present K/V outputs KV-cache writes whatever their names.
+FLOPs: :func:`~graphroof.counters.formulas.sdpa_flops` on the (query, key) pairs computed: ``Q K^T`` and ``P V``
+on the matrix units, softmax + scaling on the vector units, plus one vector add per score when a mask / bias is
+added to the scores (ATen ``attn_mask``, ONNX ``attn_mask``: ``softmax(Q K^T * scale + mask)``).  K and V are
+read at their own size (``Hkv < Hq``: grouped-query attention).
+
+These rules take the counting settings (:mod:`graphroof.counters.settings`) as their second argument:
+
+* ``causal``: ``"kernel"`` counts the (query, key) pairs a causal kernel computes (about half the square),
+  ``"full"`` the whole square.  torch's ``is_causal=True`` and ONNX ``is_causal`` without a KV cache are the
+  top-left aligned mask ``tril(ones(L, S))``; with a cache (ONNX past_key) and the masks transformers builds
+  for a causal LM prompt (``attrs["mask_causal"]``) the diagonal is aligned bottom-right.  An explicit mask is
+  otherwise counted as the full square.
+* ``attention``: ``"flash"`` reads Q, K, V (and the mask, past K/V) once and writes O (and present K/V): the
+  scores stay on chip; ``"naive"`` also writes the score matrix S and the probabilities P and reads both back:
+  ``4 * B*H*L*S`` elements in the query's dtype (the unfused math path materialises the whole square even when
+  causal).  Past K/V inputs are KV-cache reads and present K/V outputs KV-cache writes whatever their names.
 """
 
 from __future__ import annotations
@@ -17,30 +28,47 @@ from dataclasses import replace
 from ...graph import OpNode, Role, TensorSpec
 from ..common import io_cost
 from ..cost import FLOPS_PER_MAC, Cost
-from ..formulas import SOFTMAX_FLOPS_PER_ELEMENT, attention_pairs
-from ..registry import register_rule
-from ..settings import current
+from ..family import Row, aten, ms, onnx, register_family
+from ..formulas import SOFTMAX_FLOPS_PER_ELEMENT, attention_pairs, prod, windowed_pairs
+from ..settings import DEFAULT, CountSettings
 
-__all__ = ["windowed_pairs", "attention_cost"]
+__all__ = ["ROWS", "attention_cost"]
 
 #: Rotary embedding per rotated element: ``x * cos + rotate(x) * sin`` = 2 multiplies + 1 add.
 ROTARY_FLOPS_PER_ELEMENT = 3
 
 
-def windowed_pairs(q_len: int, kv_len: int, window: int) -> int:
-    """Causal (bottom-right) pairs when each query sees at most *window* keys: ``sum min(p + 1, window)``.
+SDPA_KEYS = aten(
+    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_attention_math_for_mps",
+)
 
-    Query i (0-based) sits at position ``p = kv_len - q_len + i`` and sees ``min(p + 1, window)`` keys.
-    """
-    lo, hi = kv_len - q_len + 1, kv_len  # p + 1 over the queries
-    lo = max(lo, 1)
-    if hi < lo:
-        return 0
-    if hi <= window:
-        return (lo + hi) * (hi - lo + 1) // 2
-    if lo > window:
-        return (hi - lo + 1) * window
-    return (lo + window) * (window - lo + 1) // 2 + (hi - window) * window
+
+def attention_shape(node: OpNode) -> tuple[int, int, int, int, int]:
+    """(batch_heads, q_len, kv_len, head_dim, v_head_dim) from q, k, v (inputs 0-2)."""
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    return prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+
+
+def attention_mask(node: OpNode):
+    """The explicit mask / bias tensor (input 3 in every variant that takes one), or None."""
+    return node.input(3)
+
+
+def sdpa(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
+    """ATen ``(q [..., Hq, L, E], k [..., Hkv, S, E], v [..., Hkv, S, Ev], attn_mask, ...)``."""
+    bh, lq, lk, e, ev = attention_shape(node)
+    mask = attention_mask(node)
+    if node.attrs.get("is_causal"):
+        causal, align = True, "top_left"
+    elif mask is not None and node.attrs.get("mask_causal"):
+        causal, align = True, str(node.attrs.get("mask_align", "bottom_right"))
+    else:
+        causal, align = False, "top_left"
+    return attention_cost(node, settings, bh=bh, q_len=lq, kv_len=lk, head_dim=e, v_head_dim=ev, causal=causal,
+                          align=align, mask=mask is not None)
 
 
 def _kv(t: TensorSpec | None) -> TensorSpec | None:
@@ -54,21 +82,21 @@ def _present(node: OpNode, i: int) -> TensorSpec | None:
     return None if t is None or t.shape == (0,) else t
 
 
-def attention_cost(node: OpNode, *, bh: int, q_len: int, kv_len: int, head_dim: int, v_head_dim: int,
-                   causal: bool, past: tuple[int, ...] = (), present: tuple[int, ...] = (), window: int = 0,
-                   extra: Cost = Cost(), align: str = "bottom_right") -> Cost:
-    """Cost of a fused attention *node*; *past* / *present* are the input / output positions of the KV cache;
-    *align* places the causal diagonal (see :func:`~graphroof.counters.formulas.causal_pairs`)."""
-    s = current()
+def attention_cost(node: OpNode, s: CountSettings, *, bh: int, q_len: int, kv_len: int, head_dim: int,
+                   v_head_dim: int, causal: bool, past: tuple[int, ...] = (), present: tuple[int, ...] = (),
+                   window: int = 0, extra: Cost | None = None, align: str = "bottom_right", mask: bool = False) -> Cost:
+    """Cost of an attention *node* under settings *s*; *past* / *present* are the input / output positions of the
+    KV cache; *align* places the causal diagonal (see :func:`~graphroof.counters.formulas.causal_pairs`);
+    *mask*: a mask is added to the scores (one vector FLOP per score)."""
     if causal and window and s.causal == "kernel":
         pairs = windowed_pairs(q_len, kv_len, window)
     else:
         pairs = attention_pairs(q_len, kv_len, causal, s.causal, align)
     matrix = FLOPS_PER_MAC * bh * pairs * (head_dim + v_head_dim)
-    vector = (SOFTMAX_FLOPS_PER_ELEMENT + 1) * bh * pairs
+    vector = (SOFTMAX_FLOPS_PER_ELEMENT + 1 + (1 if mask else 0)) * bh * pairs
     ins = [(_kv(t) if i in past else t) for i, t in enumerate(node.inputs)]
     outs = [(_kv(t) if i in present else t) for i, t in enumerate(node.outputs)]
-    c = io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs) + extra
+    c = io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs) + (extra or Cost())
     if s.attention == "naive":
         q = node.inputs[0]
         scores = math.ceil(bh * q_len * kv_len * q.itemsize_bits / 8)
@@ -80,8 +108,7 @@ def _seq(t: TensorSpec, axis_4d: int = 2, axis_3d: int = 1) -> int:
     return int(t.shape[axis_4d] if len(t.shape) == 4 else t.shape[axis_3d])
 
 
-@register_rule("onnx.Attention")
-def onnx_attention(node: OpNode) -> Cost:
+def onnx_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     """(Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen): Q [B, Hq, S, D] or [B, S, Hq*D]
     (``q_num_heads``); kv length = present_key's (past + new).  ``is_causal`` lets query i see keys
     ``j <= i + offset`` with offset = the cached keys: bottom-right aligned with a cache (past_key or
@@ -99,13 +126,12 @@ def onnx_attention(node: OpNode) -> Cost:
     past = node.input(4)
     kv_len = pk.shape[2] if pk is not None else _seq(k) + (past.shape[2] if past is not None else 0)
     cached = past is not None or node.input(6) is not None
-    return attention_cost(node, bh=b * hq, q_len=sq, kv_len=kv_len, head_dim=d, v_head_dim=dv,
+    return attention_cost(node, settings, bh=b * hq, q_len=sq, kv_len=kv_len, head_dim=d, v_head_dim=dv,
                           causal=bool(a.get("is_causal", 0)), past=(4, 5), present=(1, 2),
-                          align="bottom_right" if cached else "top_left")
+                          align="bottom_right" if cached else "top_left", mask=node.input(3) is not None)
 
 
-@register_rule("com.microsoft.Attention")
-def ms_attention(node: OpNode) -> Cost:
+def ms_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     """(input [B,S,Hin], weights [Hin, Dq+Dk+Dv], bias, mask_index, past [2,B,N,P,H], ...): the packed QKV
     projection ``2*B*S*Hin*(Dq+Dk+Dv)`` (+ bias add), then attention; ``unidirectional`` = causal."""
     x, w = node.inputs[0], node.inputs[1]
@@ -117,12 +143,11 @@ def ms_attention(node: OpNode) -> Cost:
                 vector_flops=tokens * w.shape[1] if node.input(2) is not None else 0)
     present, past = _present(node, 1), node.input(4)
     kv_len = present.shape[3] if present is not None else s + (past.shape[3] if past is not None else 0)
-    return attention_cost(node, bh=b * n, q_len=s, kv_len=kv_len, head_dim=sizes[0] // n, v_head_dim=sizes[2] // n,
+    return attention_cost(node, settings, bh=b * n, q_len=s, kv_len=kv_len, head_dim=sizes[0] // n, v_head_dim=sizes[2] // n,
                           causal=bool(node.attrs.get("unidirectional", 0)), past=(4,), present=(1,), extra=proj)
 
 
-@register_rule("com.microsoft.MultiHeadAttention")
-def ms_multi_head_attention(node: OpNode) -> Cost:
+def ms_multi_head_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     """(query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value, ...): query
     [B,S,D] or packed QKV [B,S,N,3,H]; key [B,L,D], [B,N,L,H] or packed KV [B,L,N,2,H]; bias adds one FLOP
     per Q/K/V element; ``unidirectional`` = causal."""
@@ -139,7 +164,7 @@ def ms_multi_head_attention(node: OpNode) -> Cost:
     kv_len = pk.shape[2] if pk is not None else new_kv + (past.shape[2] if past is not None else 0)
     bias = node.input(3)
     extra = Cost(vector_flops=sum(t.numel for t in (q, k, v) if t is not None)) if bias is not None else Cost()
-    return attention_cost(node, bh=b * n, q_len=s, kv_len=kv_len, head_dim=d, v_head_dim=dv,
+    return attention_cost(node, settings, bh=b * n, q_len=s, kv_len=kv_len, head_dim=d, v_head_dim=dv,
                           causal=bool(node.attrs.get("unidirectional", 0)), past=(6, 7), present=(1, 2), extra=extra)
 
 
@@ -152,8 +177,7 @@ def _cache_rows(cache: TensorSpec | None, rows: int) -> TensorSpec | None:
     return replace(cache, shape=(n,))
 
 
-@register_rule("com.microsoft.GroupQueryAttention")
-def ms_group_query_attention(node: OpNode) -> Cost:
+def ms_group_query_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     """(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache, ...):
     always causal, ``local_window_size`` limits the keys each query sees; kv length = past_key's + new tokens;
     ``do_rotary`` adds rotary on Q and K (3 FLOPs per rotated element, cos / sin rows read per token)."""
@@ -167,18 +191,17 @@ def ms_group_query_attention(node: OpNode) -> Cost:
     # input, total_sequence_length); with no past, present's length
     kv_len = new_kv + past.shape[2] if past is not None else (pk.shape[2] if pk is not None else new_kv)
     extra = Cost()
-    cos, sin = node.input(7), node.input(8)
+    cos = node.input(7)
     if node.attrs.get("do_rotary") and cos is not None:
         rot = 2 * cos.shape[-1]
         extra = Cost(vector_flops=ROTARY_FLOPS_PER_ELEMENT * b * s * (n + nkv) * rot)
         node = replace(node, inputs=tuple(_cache_rows(t, b * s) if i in (7, 8) else t
                                           for i, t in enumerate(node.inputs)))
     window = int(node.attrs.get("local_window_size", -1))
-    return attention_cost(node, bh=b * n, q_len=s, kv_len=kv_len, head_dim=h, v_head_dim=h, causal=True,
-                          past=(3, 4), present=(1, 2), window=window if window > 0 else 0, extra=extra)
+    return attention_cost(node, settings, bh=b * n, q_len=s, kv_len=kv_len, head_dim=h, v_head_dim=h, causal=True,
+                          past=(3, 4), present=(1, 2), window=max(0, window), extra=extra)
 
 
-@register_rule("onnx.RotaryEmbedding", "com.microsoft.RotaryEmbedding")
 def rotary_embedding(node: OpNode) -> Cost:
     """``x * cos + rotate(x) * sin`` on the first ``rotary_embedding_dim`` of each head (all of it when 0):
     3 FLOPs per rotated element; the cos / sin caches are read in the rows the positions select.
@@ -201,3 +224,15 @@ def rotary_embedding(node: OpNode) -> Cost:
     node = replace(node, inputs=tuple(_cache_rows(t, b * s) if i in (cos_i, sin_i) else t
                                       for i, t in enumerate(node.inputs)))
     return io_cost(node, vector_flops=ROTARY_FLOPS_PER_ELEMENT * rotated)
+
+
+ROWS = (
+    #   member        ATen keys   ONNX keys                                     rule
+    Row("sdpa",       SDPA_KEYS,  onnx("Attention"),                            sdpa, onnx_rule=onnx_attention),
+    Row("ms_attention", (),       ms("Attention"),                              ms_attention),
+    Row("multi_head_attention", (), ms("MultiHeadAttention"),                   ms_multi_head_attention),
+    Row("group_query_attention", (), ms("GroupQueryAttention"),                 ms_group_query_attention),
+    Row("rotary",     (),         onnx("RotaryEmbedding") + ms("RotaryEmbedding"), rotary_embedding),
+)
+
+register_family("attention", ROWS)
