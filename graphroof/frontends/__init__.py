@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import FrontendError, InputError
 from ..graph import OpGraph
 
-__all__ = ["load", "is_torch_module"]
+__all__ = ["load", "is_torch_module", "is_hf_config"]
 
 TABLE_SUFFIXES = (".csv", ".yaml", ".yml", ".json")
 
@@ -49,6 +49,10 @@ def _is_hf_config(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and ("model_type" in data or "architectures" in data)
+
+
+#: Public name for the config.json test (used by :mod:`graphroof.measure.model`).
+is_hf_config = _is_hf_config
 
 
 def load(model: Any, inputs: Any = None, **opts: Any) -> OpGraph:

@@ -1,6 +1,6 @@
 """The real side of ``graphroof calibrate``: torch microbenchmark kernels and facts about the host.
 
-Only this module imports torch.  See :mod:`graphroof.calibrate` for what is measured and how it is timed.
+Only this module imports torch.  See :mod:`graphroof.measure.calibrate` for what is measured and how it is timed.
 """
 
 from __future__ import annotations

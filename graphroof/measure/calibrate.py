@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import GraphroofError, InputError
+from ..errors import GraphroofError, InputError
 
 __all__ = ["Clock", "WallClock", "Plan", "Benchmark", "Measurement", "Calibration", "time_samples",
            "run_benchmark", "run_interleaved", "calibrate", "compare_rows", "DTYPES"]
@@ -284,13 +284,13 @@ class Calibration:
     def profile(self, name: str = "local"):
         from pathlib import Path
 
-        from .hardware import profile_from_dict
+        from ..hardware import profile_from_dict
 
         return profile_from_dict(self.profile_dict(name), Path(f"{name}.yaml"))
 
     def rows(self) -> list[list[str]]:
         """One table row per benchmark that counts: key, what ran, median time, rate, spread, inner calls."""
-        from .units import fmt_rate, fmt_time
+        from ..units import fmt_rate, fmt_time
 
         out = []
         for m in self._best_all():
@@ -324,7 +324,7 @@ def calibrate(device: str = "cpu", plan: Plan | None = None, *, clock: Clock | N
 
         if threads:
             torch.set_num_threads(threads)
-        from .calibrate_host import TorchKernels
+        from .host_kernels import TorchKernels
 
         kernels = TorchKernels(device)
         if clock is None:
@@ -334,7 +334,7 @@ def calibrate(device: str = "cpu", plan: Plan | None = None, *, clock: Clock | N
     benches = _benchmarks(kernels, plan, skipped)
     results = run_interleaved(benches, clock, plan, progress)
     if host is None:
-        from .calibrate_host import host_info
+        from .host_kernels import host_info
 
         host = host_info(device, threads)
     return Calibration(device, plan, results, host, skipped)
@@ -342,7 +342,7 @@ def calibrate(device: str = "cpu", plan: Plan | None = None, *, clock: Clock | N
 
 def compare_rows(cal: Calibration, ref) -> list[list[str]]:
     """Measured vs the peaks of profile *ref*: one row per figure either side has."""
-    from .units import fmt_rate, fmt_time
+    from ..units import fmt_rate, fmt_time
 
     def ratio(a, b):
         return f"{a / b:.3g}" if a and b else "-"

@@ -9,11 +9,12 @@ autoescape (the report's own environment).
 
 from __future__ import annotations
 
-from .report.chart import Point, chart_data, svg_geometry
-from .report.content import as_phases, build
-from .report.html import _static, environment  # noqa: PLC2701 - the report module's own page pieces
+from .chart import Point, chart_data, svg_geometry
+from .content import as_phases, build
+from .html import environment, static_text
+from .measured import MEASURED_HEAD, measured_cells, summary_lines
 
-__all__ = ["render_profile_html", "measured_points"]
+__all__ = ["render_measured_html", "measured_points"]
 
 _SECTION = """<section id="measured">
 <h2>Measured vs predicted</h2>
@@ -43,9 +44,7 @@ def measured_points(c, phase: int = 1) -> list[Point]:
     return pts
 
 
-def render_profile_html(c) -> str:
-    from .profile_render import _cells, _HEAD, summary_lines
-
+def render_measured_html(c) -> str:
     ph = as_phases([("predicted", c.a)])
     content = build(ph)
     cd = chart_data(ph)
@@ -54,10 +53,10 @@ def render_profile_html(c) -> str:
     skipped = {level: cd.skipped_notes(level) for level in ("layer", "op")}
     env = environment()
     page = env.get_template("report.html.j2").render(
-        c=content, g=svg_geometry(cd), skipped=skipped, css=_static("report.css"), js=_static("report.js"))
-    rows = [[r["name"], f"{r['n_matched']}/{r['n_work_ops']}", *_cells(r)] for r in c.layers]
+        c=content, g=svg_geometry(cd), skipped=skipped, css=static_text("report.css"), js=static_text("report.js"))
+    rows = [[r["name"], f"{r['n_matched']}/{r['n_work_ops']}", *measured_cells(r)] for r in c.layers]
     section = env.from_string(_SECTION).render(
-        runtime=c.summary["runtime"], summary=summary_lines(c) + list(c.m.notes), headers=["layer", "matched", *_HEAD],
+        runtime=c.summary["runtime"], summary=summary_lines(c) + list(c.m.notes), headers=["layer", "matched", *MEASURED_HEAD],
         rows=rows, unmatched=", ".join(c.unmatched[:40]) + (" ..." if len(c.unmatched) > 40 else ""))
     marker = '<section id="assumptions">'
     if marker in page:

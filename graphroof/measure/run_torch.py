@@ -4,8 +4,8 @@ Module scopes: a forward pre-hook / hook pair on every submodule opens and close
 ``record_function("graphroof.scope::<dotted path>")`` range, so every ATen op event knows the innermost module
 it ran in (the same dotted path the torch frontend writes into ``OpNode.scope``).  Each profiled forward pass
 is wrapped in ``record_function("graphroof.iter::k")``.  Per pass, every *top-level* ATen op (one with no ATen
-op above it) becomes an :class:`~graphroof.profile_match.Event` with its inclusive CPU time and the names of
-all ATen ops below it; :func:`graphroof.profile_match.match` maps them to nodes.
+op above it) becomes an :class:`~graphroof.measure.match.Event` with its inclusive CPU time and the names of
+all ATen ops below it; :func:`graphroof.measure.match.match` maps them to nodes.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import GraphroofError
-from .profile import Measured, auto_runs, work_nodes
-from .profile_match import Event, match, norm_name
+from ..errors import GraphroofError
+from .run import Measured, auto_runs, work_nodes
+from .match import Event, match, norm_name
 
 __all__ = ["run_torch", "scope_map", "call_module"]
 

@@ -1,6 +1,6 @@
 """Map measured op times back onto OpGraph nodes.
 
-A runner (:mod:`graphroof.profile_torch`, :mod:`graphroof.profile_onnx`) turns one model execution into a list
+A runner (:mod:`graphroof.measure.run_torch`, :mod:`graphroof.measure.run_onnx`) turns one model execution into a list
 of :class:`Event`: one per top-level measured op call, in execution order, with the module scope it ran in,
 its inclusive time, and the names of the op and of everything it called (an eager ``aten::linear`` calls
 ``aten::t`` and ``aten::addmm``).  :func:`match` assigns events to the graph's nodes that do work (FLOPs or

@@ -2,7 +2,7 @@
 
 ONNX Runtime writes one ``Node`` event per executed node and run (``<node name>_kernel_time``, microseconds,
 with ``args.op_name``); the graphroof ONNX frontend names OpGraph nodes after the ONNX node names, so most
-events match by name (pass 0 of :func:`graphroof.profile_match.match`).  Even the ``basic`` level fuses
+events match by name (pass 0 of :func:`graphroof.measure.match.match`).  Even the ``basic`` level fuses
 (MatMul + Add -> Gemm), so the optimised graph onnxruntime executes is saved and compared with the file
 (:func:`executed_cover`): a runtime node is shared among the file's nodes it computes.  What still has no
 counterpart falls back to matching by op type in order; what is left is listed.  The default optimisation level is ``basic`` (constant folding and redundant-node removal only), so
@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import GraphroofError, InputError
-from .profile import Measured, auto_runs, work_nodes
-from .profile_match import Event, match
+from ..errors import GraphroofError, InputError
+from .run import Measured, auto_runs, work_nodes
+from .match import Event, match
 
 __all__ = ["run_onnx", "random_feeds", "OPT_LEVELS", "parse_profile"]
 

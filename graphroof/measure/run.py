@@ -1,4 +1,4 @@
-"""``graphroof profile``: run the model for real, then show predicted vs measured per layer and op.
+"""A measured run (``graphroof profile``): what a runner measured, and predicted vs measured per layer and op.
 
 Definitions (also printed with the report):
 
@@ -6,7 +6,7 @@ Definitions (also printed with the report):
   the realistic time (efficiency factors + the profile's per-op launch overhead).  A profile written by
   ``graphroof calibrate`` has efficiencies 1.0 and the measured dispatch overhead.
 * **measured**: per node, the median over profiled runs of the time of the runtime op(s) mapped onto it (see
-  :mod:`graphroof.profile_match`); a layer's measured time is the sum over its matched nodes, and its
+  :mod:`graphroof.measure.match`); a layer's measured time is the sum over its matched nodes, and its
   predicted time, FLOPs and bytes are summed over the same nodes, so unmatched nodes do not skew a ratio.
   The whole model is also timed without the profiler (median wall time of a forward pass).
 * **ratio** = measured / predicted (> 1: slower than predicted).  Summary: whole model, and the median and
@@ -30,11 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .analysis import Analysis, _clean
-from .graph import BOUND, COST
-from .profile_match import MatchResult
+from ..analysis import Analysis
+from ..graph import BOUND, COST
+from ..layers import attainable_flops_per_s, summarize
+from ..units import json_safe
+from .match import MatchResult
 
-__all__ = ["Measured", "Comparison", "measured_bound", "percentile", "work_nodes", "auto_runs"]
+__all__ = ["Measured", "MeasuredComparison", "measured_bound", "percentile", "work_nodes", "auto_runs"]
 
 
 def percentile(xs: Sequence[float], q: float) -> float | None:
@@ -137,7 +139,7 @@ def _row_metrics(hw, flops, nbytes, t_c, t_m, t_roof, t_real, t_meas, attainable
     return r
 
 
-class Comparison:
+class MeasuredComparison:
     """Predicted (:class:`Analysis`) vs :class:`Measured`, as op rows, layer rows and summary figures."""
 
     def __init__(self, analysis: Analysis, measured: Measured, overhead_factor: float = 2.0):
@@ -173,12 +175,14 @@ class Comparison:
             if not work:
                 continue
             got = [r for r in work if r["measured_s"] is not None]
-            s = {k: sum(r[k] for r in got) for k in ("flops", "bytes", "t_compute_s", "t_memory_s",
-                                                       "predicted_s", "predicted_realistic_s", "measured_s")}
+            # predicted figures over the matched ops only, through the common rollup (one bound rule)
+            cost, t = summarize(self.a.graph, [r["name"] for r in got], hw)
+            s = {"flops": cost.flops, "bytes": cost.bytes, "t_compute_s": t.t_compute_s,
+                 "t_memory_s": t.t_memory_s, "predicted_s": t.t_lower_s,
+                 "predicted_realistic_s": t.t_realistic_s, "measured_s": sum(r["measured_s"] for r in got)}
             ai = s["flops"] / s["bytes"] if s["bytes"] else (math.inf if s["flops"] else 0.0)
-            peak = s["flops"] / s["t_compute_s"] if s["t_compute_s"] else 0.0
-            attainable = min(peak, ai * hw.mem_bw_bytes_per_s) if s["flops"] else 0.0
-            bound = ("compute" if s["t_compute_s"] >= s["t_memory_s"] else "memory") if got else "-"
+            attainable = attainable_flops_per_s(cost, t, hw)
+            bound = t.bound if got else "-"
             row = {"name": L["name"], "n_work_ops": len(work), "n_matched": len(got), "intensity": ai,
                    **_row_metrics(hw, s["flops"], s["bytes"], s["t_compute_s"], s["t_memory_s"], s["predicted_s"],
                                   s["predicted_realistic_s"], s["measured_s"] if got else None, attainable, bound,
@@ -223,7 +227,7 @@ class Comparison:
 
     # -- output ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return _clean({
+        return json_safe({
             "schema_version": 1, "kind": "profile", **self.a.header(),
             "hardware_profile": self.a.hw.as_dict(), "summary": self.summary,
             "notes": [*self.a.notes(), *self.m.notes],
@@ -233,14 +237,3 @@ class Comparison:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-    def render(self, fmt: str = "terminal", ops: bool = False, top: int | None = None) -> str:
-        from .profile_render import render
-
-        if fmt == "json":
-            return self.to_json() + "\n"
-        if fmt == "html":
-            from .profile_html import render_profile_html
-
-            return render_profile_html(self)
-        return render(self, markdown=fmt == "markdown", ops=ops, top=top)

@@ -1,5 +1,5 @@
-"""``graphroof.profiling.profile_model``: predict, run for real on this machine, and compare (the API behind
-``graphroof profile``).  See :mod:`graphroof.profile` for the definitions of every figure."""
+"""``graphroof.measure.measure_model``: predict, run for real on this machine, and compare (the API behind
+``graphroof profile``).  See :mod:`graphroof.measure.run` for the definitions of every figure."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .api import count_graph, resolve_hardware
-from .counters.settings import CountSettings
-from .errors import GraphroofError, InputError
-from .frontends import is_torch_module, load
-from .hardware import HardwareProfile
-from .profile import Comparison
+from ..api import count_graph, resolve_hardware
+from ..counters.settings import CountSettings
+from ..errors import GraphroofError, InputError
+from ..frontends import is_torch_module, load
+from ..hardware import HardwareProfile
+from .run import MeasuredComparison
 
-__all__ = ["profile_model", "check_profile_device"]
+__all__ = ["measure_model", "check_measure_device"]
 
 
-def check_profile_device(device: str) -> None:
+def check_measure_device(device: str) -> None:
     """Only the CPU is measured; ``cuda`` is probed only when asked for, to give the right message."""
     if device == "cpu":
         return
@@ -120,12 +120,12 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
                 raise InputError(f"{model}: give the input shape(s) with --input, e.g. --input 1x3x224x224")
         _check_size(module, model)
         return module, inputs, {"name": model}, ctx
-    from .frontends import TABLE_SUFFIXES, _is_hf_config
+    from ..frontends import TABLE_SUFFIXES, is_hf_config
 
-    if path.suffix.lower() in TABLE_SUFFIXES and not _is_hf_config(path):
+    if path.suffix.lower() in TABLE_SUFFIXES and not is_hf_config(path):
         raise InputError(f"{model}: an op table has nothing to run; profile takes an .onnx file, "
                          "'module:factory', a zoo name or a transformers config.json")
-    from .frontends import hf, zoo
+    from ..frontends import hf, zoo
 
     if path.exists():
         cfg_file = path / "config.json" if path.is_dir() else path
@@ -152,18 +152,18 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
                                                  "causal_masks": hf.is_causal_lm(module)}, hf.eager_prompt
 
 
-def profile_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, runs: int | None = None,
+def measure_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, runs: int | None = None,
                   warmup: int = 2, depth: int | None = None, dims: Mapping[str, int] | None = None,
                   ort_opt: str = "basic", threads: int | None = None, device: str = "cpu",
                   attention: str = "flash", causal: str = "kernel", overhead_factor: float = 2.0,
-                  strict: bool = False, **frontend_opts: Any) -> Comparison:
-    """Predict *model* on *hw*, measure it on this machine, and return the :class:`Comparison`.
+                  strict: bool = False, **frontend_opts: Any) -> MeasuredComparison:
+    """Predict *model* on *hw*, measure it on this machine, and return the :class:`MeasuredComparison`.
 
     *model*: an ``nn.Module`` (with real weights; *inputs* = example tensors), an ``.onnx`` path (random
     inputs from *dims* / ``input_shapes``), or a ``"pkg.module:factory"`` spec.  ``runs=None`` picks about
     2 s of passes (5 to 50).
     """
-    check_profile_device(device)
+    check_measure_device(device)
     prof = resolve_hardware(hw)
     settings = CountSettings(attention=attention, causal=causal)
     opts = dict(frontend_opts)
@@ -191,13 +191,13 @@ def profile_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, 
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
     a = count_graph(graph, prof, strict=strict, dims=dims, depth=depth, meta=meta, settings=settings)
     if onnx_path:
-        from .profile_onnx import run_onnx
+        from .run_onnx import run_onnx
 
         measured = run_onnx(model, a.graph, dims=dims, shapes=opts.get("input_shapes"), runs=runs, warmup=warmup,
                             opt=ort_opt, threads=threads)
     else:
-        from .profile_torch import run_torch
+        from .run_torch import run_torch
 
         with ctx():
             measured = run_torch(model, inputs, a.graph, runs=runs, warmup=warmup, threads=threads)
-    return Comparison(a, measured, overhead_factor=overhead_factor)
+    return MeasuredComparison(a, measured, overhead_factor=overhead_factor)

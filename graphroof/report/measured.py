@@ -1,15 +1,16 @@
-"""Terminal / markdown rendering of a :class:`graphroof.profile.Comparison`."""
+"""Terminal / markdown rendering of a measured run (:class:`graphroof.measure.run.MeasuredComparison`)."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
-from .report.text import header_lines
-from .units import fmt_rate, fmt_time
+from ..units import fmt_rate, fmt_time
 
-__all__ = ["render", "summary_lines"]
+from .text import header_lines
 
-_HEAD = ["predicted", "realistic", "measured", "meas/pred", "meas/real", "achieved", "% roof", "achieved BW",
+__all__ = ["render_measured", "summary_lines", "measured_cells", "MEASURED_HEAD"]
+
+MEASURED_HEAD = ["predicted", "realistic", "measured", "meas/pred", "meas/real", "achieved", "% roof", "achieved BW",
          "% BW", "bound", "measured bound"]
 
 
@@ -21,7 +22,8 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
 
 
-def _cells(r: dict) -> list[str]:
+def measured_cells(r: dict) -> list[str]:
+    """The :data:`MEASURED_HEAD` cells of one op or layer row."""
     return [fmt_time(r["predicted_s"]), fmt_time(r["predicted_realistic_s"]),
             fmt_time(r["measured_s"]) if r["measured_s"] is not None else "unmatched",
             _x(r["ratio"]), _x(r["ratio_realistic"]),
@@ -32,16 +34,16 @@ def _cells(r: dict) -> list[str]:
 
 
 def layer_table(c, markdown: bool) -> str:
-    body = [[r["name"], f"{r['n_matched']}/{r['n_work_ops']}", *_cells(r)] for r in c.layers]
-    return tabulate(body, headers=["layer", "matched", *_HEAD], tablefmt="github" if markdown else "simple",
+    body = [[r["name"], f"{r['n_matched']}/{r['n_work_ops']}", *measured_cells(r)] for r in c.layers]
+    return tabulate(body, headers=["layer", "matched", *MEASURED_HEAD], tablefmt="github" if markdown else "simple",
                     disable_numparse=True)
 
 
 def op_table(c, markdown: bool, top: int | None) -> str:
     rows = sorted(c.ops, key=lambda r: -(r["measured_s"] or 0.0))
     rows = rows[:top] if top else rows
-    body = [[r["name"], r["op"], r["matched_by"] or "-", *_cells(r)] for r in rows]
-    return tabulate(body, headers=["op", "kind", "matched by", *_HEAD], tablefmt="github" if markdown else "simple",
+    body = [[r["name"], r["op"], r["matched_by"] or "-", *measured_cells(r)] for r in rows]
+    return tabulate(body, headers=["op", "kind", "matched by", *MEASURED_HEAD], tablefmt="github" if markdown else "simple",
                     disable_numparse=True)
 
 
@@ -68,7 +70,7 @@ def summary_lines(c) -> list[str]:
     return out
 
 
-def render(c, markdown: bool = False, ops: bool = False, top: int | None = None) -> str:
+def render_measured(c, markdown: bool = False, ops: bool = False, top: int | None = None) -> str:
     out: list[str] = []
     head = [*header_lines(c.a), f"measured on: {c.summary['runtime']}"]
     if markdown:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import command, hw_from_args, parse_dims
 from ..errors import InputError
+from .options import hw_from_args, parse_dims
 
 __all__ = ["parse_batches"]
+
+NAME = "llm"
+HELP = "LLM serving estimate: TTFT, TPOT, throughput, KV cache, memory fit, per-layer prefill vs decode"
 
 
 def parse_batches(text: str) -> list[int]:
@@ -38,7 +41,7 @@ def _int(flag: str):
     return conv
 
 
-def _args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo name (llama-2-7b), transformers config.json (or its folder), .onnx with "
                    "past_key_values inputs, or 'pkg.module:factory'")
     p.add_argument("--hw", default=None, help="hardware profile name, alias or file (default a100)")
@@ -66,10 +69,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
 
 
-def _run(args: argparse.Namespace) -> int:
-    from ..progress import Progress
-    from ..report import write_output
-    from .estimate import estimate
+def run(args: argparse.Namespace) -> int:
+    from ..llm.estimate import estimate
+    from ..report import render, write_output
+    from .progress import Progress
 
     progress = Progress(quiet=args.quiet)
     hw = hw_from_args(args)
@@ -83,10 +86,6 @@ def _run(args: argparse.Namespace) -> int:
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
                  strict=args.strict, progress=progress, **opts)
-    write_output(r.render(args.format), args.output)
+    write_output(render(r, args.format), args.output)
     progress.done()
     return 0
-
-
-command("llm", "LLM serving estimate: TTFT, TPOT, throughput, KV cache, memory fit, per-layer prefill vs decode")(
-    (_args, _run))

@@ -1,13 +1,13 @@
-"""Terminal / markdown rendering of an :class:`~graphroof.llm.result.LLMEstimate`."""
+"""Terminal / markdown rendering of an LLM serving estimate (:class:`~graphroof.llm.result.LLMEstimate`)."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
 from ..units import fmt_bytes, fmt_rate, fmt_time
-from .result import LLMConfig, LLMEstimate
+from ..llm.result import LLMConfig, LLMEstimate
 
-__all__ = ["render", "sweep_table", "layers_table", "memory_lines"]
+__all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines"]
 
 
 def _fmt(fmt_fn, v):
@@ -98,7 +98,7 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     return tabulate(rows, headers=heads, tablefmt="github" if markdown else "simple", disable_numparse=True)
 
 
-def render(r: LLMEstimate, markdown: bool = False) -> str:
+def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     out: list[str] = []
     bullet = "- " if markdown else ""
     if markdown:

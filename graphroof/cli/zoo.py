@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import command
+NAME = "zoo"
+HELP = "list the bundled model zoo"
 
 
-def _zoo_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="zoo_cmd", metavar="{list}")
     sub.required = True
     sub.add_parser("list", help="list the bundled models (built on the meta device, no download)")
 
 
-def _zoo_run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from .frontends.zoo import ZOO
+    from ..frontends.zoo import ZOO
 
     rows = [[m.name, m.family, m.params, m.dtype,
              "transformers config" if m.source == "hf" else "torch module", m.description] for m in ZOO.values()]
@@ -25,6 +26,3 @@ def _zoo_run(args: argparse.Namespace) -> int:
     print("\nuse: graphroof analyze NAME [--batch N] [--seq N] --hw a100   (defaults: batch 1, seq 1024 or the "
           "model's maximum; vision models take 224x224 images)")
     return 0
-
-
-command("zoo", "list the bundled model zoo")((_zoo_args, _zoo_run))
