@@ -44,7 +44,7 @@ def test_rollup_sums_costs_and_bound(round_hw):
     assert r["bound"] == "memory" and r["time_s"] == pytest.approx(12288e-12)
     assert a.summary.unknown == {"my.relu": 2}
     assert "blocks.0" in repr(a.layers) and "memory-bound" in repr(a)
-    md = a.to_markdown()
+    md = graphroof.render(a, "markdown")
     assert "unknown: my.relu×2 (bytes only, estimated)" in md
 
 

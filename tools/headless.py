@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReportError
+from graphroof.errors import ReportError
 
 __all__ = ["find_chromium", "Browser", "Page", "CHROMIUM_FLAGS"]
 

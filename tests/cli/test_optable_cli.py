@@ -15,7 +15,7 @@ import graphroof
 from graphroof.cli import main
 from graphroof.frontends.optable import load_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CSV = str(ROOT / "examples" / "textbook_ops.csv")
 DEV = str(ROOT / "examples" / "textbook_device.toml")
 

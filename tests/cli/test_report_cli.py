@@ -12,11 +12,12 @@ from tests._report_models import analyse, tiny_graph
 
 import graphroof
 from graphroof.cli import main
-from graphroof.progress import Progress
+from graphroof.cli.progress import Progress
 from graphroof.report import render_text
-from graphroof.report_cli import analyze_on_profiles, split_profiles
+from graphroof.api import analyze_on_profiles
+from graphroof.cli.compare import split_profiles
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEXTBOOK = str(ROOT / "tests" / "gold" / "ops_table.csv")  # 10 ops; a copy, so examples/ may change
 
 DOUBLE_A100 = """
@@ -126,11 +127,11 @@ def test_split_profiles():
 def test_compare_loads_once_and_matches_separate_runs(tmp_path, monkeypatch):
     prof = tmp_path / "double.toml"
     prof.write_text(DOUBLE_A100, encoding="utf-8")
-    import graphroof.frontends as fe
+    import graphroof.api as api
 
     calls = []
-    real_load = fe.load
-    monkeypatch.setattr(fe, "load", lambda *a, **k: calls.append(a) or real_load(*a, **k))
+    real_load = api.load
+    monkeypatch.setattr(api, "load", lambda *a, **k: calls.append(a) or real_load(*a, **k))
     hws = [graphroof.api.resolve_hardware("a100"), graphroof.api.resolve_hardware(str(prof))]
     both = analyze_on_profiles(TEXTBOOK, hws)
     assert len(calls) == 1

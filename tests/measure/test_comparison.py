@@ -9,8 +9,9 @@ import pytest
 
 from graphroof.api import count_graph
 from graphroof.graph import OpGraph
-from graphroof.profile import Comparison, Measured, measured_bound, percentile
-from graphroof.profile_match import Event, MatchResult
+from graphroof.measure.run import Measured, MeasuredComparison, measured_bound, percentile
+from graphroof.measure.match import Event, MatchResult
+from graphroof.report import render
 from tests.conftest import node
 
 
@@ -35,7 +36,7 @@ def cmp(round_hw):
                       node_events={}, unmatched_nodes=["C"],
                       unmatched_events=[Event("empty", "L2", 3e-6), Event("view", "L1", 1e-6)])
     m = Measured("fake runtime", [run], wall_s=[50e-6, 40e-6, 60e-6], profiled_s=[70e-6])
-    return Comparison(a, m)
+    return MeasuredComparison(a, m)
 
 
 def test_measured_bound_rule():
@@ -93,18 +94,18 @@ def test_summary(cmp):
 
 
 def test_renderers(cmp):
-    text = cmp.render("terminal", ops=True)
+    text = render(cmp, "terminal", ops=True)
     assert "unmatched nodes (no measured op found): C" in text
     assert "median 1.5, p90 4.3 (roofline)" in text
-    md = cmp.render("markdown")
+    md = render(cmp, "markdown")
     assert md.startswith("# graphroof profile: toy") and "| L2      | 1/2" in md
-    d = json.loads(cmp.render("json"))
+    d = json.loads(render(cmp, "json"))
     assert d["kind"] == "profile" and d["unmatched_nodes"] == ["C"]
     assert d["summary"]["layer_ratio_median"] == pytest.approx(1.5)
 
 
 def test_html_has_measured_points_beside_predicted(cmp):
-    from graphroof.profile_html import measured_points
+    from graphroof.report.measured_html import measured_points
 
     pts = {(p.level, p.name): p for p in measured_points(cmp)}
     # A: 1e9 FLOP in 15 us measured -> 6.67e13 FLOP/s at AI 1e9 / 1e6 = 1000
@@ -112,7 +113,7 @@ def test_html_has_measured_points_beside_predicted(cmp):
     assert pts[("op", "A")].intensity == pytest.approx(1000)
     assert ("op", "B") not in pts            # no FLOPs: no place on log axes
     assert ("op", "C") not in pts            # unmatched: no measured point
-    html = cmp.render("html")
+    html = render(cmp, "html")
     assert html.count('id="measured"') == 1 and "Measured vs predicted" in html
     assert 'class="pt compute p1"' in html   # a measured point (series 1), coloured by its predicted bound
     assert 'class="pt compute p0"' in html   # its predicted twin

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from graphroof.profile_match import Event, match, norm_name
+from graphroof.measure.match import Event, match, norm_name
 
 
 def ev(name, scope, t_us, *called, label="", index=0):

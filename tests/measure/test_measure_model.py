@@ -48,9 +48,9 @@ def _work_nodes(c):
 
 def test_torch_mapping_covers_every_node_with_work():
     pytest.importorskip("graphroof.frontends.torch_export")
-    from graphroof.profiling import profile_model
+    from graphroof.measure import measure_model
 
-    c = profile_model(tiny_net(), (torch.randn(2, 3, 16, 16),), hw=HW, runs=3, warmup=1)
+    c = measure_model(tiny_net(), (torch.randn(2, 3, 16, 16),), hw=HW, runs=3, warmup=1)
     work = _work_nodes(c)
     assert len(work) >= 9  # conv, bn, relu, pool, layer norm, 3 linears, gelu, add, softmax (+ flatten?)
     timed = {r["name"] for r in c.ops if r["measured_s"] is not None}
@@ -69,7 +69,7 @@ def test_onnx_mapping_covers_every_node_with_work(tmp_path):
     pytest.importorskip("graphroof.frontends.onnx")
     from onnx import TensorProto, helper, save
 
-    from graphroof.profiling import profile_model
+    from graphroof.measure import measure_model
 
     w = helper.make_tensor("W", TensorProto.FLOAT, [8, 3, 3, 3], [0.01] * 216)
     fw = helper.make_tensor("FW", TensorProto.FLOAT, [8, 4], [0.1] * 32)
@@ -86,7 +86,7 @@ def test_onnx_mapping_covers_every_node_with_work(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w, fw, fb])
     path = tmp_path / "tiny.onnx"
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
-    c = profile_model(str(path), hw=HW, runs=3, warmup=1)
+    c = measure_model(str(path), hw=HW, runs=3, warmup=1)
     work = _work_nodes(c)
     timed = {r["name"] for r in c.ops if r["measured_s"] is not None}
     assert timed | set(c.unmatched) == set(work)
@@ -100,7 +100,7 @@ def test_onnx_mapping_covers_every_node_with_work(tmp_path):
 def test_cli_profile_factory_json(tmp_path, capsys):
     pytest.importorskip("graphroof.frontends.torch_export")
     out = tmp_path / "p.json"
-    rc = main(["-q", "profile", "tests.test_profile_run:tiny_net", "--input", "2x3x16x16", "--peak-flops", "100G",
+    rc = main(["-q", "profile", "tests.measure.test_measure_model:tiny_net", "--input", "2x3x16x16", "--peak-flops", "100G",
                "--mem-bw", "10GB/s", "--runs", "2", "--warmup", "1", "-f", "json", "-o", str(out)])
     assert rc == 0, capsys.readouterr().err
     d = json.loads(out.read_text())
@@ -109,7 +109,7 @@ def test_cli_profile_factory_json(tmp_path, capsys):
 
 
 def test_cli_profile_needs_hw(capsys):
-    assert main(["profile", "tests.test_profile_run:tiny_net", "--input", "2x3x16x16"]) == 1
+    assert main(["profile", "tests.measure.test_measure_model:tiny_net", "--input", "2x3x16x16"]) == 1
     assert "profile needs --hw" in capsys.readouterr().err
 
 

@@ -7,7 +7,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
-from graphroof.profile_onnx import executed_cover, parse_profile  # noqa: E402
+from graphroof.measure.run_onnx import executed_cover, parse_profile  # noqa: E402
 
 
 def _model(nodes, inits=("W", "b")):

@@ -12,7 +12,7 @@ import pytest
 from tests._report_models import analyse, evil_graph, tiny_graph
 
 from graphroof.report import write_report
-from graphroof.report.headless import Browser, find_chromium
+from tools.headless import Browser, find_chromium
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed")
 
@@ -76,11 +76,12 @@ def test_malicious_names_do_not_run(browser, round_hw, tmp_path):
 
 def test_compare_page_loads_and_sorts(browser, round_hw, tmp_path):
     from graphroof.report import write_output
-    from graphroof.report.compare import compare, render_compare
+    from graphroof.analysis import compare_devices
+    from graphroof.report.compare import render_compare
 
     fast = round_hw.with_overrides(peak_flops_per_s=200e12, mem_bw_bytes_per_s=2e12)
     out = tmp_path / "cmp.html"
-    write_output(render_compare(compare([analyse(tiny_graph(), round_hw), analyse(tiny_graph(), fast)]), "html"), out)
+    write_output(render_compare(compare_devices([analyse(tiny_graph(), round_hw), analyse(tiny_graph(), fast)]), "html"), out)
     page = browser.open(out)
     assert page.errors == [] and page.requests == [out.resolve().as_uri()]
     order = "Array.from(document.querySelectorAll('table.compare tbody tr')).map(r => r.dataset.name).join(',')"

@@ -14,8 +14,8 @@ from graphroof.cli import main
 from graphroof.report import chart_image_path, render_text, write_report
 from graphroof.report.markdown import md_escape
 
-ROOT = Path(__file__).resolve().parents[1]
-GOLD = Path(__file__).parent / "gold"
+ROOT = Path(__file__).resolve().parents[2]
+GOLD = ROOT / "tests" / "gold"
 
 
 def scrub(text: str) -> str:
