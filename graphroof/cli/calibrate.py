@@ -37,8 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from ..measure.calibrate import calibrate, check_device, compare_rows, default_plan, parse_dtypes, parse_sizes
     from ..hardware import load_hardware
+    from ..measure.calibrate import calibrate, check_device, compare_rows, default_plan, parse_dtypes, parse_sizes
     from ..report import write_output
 
     out = args.output

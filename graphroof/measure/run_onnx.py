@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GraphroofError, InputError
-from .run import Measured, auto_runs, work_nodes
 from .match import Event, match
+from .run import Measured, auto_runs, work_nodes
 
 __all__ = ["run_onnx", "random_feeds", "OPT_LEVELS", "parse_profile"]
 

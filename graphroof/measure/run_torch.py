@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import GraphroofError
-from .run import Measured, auto_runs, work_nodes
 from .match import Event, match, norm_name
+from .run import Measured, auto_runs, work_nodes
 
 __all__ = ["run_torch", "scope_map", "call_module"]
 

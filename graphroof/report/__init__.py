@@ -1,7 +1,8 @@
 """Reports: every renderer.  Results (:class:`~graphroof.analysis.Analysis`, the device comparison, the LLM
 estimate, the measured comparison) hold data and ``to_dict()``; this package turns them into text.
 
-``render(result, fmt)`` is the one entry point for any result; ``render_text(analysis, fmt)`` returns the report as a string; ``write_report(phases, fmt, out)`` renders and
+``render(result, fmt)`` is the one entry point for any result; ``render_text(analysis, fmt)`` returns the
+analysis report as a string; ``write_report(phases, fmt, out)`` renders and
 writes it (with the chart image next to a markdown file); ``write_output(data, out)`` writes one file to a
 path or ``-`` (stdout) atomically: a failed write leaves no partial file behind.
 
@@ -20,7 +21,8 @@ from typing import Any
 
 from ..errors import GraphroofWarning, ReportError
 
-__all__ = ["FORMATS", "FORMATS_BY_KIND", "render", "render_text", "render_report", "write_report", "write_output", "write_outputs",
+__all__ = ["FORMATS", "FORMATS_BY_KIND", "render", "render_text", "render_report", "write_report", "write_output",
+           "write_outputs",
            "chart_image_path"]
 
 FORMATS = ("terminal", "markdown", "json", "csv", "html")

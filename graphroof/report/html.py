@@ -14,6 +14,7 @@ from typing import Any
 
 from ..units import fmt_bytes, fmt_flops, fmt_time
 from .chart import _shape_path, chart_data, svg_geometry
+from .columns import COMPARE_COLUMNS
 from .content import TABLE_COLUMNS, as_phases, build, cells
 
 __all__ = ["render_html", "render_compare_html", "environment", "static_text"]
@@ -72,14 +73,12 @@ def render_html(phases: Any) -> str:
         c=content, g=svg_geometry(cd), skipped=skipped, css=static_text("report.css"), js=static_text("report.js"))
 
 
-#: compare table column -> row key holding its raw sort value
-_COMPARE_SORT = {1: "time_s", 2: "time_realistic_s", 4: "speedup", 5: "speedup_realistic",
-                 6: "compute_bound_share", 7: "mem_bw_bytes_per_s", 8: "peak_flops_per_s", 9: "ridge_flop_per_byte"}
-
-
-def render_compare_html(cmp, headers: list[str], text_rows: list[list[str]], stamp: str) -> str:
-    """The ``graphroof compare`` table as a standalone page (see :mod:`graphroof.report.compare`)."""
+def render_compare_html(cmp, stamp: str) -> str:
+    """The ``graphroof compare`` table as a standalone page (columns: :data:`.columns.COMPARE_COLUMNS`)."""
     t_max = max((r["time_s"] for r in cmp.rows), default=0.0) or 1.0
+    rows = [(r, [c.cell(r, "html") for c in COMPARE_COLUMNS]) for r in cmp.rows]
+    sort_cols = {i: c.sort_key for i, c in enumerate(COMPARE_COLUMNS) if c.sort_key}
     return environment().get_template("compare.html.j2").render(
-        cmp=cmp, stamp=stamp, headers=headers, rows=list(zip(cmp.rows, text_rows, strict=True)), sort_cols=_COMPARE_SORT,
-        t_max=t_max, fmt_flops=fmt_flops, fmt_bytes=fmt_bytes, css=static_text("report.css"), js=static_text("report.js"))
+        cmp=cmp, stamp=stamp, headers=[c.header for c in COMPARE_COLUMNS], rows=rows, sort_cols=sort_cols,
+        t_max=t_max, fmt_flops=fmt_flops, fmt_bytes=fmt_bytes, css=static_text("report.css"),
+        js=static_text("report.js"))

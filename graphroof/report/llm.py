@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..units import fmt_bytes, fmt_rate, fmt_time
 from ..llm.result import LLMConfig, LLMEstimate
+from ..units import fmt_bytes, fmt_rate, fmt_time
 
 __all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines"]
 

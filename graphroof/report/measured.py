@@ -2,49 +2,25 @@
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
-from ..units import fmt_rate, fmt_time
-
+from ..units import fmt_time
+from .columns import MEASURED_COLUMNS, Column, col, fmt_pct, fmt_ratio, table
 from .text import header_lines
 
-__all__ = ["render_measured", "summary_lines", "measured_cells", "MEASURED_HEAD"]
+__all__ = ["render_measured", "summary_lines", "layer_table", "op_table", "LAYER_LEAD", "OP_LEAD"]
 
-MEASURED_HEAD = ["predicted", "realistic", "measured", "meas/pred", "meas/real", "achieved", "% roof", "achieved BW",
-         "% BW", "bound", "measured bound"]
-
-
-def _x(v: float | None, fmt: str = "{:.3g}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
-
-
-def measured_cells(r: dict) -> list[str]:
-    """The :data:`MEASURED_HEAD` cells of one op or layer row."""
-    return [fmt_time(r["predicted_s"]), fmt_time(r["predicted_realistic_s"]),
-            fmt_time(r["measured_s"]) if r["measured_s"] is not None else "unmatched",
-            _x(r["ratio"]), _x(r["ratio_realistic"]),
-            fmt_rate(r["achieved_flops_per_s"]) if r["achieved_flops_per_s"] is not None else "-",
-            _pct(r["roof_fraction"]),
-            fmt_rate(r["achieved_bytes_per_s"], "B/s") if r["achieved_bytes_per_s"] is not None else "-",
-            _pct(r["bw_fraction"]), r["bound"], r["measured_bound"] or "-"]
+#: Leading columns of the measured layer and op tables (the predicted-vs-measured columns follow).
+LAYER_LEAD = (col("layer", "name"), Column("matched", lambda r: f"{r['n_matched']}/{r['n_work_ops']}", "n_matched"))
+OP_LEAD = (col("op", "name"), col("kind", "op"), Column("matched by", lambda r: r["matched_by"] or "-", "matched_by"))
 
 
 def layer_table(c, markdown: bool) -> str:
-    body = [[r["name"], f"{r['n_matched']}/{r['n_work_ops']}", *measured_cells(r)] for r in c.layers]
-    return tabulate(body, headers=["layer", "matched", *MEASURED_HEAD], tablefmt="github" if markdown else "simple",
-                    disable_numparse=True)
+    return table(c.layers, (*LAYER_LEAD, *MEASURED_COLUMNS), "markdown" if markdown else "terminal")
 
 
 def op_table(c, markdown: bool, top: int | None) -> str:
     rows = sorted(c.ops, key=lambda r: -(r["measured_s"] or 0.0))
     rows = rows[:top] if top else rows
-    body = [[r["name"], r["op"], r["matched_by"] or "-", *measured_cells(r)] for r in rows]
-    return tabulate(body, headers=["op", "kind", "matched by", *MEASURED_HEAD], tablefmt="github" if markdown else "simple",
-                    disable_numparse=True)
+    return table(rows, (*OP_LEAD, *MEASURED_COLUMNS), "markdown" if markdown else "terminal")
 
 
 def summary_lines(c) -> list[str]:
@@ -52,17 +28,17 @@ def summary_lines(c) -> list[str]:
     out = [
         f"whole model: predicted {fmt_time(s['predicted_s'])} (roofline), {fmt_time(s['predicted_realistic_s'])} "
         f"(realistic); measured {fmt_time(s['measured_wall_s'])} (median forward pass, no profiler), "
-        f"{fmt_time(s['measured_profiled_s'])} under the profiler; measured / predicted = {_x(s['ratio'])} "
-        f"(roofline), {_x(s['ratio_realistic'])} (realistic)",
-        f"per-layer measured / predicted over {s['n_layers']} layers: median {_x(s['layer_ratio_median'])}, "
-        f"p90 {_x(s['layer_ratio_p90'])} (roofline); median {_x(s['layer_ratio_realistic_median'])}, "
-        f"p90 {_x(s['layer_ratio_realistic_p90'])} (realistic)",
-        f"bound attribution: {_pct(s['bound_correct_share'])} of measured layer time is in layers whose measured "
-        f"bound matches the prediction; {_pct(s['bound_wrong_share'])} ran nearer the other roof; "
-        f"{_pct(s['bound_overhead_share'])} ran > {s['overhead_factor']:g}x slower than the roofline (overhead)",
+        f"{fmt_time(s['measured_profiled_s'])} under the profiler; measured / predicted = {fmt_ratio(s['ratio'])} "
+        f"(roofline), {fmt_ratio(s['ratio_realistic'])} (realistic)",
+        f"per-layer measured / predicted over {s['n_layers']} layers: median {fmt_ratio(s['layer_ratio_median'])}, "
+        f"p90 {fmt_ratio(s['layer_ratio_p90'])} (roofline); median {fmt_ratio(s['layer_ratio_realistic_median'])}, "
+        f"p90 {fmt_ratio(s['layer_ratio_realistic_p90'])} (realistic)",
+        f"bound attribution: {fmt_pct(s['bound_correct_share'])} of measured layer time is in layers whose measured "
+        f"bound matches the prediction; {fmt_pct(s['bound_wrong_share'])} ran nearer the other roof; "
+        f"{fmt_pct(s['bound_overhead_share'])} ran > {s['overhead_factor']:g}x slower than the roofline (overhead)",
         f"mapping: {s['n_matched']}/{s['n_work_nodes']} nodes with work got a measured time ("
         + ", ".join(f"{k} {v}" for k, v in sorted(s["matched_by"].items())) + f"); {s['n_unmatched']} unmatched "
-        f"(predicted {fmt_time(s['unmatched_predicted_s'])}, {_pct(s['unmatched_predicted_s'] / (s['predicted_s'] or 1))} "
+        f"(predicted {fmt_time(s['unmatched_predicted_s'])}, {fmt_pct(s['unmatched_predicted_s'] / (s['predicted_s'] or 1))} "
         "of the prediction); "
         f"measured op time {fmt_time(s['matched_op_time_s'])} mapped, {fmt_time(s['unmatched_event_time_s'])} in "
         "runtime ops no node maps to (per forward pass)",

@@ -10,9 +10,10 @@ autoescape (the report's own environment).
 from __future__ import annotations
 
 from .chart import Point, chart_data, svg_geometry
+from .columns import MEASURED_COLUMNS
 from .content import as_phases, build
 from .html import environment, static_text
-from .measured import MEASURED_HEAD, measured_cells, summary_lines
+from .measured import LAYER_LEAD, summary_lines
 
 __all__ = ["render_measured_html", "measured_points"]
 
@@ -54,9 +55,11 @@ def render_measured_html(c) -> str:
     env = environment()
     page = env.get_template("report.html.j2").render(
         c=content, g=svg_geometry(cd), skipped=skipped, css=static_text("report.css"), js=static_text("report.js"))
-    rows = [[r["name"], f"{r['n_matched']}/{r['n_work_ops']}", *measured_cells(r)] for r in c.layers]
+    columns = (*LAYER_LEAD, *MEASURED_COLUMNS)
+    rows = [[col.cell(r, "html") for col in columns] for r in c.layers]
     section = env.from_string(_SECTION).render(
-        runtime=c.summary["runtime"], summary=summary_lines(c) + list(c.m.notes), headers=["layer", "matched", *MEASURED_HEAD],
+        runtime=c.summary["runtime"], summary=summary_lines(c) + list(c.m.notes),
+        headers=[col.header for col in columns],
         rows=rows, unmatched=", ".join(c.unmatched[:40]) + (" ..." if len(c.unmatched) > 40 else ""))
     marker = '<section id="assumptions">'
     if marker in page:
