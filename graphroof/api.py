@@ -163,7 +163,7 @@ def compare(
     >>> import graphroof
     >>> c = graphroof.compare("examples/textbook_ops.csv", hw=["a100", "h100"])
     >>> [r["profile"] for r in c.rows]
-    ['a100', 'h100']
+    ['a100-80gb-sxm', 'h100-sxm']
     """
     names = [h.strip() for h in hw.split(",") if h.strip()] if isinstance(hw, str) else list(hw)
     if not names:

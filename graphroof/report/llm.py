@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from ..llm.result import LLMConfig, LLMEstimate
 from ..units import fmt_bytes, fmt_rate, fmt_time
+from .columns import Column, table
 
 __all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines"]
 
@@ -37,21 +36,32 @@ def header_lines(r: LLMEstimate) -> list[str]:
     ]
 
 
+_SWEEP_HEAD = (
+    Column("batch", lambda c: c.batch),
+    Column("TTFT", lambda c: fmt_time(c.ttft_s)),
+    Column("TPOT", lambda c: _fmt(fmt_time, c.tpot_s)),
+    Column("e2e", lambda c: fmt_time(c.e2e_s)),
+    Column("tok/s", lambda c: _tps(c.output_tokens_per_s)),
+)
+_SWEEP_IDEAL = (
+    Column("TTFT ideal", lambda c: fmt_time(c.ttft(True))),
+    Column("TPOT ideal", lambda c: _fmt(fmt_time, c.tpot(True))),
+    Column("tok/s ideal", lambda c: _tps(c.tokens_per_s(True))),
+)
+_SWEEP_TAIL = (
+    Column("prefill", lambda c: c.prefill.analysis.totals.bound),
+    Column("decode", lambda c: c.decode.analysis.totals.bound),
+    Column("KV cache", lambda c: fmt_bytes(c.kv_cache_bytes)),
+    Column("weights", lambda c: fmt_bytes(c.weight_bytes)),
+    Column("peak mem", lambda c: fmt_bytes(c.memory.total_bytes)),
+    Column("fits", lambda c: {True: "yes", False: "NO", None: "?"}[c.fits]),
+)
+
+
 def sweep_table(r: LLMEstimate, markdown: bool) -> str:
-    heads = ["batch", "TTFT", "TPOT", "e2e", "tok/s"]
-    if not r.ideal:
-        heads += ["TTFT ideal", "TPOT ideal", "tok/s ideal"]
-    heads += ["prefill", "decode", "KV cache", "weights", "peak mem", "fits"]
-    rows = []
-    for c in r.configs:
-        row = [c.batch, fmt_time(c.ttft_s), _fmt(fmt_time, c.tpot_s), fmt_time(c.e2e_s), _tps(c.output_tokens_per_s)]
-        if not r.ideal:
-            row += [fmt_time(c.ttft(True)), _fmt(fmt_time, c.tpot(True)), _tps(c.tokens_per_s(True))]
-        fits = {True: "yes", False: "NO", None: "?"}[c.fits]
-        row += [c.prefill.analysis.totals.bound, c.decode.analysis.totals.bound, fmt_bytes(c.kv_cache_bytes),
-                fmt_bytes(c.weight_bytes), fmt_bytes(c.memory.total_bytes), fits]
-        rows.append(row)
-    return tabulate(rows, headers=heads, tablefmt="github" if markdown else "simple", disable_numparse=True)
+    """One row per batch size (an :class:`LLMConfig`); the ideal columns only beside realistic times."""
+    columns = (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
+    return table(r.configs, columns, "markdown" if markdown else "terminal")
 
 
 def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
@@ -76,26 +86,40 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     return [line]
 
 
+def _phase_cols(phase: str, key: str, title: str) -> tuple[Column, ...]:
+    def get(row):
+        return row[phase]
+    return (
+        Column(title, lambda row: _fmt(fmt_time, get(row) and get(row)[key])),
+        Column("bound", lambda row: get(row)["bound"] if get(row) else "-"),
+        Column("share", lambda row: f"{100 * get(row)[key] / row[f'total_{phase}']:.1f}%" if get(row) else "-"),
+    )
+
+
+def _critical(row) -> str:
+    k = row["critical"]
+    return "-" if not k else (str(k["critical_batch"]) if k["critical_batch"] is not None else "never")
+
+
 def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
+    """Prefill and decode side by side per layer (folded blocks: ``x`` = how many)."""
     pre = {r["name"]: r for r in c.layer_rows("prefill")}
     dec = {r["name"]: r for r in c.layer_rows("decode")}
     crit = {r["name"]: r for r in c.critical}
-    names = list(pre) + [n for n in dec if n not in pre]
     key = "time_s" if ideal else "time_realistic_s"
     tot_p = sum(r[key] for r in pre.values()) or 1.0
     tot_d = sum(r[key] for r in dec.values()) or 1.0
     rows = []
-    for n in names:
-        p, d, k = pre.get(n), dec.get(n), crit.get(n)
+    for n in list(pre) + [n for n in dec if n not in pre]:
+        p, d = pre.get(n), dec.get(n)
         if not ((p and p["time_s"]) or (d and d["time_s"])):
             continue  # views only (no FLOPs, no bytes): nothing to show
-        cb = "-" if not k else (str(k["critical_batch"]) if k["critical_batch"] is not None else "never")
-        rows.append([n, (p or d)["repeat"],
-                     _fmt(fmt_time, p and p[key]), p["bound"] if p else "-", f"{100 * p[key] / tot_p:.1f}%" if p else "-",
-                     _fmt(fmt_time, d and d[key]), d["bound"] if d else "-", f"{100 * d[key] / tot_d:.1f}%" if d else "-",
-                     cb])
-    heads = ["layer", "x", "prefill time", "bound", "share", "decode time/step", "bound", "share", "critical batch"]
-    return tabulate(rows, headers=heads, tablefmt="github" if markdown else "simple", disable_numparse=True)
+        rows.append({"name": n, "repeat": (p or d)["repeat"], "prefill": p, "decode": d, "critical": crit.get(n),
+                     "total_prefill": tot_p, "total_decode": tot_d})
+    columns = (Column("layer", lambda row: row["name"]), Column("x", lambda row: row["repeat"]),
+               *_phase_cols("prefill", key, "prefill time"), *_phase_cols("decode", key, "decode time/step"),
+               Column("critical batch", _critical))
+    return table(rows, columns, "markdown" if markdown else "terminal")
 
 
 def render_llm(r: LLMEstimate, markdown: bool = False) -> str:

@@ -118,3 +118,25 @@ def test_html_has_measured_points_beside_predicted(cmp):
     assert 'class="pt compute p1"' in html   # a measured point (series 1), coloured by its predicted bound
     assert 'class="pt compute p0"' in html   # its predicted twin
     assert "phase-toggle" in html and "measured</label>" in html
+
+
+def test_layer_bound_is_the_common_rule_with_network_time(round_hw):
+    """The measured layer rows go through the one rollup (layers.summarize -> roofline.combine): a layer whose
+    matched op spends most of its time on the interconnect is network-bound, as in Analysis.layers.
+
+    op N: 1e5 bytes -> Tm = 1e5 / 1e12 = 0.1 us; net 1e6 bytes -> Tn = 1e6 / 100e9 = 10 us; no FLOPs.
+    (The old measured rule compared only Tc and Tm and called this layer memory-bound.)"""
+    from graphroof.counters.cost import Cost
+
+    g = OpGraph("net")
+    g.add_op(node("test.collective", name="N", scope="L"))
+    a = count_graph(g, round_hw, depth=1,
+                    rules={"test.collective": lambda n: Cost(act_read_bytes=1e5, net_bytes=1e6)})
+    assert a.layers[0]["bound"] == "network"
+    run = MatchResult(node_time_s={"N": 12e-6}, how={"N": "name"}, node_events={}, unmatched_nodes=[],
+                      unmatched_events=[])
+    c = MeasuredComparison(a, Measured("fake", [run], wall_s=[12e-6]))
+    (layer,) = c.layers
+    assert layer["bound"] == "network"
+    assert layer["predicted_s"] == pytest.approx(10e-6)   # max(0, 0.1 us, 10 us)
+    assert layer["t_memory_s"] == pytest.approx(0.1e-6)
