@@ -13,6 +13,8 @@ Definitions (also printed with the report):
   90th percentile of the per-layer ratios.
 * **achieved** = FLOPs / measured (and bytes / measured); **% roof** = achieved / the roofline ceiling at the
   layer's intensity (min(peak, AI x bandwidth)); **% BW** = achieved bytes/s / memory bandwidth.
+* **bound** (predicted) of a layer: ``compute``, ``memory`` or ``network``, whichever of its summed Tc, Tm, Tn
+  (over the matched nodes) is largest: the rule of every layer table (:func:`graphroof.layers.summarize`).
 * **measured bound** of a layer: ``overhead`` when it ran more than ``overhead_factor`` (2) times slower than
   its roofline time (neither roof explains it: dispatch, launch, poor kernels); otherwise ``compute`` or
   ``memory``, whichever predicted term (Tc, Tm) is nearer the measured time on a log scale (a layer
