@@ -111,7 +111,8 @@ def main(argv=None) -> int:
 
     from tabulate import tabulate
 
-    from graphroof.profiling import profile_model
+    from graphroof.measure import measure_model
+    from graphroof.report import render
     from graphroof.units import fmt_time
 
     save = Path(args.save) if args.save else None
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="graphroof-bench-")
     hw = args.hw
     if hw is None:
-        from graphroof.calibrate import calibrate
+        from graphroof.measure.calibrate import calibrate
 
         t0 = time.perf_counter()
         cal = calibrate("cpu")
@@ -136,16 +137,16 @@ def main(argv=None) -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if path == "torch":
-                    c = profile_model(module, inputs, hw=hw, runs=args.runs)
+                    c = measure_model(module, inputs, hw=hw, runs=args.runs)
                 else:
                     onnx_file = (save or Path(tmp.name)) / f"{name}.onnx"
                     if not onnx_file.exists():
                         export_onnx(module, inputs, names, onnx_file)
-                    c = profile_model(str(onnx_file), hw=hw, runs=args.runs, ort_opt=args.ort_opt)
+                    c = measure_model(str(onnx_file), hw=hw, runs=args.runs, ort_opt=args.ort_opt)
             wall = time.perf_counter() - t0
             s = c.summary
             if save:
-                (save / f"{name}-{path}.md").write_text(c.render("markdown", ops=True, top=25))
+                (save / f"{name}-{path}.md").write_text(render(c, "markdown", ops=True, top=25))
                 (save / f"{name}-{path}.json").write_text(c.to_json())
             pct = lambda v: "-" if v is None else f"{100 * v:.0f}%"  # noqa: E731
             x = lambda v: "-" if v is None else f"{v:.3g}"  # noqa: E731

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from graphroof.report import write_output, write_report  # noqa: E402
-from graphroof.report.headless import Browser  # noqa: E402
+from tools.headless import Browser  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

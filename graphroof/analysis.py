@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,11 +11,11 @@ from .counters.cost import FLOPS_PER_MAC
 from .counters.count import CountSummary
 from .graph import BOUND, COST, OpGraph
 from .hardware import HardwareProfile
-from .layers import auto_depth, rollup
+from .layers import auto_depth, cost_fields, layer_row, rollup
 from .roofline import Totals, compute_dtype, totals
-from .units import fmt_bytes, fmt_flops, fmt_time
+from .units import fmt_bytes, fmt_flops, fmt_time, json_safe
 
-__all__ = ["Analysis", "CONVENTIONS", "SCHEMA_VERSION"]
+__all__ = ["Analysis", "DeviceComparison", "compare_devices", "CONVENTIONS", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 CONVENTIONS = (
@@ -24,29 +23,6 @@ CONVENTIONS = (
     "(1 GB = 1e9 B); unfused bytes (each op reads its inputs from and writes its outputs to main memory); "
     "time = max(FLOPs / peak, bytes / bandwidth) per op"
 )
-
-_COST_FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes",
-                "kv_read_bytes", "kv_write_bytes", "net_bytes")
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe numbers: inf / nan become None."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
-def _cost_fields(cost) -> dict[str, Any]:
-    d = {k: getattr(cost, k) for k in _COST_FIELDS}
-    d["flops"] = cost.flops
-    d["bytes"] = cost.bytes
-    d["estimated"] = cost.estimated
-    return d
-
 
 @dataclass
 class Analysis:
@@ -79,7 +55,7 @@ class Analysis:
                 cost, b = self.graph.get(node.name, COST), self.graph.get(node.name, BOUND)
                 rows.append({
                     "name": node.name, "op": node.op, "scope": node.scope, "dtype": compute_dtype(node),
-                    **_cost_fields(cost),
+                    **cost_fields(cost),
                     "intensity": b.intensity, "attainable_flops_per_s": b.attainable_flops_per_s,
                     "peak_flops_per_s": b.peak_flops_per_s, "peak_used": b.peak_used,
                     "t_compute_s": b.t_compute_s, "t_memory_s": b.t_memory_s, "t_network_s": b.t_network_s,
@@ -94,25 +70,8 @@ class Analysis:
     @property
     def layers(self) -> list[dict[str, Any]]:
         if self._layers is None:
-            total_t = self.totals.t_lower_s or 1.0
-            rows = []
-            for g in rollup(self.graph, self.hw, self.depth):
-                t = g.totals
-                flops, nbytes = g.cost.flops, g.cost.bytes
-                intensity = flops / nbytes if nbytes else (float("inf") if flops else 0.0)
-                t_c = t.t_compute_s
-                peak = flops / t_c if t_c else 0.0
-                rows.append({
-                    "name": g.name, "n_ops": len(g.ops), **_cost_fields(g.cost),
-                    "intensity": intensity,
-                    "attainable_flops_per_s": min(peak, intensity * self.hw.mem_bw_bytes_per_s) if flops else 0.0,
-                    "t_compute_s": t.t_compute_s, "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s,
-                    "time_s": t.t_lower_s, "time_upper_s": t.t_upper_s, "time_realistic_s": t.t_realistic_s,
-                    "bound": t.bound, "share": t.t_lower_s / total_t,
-                    "op_kinds": dict(sorted(g.op_kinds.items(), key=lambda kv: -kv[1])),
-                    "ops": [o.name for o in g.ops],
-                })
-            self._layers = rows
+            total_t = self.totals.t_lower_s
+            self._layers = [layer_row(g, self.hw, total_t) for g in rollup(self.graph, self.hw, self.depth)]
         return self._layers
 
     # -- header facts ---------------------------------------------------------------------------------
@@ -166,12 +125,12 @@ class Analysis:
     # -- outputs --------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         t = self.totals
-        return _clean({
+        return json_safe({
             "schema_version": SCHEMA_VERSION,
             **self.header(),
             "hardware_profile": self.hw.as_dict(),
             "totals": {
-                **_cost_fields(t.cost), "intensity": t.cost.intensity,
+                **cost_fields(t.cost), "intensity": t.cost.intensity,
                 "time_s": t.t_lower_s, "time_lower_s": t.t_lower_s, "time_upper_s": t.t_upper_s,
                 "time_realistic_s": t.t_realistic_s, "t_compute_s": t.t_compute_s,
                 "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s, "bound": t.bound,
@@ -184,14 +143,6 @@ class Analysis:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-    def render(self, fmt: str = "terminal") -> str:
-        from .report import render_text
-
-        return render_text(self, fmt)
-
-    def to_markdown(self) -> str:
-        return self.render("markdown")
 
     def to_dataframe(self, level: str = "layers"):
         """Per-layer (or ``level="ops"``) rows as a pandas DataFrame; needs pandas."""
@@ -208,3 +159,70 @@ class Analysis:
         return (f"<Analysis {self.model_name} on {self.hw.name}: {len(self.graph)} ops, "
                 f"{fmt_flops(t.cost.flops)}, {fmt_bytes(t.cost.bytes)}, roofline {fmt_time(t.t_lower_s)} "
                 f"(realistic {fmt_time(t.t_realistic_s)}), {t.bound}-bound>")
+
+
+# -- one model on several devices ---------------------------------------------------------------------------
+
+@dataclass
+class DeviceComparison:
+    """The same model analysed on several devices (``graphroof.compare``); speed-ups are vs the first device."""
+
+    model: str
+    flops: float
+    bytes: float
+    rows: list[dict[str, Any]]
+    notes: list[str]
+    analyses: list[Analysis] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "flops": self.flops, "bytes": self.bytes, "devices": self.rows,
+                "notes": self.notes}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def main_peak(a: Analysis) -> tuple[str, float]:
+    """The matrix peak most of the FLOPs ran on (the model's headline roof on this device)."""
+    by_key: dict[str, float] = {}
+    for r in a.ops:
+        if r["matrix_flops"]:
+            key = r["peak_used"].split("+")[0]
+            by_key[key] = by_key.get(key, 0.0) + r["matrix_flops"]
+    if by_key:
+        key = max(by_key, key=lambda k: by_key[k])
+        return key, a.peaks_used().get(key, 0.0)
+    peaks = a.peaks_used()
+    if peaks:
+        key = max(peaks, key=lambda k: peaks[k])
+        return key, peaks[key]
+    return "-", 0.0
+
+
+def compare_devices(analyses: list[Analysis]) -> DeviceComparison:
+    """Rows for the same model analysed on several devices (first = the baseline of the speed-ups)."""
+    if not analyses:
+        from .errors import ReportError
+
+        raise ReportError("compare needs at least one hardware profile")
+    base = analyses[0].totals
+    rows = []
+    for a in analyses:
+        t = a.totals
+        key, peak = main_peak(a)
+        compute_share = sum(r["share"] for r in a.ops if r["bound"] == "compute")
+        rows.append({
+            "hardware": a.hw.label, "profile": a.hw.name, "time_s": t.t_lower_s,
+            "time_realistic_s": t.t_realistic_s, "time_upper_s": t.t_upper_s, "bound": t.bound,
+            "speedup": base.t_lower_s / t.t_lower_s if t.t_lower_s else None,
+            "speedup_realistic": base.t_realistic_s / t.t_realistic_s if t.t_realistic_s else None,
+            "compute_bound_share": compute_share, "mem_bw_bytes_per_s": a.hw.mem_bw_bytes_per_s,
+            "peak_key": key, "peak_flops_per_s": peak, "ridge_flop_per_byte": peak / a.hw.mem_bw_bytes_per_s,
+        })
+    a0 = analyses[0]
+    notes = [CONVENTIONS, a0.summary.coverage_line(),
+             f"speed-up = time on {a0.hw.label} / time on the device (roofline lower bound; realistic uses each "
+             "profile's efficiencies and launch overhead)",
+             "compute-bound share = share of the roofline time spent in compute-bound ops"]
+    return DeviceComparison(a0.model_name, a0.totals.cost.flops, a0.totals.cost.bytes, rows, notes,
+                            list(analyses))

@@ -1,22 +1,23 @@
-"""``analyze``: the one call behind the CLI and the notebook API."""
+"""``analyze`` and ``compare``: the calls behind the CLI and the notebook API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .analysis import Analysis
+from .analysis import Analysis, DeviceComparison, compare_devices
 from .counters import count
 from .counters.registry import Rule
 from .counters.settings import CountSettings
-from .errors import InputError
+from .errors import GraphroofWarning, InputError
 from .frontends import load
 from .graph import OpGraph, bind
 from .hardware import HardwareProfile, adhoc_profile, load_hardware
 from .roofline import evaluate_graph
 
-__all__ = ["analyze", "resolve_hardware", "count_graph"]
+__all__ = ["analyze", "compare", "analyze_on_profiles", "resolve_hardware", "count_graph"]
 
 
 def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_s: float | None = None,
@@ -96,7 +97,7 @@ def analyze(
         :mod:`graphroof.counters.settings`.
     causal : ``"kernel"`` (count what a causal kernel computes, ~half the square) or ``"full"``.
     progress : called with a short stage message ("tracing ...", "counting N ops") before each long step
-        (the CLI's :class:`graphroof.progress.Progress`).
+        (the CLI's :class:`graphroof.cli.progress.Progress`).
 
     Examples
     --------
@@ -119,3 +120,55 @@ def analyze(
         progress(f"counting {len(graph)} ops on {prof.name}")
     return count_graph(graph, prof, rules=rules, strict=strict, dims=dims, depth=depth, meta=meta,
                        settings=settings)
+
+
+def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], *, strict: bool = False,
+                        depth: int | None = None, attention: str = "flash", causal: str = "kernel",
+                        progress: Callable[[str], None] | None = None, **opts: Any) -> list[Analysis]:
+    """One Analysis per hardware profile, loading (tracing) the model once (:func:`count_graph` works on a copy)."""
+    settings = CountSettings(attention=attention, causal=causal)
+    if progress:
+        progress(f"{load_verb(model)} {model}")
+    graph = load(model, **opts)
+    meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
+    out = []
+    for i, hw in enumerate(profiles):
+        if progress:
+            progress(f"counting {len(graph)} ops on {hw.name}")
+        with warnings.catch_warnings():
+            if i:  # unknown-op warnings are the same for every device: say them once
+                warnings.simplefilter("ignore", GraphroofWarning)
+            out.append(count_graph(graph, hw, strict=strict, dims=opts.get("dims"),
+                                   depth=depth, meta=meta, settings=settings))
+    return out
+
+
+def compare(
+    model: Any,
+    *,
+    hw: str | Sequence[str | HardwareProfile],
+    strict: bool = False,
+    depth: int | None = None,
+    ideal: bool = False,
+    attention: str = "flash",
+    causal: str = "kernel",
+    progress: Callable[[str], None] | None = None,
+    **frontend_opts: Any,
+) -> DeviceComparison:
+    """*model* on several devices side by side: time, bound and speed-up vs the first of *hw*.
+
+    *hw*: profile names, aliases, paths or :class:`HardwareProfile` objects (or one comma-separated string);
+    the model is loaded once.  Render the result with ``graphroof.render(result, fmt)``.
+
+    >>> import graphroof
+    >>> c = graphroof.compare("examples/textbook_ops.csv", hw=["a100", "h100"])
+    >>> [r["profile"] for r in c.rows]
+    ['a100-80gb-sxm', 'h100-sxm']
+    """
+    names = [h.strip() for h in hw.split(",") if h.strip()] if isinstance(hw, str) else list(hw)
+    if not names:
+        raise InputError("compare needs at least one hardware profile, e.g. hw=['a100', 'h100']")
+    profiles = [resolve_hardware(h, ideal=ideal) for h in names]
+    analyses = analyze_on_profiles(model, profiles, strict=strict, depth=depth, attention=attention, causal=causal,
+                                   progress=progress, **frontend_opts)
+    return compare_devices(analyses)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from .errors import InputError
 
-__all__ = ["parse_quantity", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate"]
+__all__ = ["parse_quantity", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "json_safe"]
 
 _SI = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
        "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
@@ -87,3 +88,14 @@ def fmt_time(t_s: float) -> str:
     if a >= 1e-6:
         return f"{t_s * 1e6:.3g} us"
     return f"{t_s * 1e9:.3g} ns"
+
+
+def json_safe(x: Any) -> Any:
+    """JSON-safe numbers for ``to_dict()``: inf / nan become None (recursively through dicts and lists)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x

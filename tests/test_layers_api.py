@@ -44,7 +44,7 @@ def test_rollup_sums_costs_and_bound(round_hw):
     assert r["bound"] == "memory" and r["time_s"] == pytest.approx(12288e-12)
     assert a.summary.unknown == {"my.relu": 2}
     assert "blocks.0" in repr(a.layers) and "memory-bound" in repr(a)
-    md = a.to_markdown()
+    md = graphroof.render(a, "markdown")
     assert "unknown: my.relu×2 (bytes only, estimated)" in md
 
 
@@ -98,3 +98,47 @@ def test_count_graph_leaves_the_callers_graph_alone(round_hw):
     assert g.get("fc0", COST) is None and g.get("fc0", BOUND) is None
     # fc0 on round_hw: 10240 B / 1e12 B/s = 10.24 ns; on the ad-hoc device: 10240 / 1e9 = 10.24 us
     assert a.ops[0]["time_s"] == pytest.approx(10.24e-9) and b.ops[0]["time_s"] == pytest.approx(10.24e-6)
+
+
+def test_rollup_key_folds_blocks_into_one_row(round_hw):
+    """The one rollup with a key (what the LLM tables do): blocks.0.fc + blocks.1.fc -> blocks.*.fc, repeat 2."""
+    from graphroof.layers import layer_row, rollup
+    from graphroof.llm.tables import fold_name
+
+    with pytest.warns(graphroof.GraphroofWarning):
+        a = graphroof.analyze(_mlp_graph(), hw=round_hw, rules={"my.linear": _linear}, depth=2)
+    groups = rollup(a.graph, a.hw, 2, key=fold_name)
+    assert [g.name for g in groups] == ["blocks.*.fc", "blocks.*.act"]
+    fc = groups[0]
+    assert fc.members == ["blocks.0.fc", "blocks.1.fc"] and fc.repeat == 2
+    # two linears: 2 * 65536 = 131072 FLOPs; 2 * 10240 = 20480 bytes (see test_rollup_sums_costs_and_bound)
+    assert fc.cost.flops == 131072 and fc.cost.bytes == 20480
+    row = layer_row(fc, a.hw, a.totals.t_lower_s)
+    unfolded = [r for r in a.layers if r["name"].endswith(".fc")]
+    assert row["time_s"] == pytest.approx(sum(r["time_s"] for r in unfolded))
+    assert row["ops"] == ["fc0", "fc1"] and row["n_ops"] == 2
+    # without a key every block is its own row, and rows match Analysis.layers exactly
+    plain = [layer_row(g, a.hw, a.totals.t_lower_s) for g in rollup(a.graph, a.hw, 2)]
+    assert plain == a.layers
+
+
+TEXTBOOK = "tests/gold/ops_table.csv"
+
+
+def test_compare_api_matches_separate_analyses():
+    c = graphroof.compare(TEXTBOOK, hw=["a100", "h100"])
+    names = ["a100-80gb-sxm", "h100-sxm"]   # the profiles the aliases name
+    assert [r["profile"] for r in c.rows] == names
+    a100, h100 = (graphroof.analyze(TEXTBOOK, hw=h) for h in ("a100", "h100"))
+    assert c.rows[0]["speedup"] == 1.0
+    assert c.rows[1]["time_s"] == pytest.approx(h100.totals.t_lower_s)
+    assert c.rows[1]["speedup"] == pytest.approx(a100.totals.t_lower_s / h100.totals.t_lower_s)
+    assert c.flops == a100.totals.cost.flops
+    d = c.to_dict()
+    assert d["model"] == c.model and [r["profile"] for r in d["devices"]] == names
+    assert [r["profile"] for r in graphroof.compare(TEXTBOOK, hw="a100, h100").rows] == names
+
+
+def test_compare_api_needs_a_device():
+    with pytest.raises(graphroof.InputError, match="at least one hardware profile"):
+        graphroof.compare(TEXTBOOK, hw=[])

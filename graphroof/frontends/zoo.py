@@ -1,6 +1,6 @@
 """The bundled model zoo: well-known architectures built without any download, at full size on the meta device.
 
-Language models are transformers configs kept in ``graphroof/zoo_configs/<name>.json`` (architecture facts
+Language models are transformers configs kept in ``graphroof/frontends/zoo_configs/<name>.json`` (architecture facts
 only: sizes, head counts, vocabulary, dtype) and go through :mod:`graphroof.frontends.hf`; the vision models are
 written as plain modules in :mod:`graphroof.frontends.zoo_models`.  Importing this module needs neither torch
 nor transformers (``graphroof zoo list`` works without them).
@@ -84,7 +84,7 @@ def config_path(name: str) -> Path:
     m = resolve(name)
     if m.source != "hf":
         raise InputError(f"{m.name} is not built from a transformers config")
-    return Path(str(resources.files("graphroof") / "zoo_configs" / f"{m.name}.json"))
+    return Path(str(resources.files("graphroof.frontends") / "zoo_configs" / f"{m.name}.json"))
 
 
 def _need_torch() -> None:

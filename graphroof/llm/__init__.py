@@ -2,7 +2,7 @@
 
 >>> import graphroof.llm as llm                                            # doctest: +SKIP
 >>> r = llm.estimate("llama-2-7b", hw="a100", prompt=1024, gen=256, batch=[1, 8, 32])  # doctest: +SKIP
->>> print(r.render())                                                       # doctest: +SKIP
+>>> print(graphroof.render(r))                                              # doctest: +SKIP
 """
 
 from .estimate import estimate, open_source

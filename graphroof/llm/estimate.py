@@ -182,7 +182,7 @@ def estimate(
     ideal : report the ideal roofline only (100% of peaks, no launch overhead).
     depth, fold : layer-table depth (default: one level below the repeated block) and folding of blocks.
     attention, causal : counting settings (see :mod:`graphroof.counters.settings`).
-    progress : called with a stage message before each trace (the CLI's :class:`graphroof.progress.Progress`).
+    progress : called with a stage message before each trace (the CLI's :class:`graphroof.cli.progress.Progress`).
 
     Examples
     --------

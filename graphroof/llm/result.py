@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._version import __version__
-from ..analysis import CONVENTIONS, _clean, _cost_fields
+from ..analysis import CONVENTIONS
 from ..counters.settings import CountSettings
 from ..hardware import HardwareProfile
+from ..layers import cost_fields
+from ..units import json_safe
 from .memory import MemoryFit
 from .phases import Phase
 from .quant import Quant
@@ -99,7 +101,7 @@ class LLMConfig:
                 "context": {"from": p.context[0], "to": p.context[1]},
                 "time_s": t.t_lower_s, "time_realistic_s": t.t_realistic_s, "time_upper_s": t.t_upper_s,
                 "t_compute_s": t.t_compute_s, "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s,
-                "bound": t.bound, "totals": _cost_fields(t.cost), "dims": dict(p.analysis.graph.meta.get("dims", {})),
+                "bound": t.bound, "totals": cost_fields(t.cost), "dims": dict(p.analysis.graph.meta.get("dims", {})),
                 "layers": self.layer_rows(p.name)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,21 +167,11 @@ class LLMEstimate:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return _clean({"schema_version": SCHEMA_VERSION, **self.header(), "notes": self.notes,
-                       "configs": [c.to_dict() for c in self.configs]})
+        return json_safe({"schema_version": SCHEMA_VERSION, **self.header(), "notes": self.notes,
+                          "configs": [c.to_dict() for c in self.configs]})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-    def render(self, fmt: str = "terminal") -> str:
-        if fmt == "json":
-            return self.to_json() + "\n"
-        from .report import render
-
-        return render(self, markdown=(fmt == "markdown"))
-
-    def to_markdown(self) -> str:
-        return self.render("markdown")
 
     def __repr__(self) -> str:
         bs = ", ".join(str(c.batch) for c in self.configs)

@@ -1,4 +1,4 @@
-"""Layer tables for the LLM report: the rollup of :mod:`graphroof.layers`, with repeated blocks folded.
+"""Layer tables for the LLM report: the one rollup of :mod:`graphroof.layers`, with repeated blocks folded.
 
 A decoder's 32 identical blocks make 32 identical rows; folding replaces the block index by ``*``
 (``model.layers.*.mlp``) and sums the blocks, recording how many were folded in ``repeat``.  Rows carry the
@@ -10,11 +10,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..analysis import Analysis, _cost_fields
-from ..counters.cost import Cost
-from ..graph import BOUND, COST
-from ..layers import auto_depth, scope_at, scope_parts
-from ..roofline import combine
+from ..analysis import Analysis
+from ..layers import auto_depth, layer_row, rollup, scope_parts
 
 __all__ = ["block_depth", "table_depth", "fold_name", "layer_rows"]
 
@@ -44,31 +41,6 @@ def table_depth(analysis: Analysis) -> int:
 
 
 def layer_rows(a: Analysis, depth: int | None = None, fold: bool = True) -> list[dict]:
-    """Rows in first-seen order, Analysis.layers fields (+ ``repeat``)."""
-    depth = depth or table_depth(a)
-    groups: dict[str, list] = {}
-    blocks: dict[str, set] = {}
-    for op in a.graph.ops():
-        full = scope_at(op.scope, depth)
-        key = fold_name(full) if fold else full
-        groups.setdefault(key, []).append(op)
-        blocks.setdefault(key, set()).add(full)
-    total_t = a.totals.t_lower_s or 1.0
-    rows = []
-    for name, ops in groups.items():
-        cost = sum((a.graph.get(o.name, COST) for o in ops), Cost())
-        t = combine([a.graph.get(o.name, BOUND) for o in ops], cost, a.hw)
-        flops, nbytes = cost.flops, cost.bytes
-        intensity = flops / nbytes if nbytes else (float("inf") if flops else 0.0)
-        peak = flops / t.t_compute_s if t.t_compute_s else 0.0
-        kinds = Counter(o.op for o in ops)
-        rows.append({
-            "name": name, "n_ops": len(ops), **_cost_fields(cost), "intensity": intensity,
-            "attainable_flops_per_s": min(peak, intensity * a.hw.mem_bw_bytes_per_s) if flops else 0.0,
-            "t_compute_s": t.t_compute_s, "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s,
-            "time_s": t.t_lower_s, "time_upper_s": t.t_upper_s, "time_realistic_s": t.t_realistic_s,
-            "bound": t.bound, "share": t.t_lower_s / total_t,
-            "op_kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
-            "ops": [o.name for o in ops], "repeat": len(blocks[name]),
-        })
-    return rows
+    """Rows in first-seen order, Analysis.layers fields (+ ``repeat``): the common rollup, blocks folded."""
+    groups = rollup(a.graph, a.hw, depth or table_depth(a), key=fold_name if fold else None)
+    return [{**layer_row(g, a.hw, a.totals.t_lower_s), "repeat": g.repeat} for g in groups]

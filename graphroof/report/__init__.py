@@ -1,6 +1,8 @@
-"""Reports: one row model (``Analysis.ops`` / ``.layers``), several renderers.
+"""Reports: every renderer.  Results (:class:`~graphroof.analysis.Analysis`, the device comparison, the LLM
+estimate, the measured comparison) hold data and ``to_dict()``; this package turns them into text.
 
-``render_text(analysis, fmt)`` returns the report as a string; ``write_report(phases, fmt, out)`` renders and
+``render(result, fmt)`` is the one entry point for any result; ``render_text(analysis, fmt)`` returns the
+analysis report as a string; ``write_report(phases, fmt, out)`` renders and
 writes it (with the chart image next to a markdown file); ``write_output(data, out)`` writes one file to a
 path or ``-`` (stdout) atomically: a failed write leaves no partial file behind.
 
@@ -19,7 +21,8 @@ from typing import Any
 
 from ..errors import GraphroofWarning, ReportError
 
-__all__ = ["FORMATS", "render_text", "render_report", "write_report", "write_output", "write_outputs",
+__all__ = ["FORMATS", "FORMATS_BY_KIND", "render", "render_text", "render_report", "write_report", "write_output",
+           "write_outputs",
            "chart_image_path"]
 
 FORMATS = ("terminal", "markdown", "json", "csv", "html")
@@ -28,6 +31,57 @@ FORMATS = ("terminal", "markdown", "json", "csv", "html")
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}")
+
+
+#: The formats each kind of result renders to.
+FORMATS_BY_KIND = {
+    "analysis": FORMATS,
+    "compare": ("terminal", "markdown", "json", "csv", "html"),
+    "llm": ("terminal", "markdown", "json"),
+    "measured": ("terminal", "markdown", "json", "html"),
+}
+
+
+def _kind(result: Any) -> str:
+    from ..analysis import DeviceComparison
+    from ..llm.result import LLMEstimate
+    from ..measure.run import MeasuredComparison
+
+    if isinstance(result, DeviceComparison):
+        return "compare"
+    if isinstance(result, LLMEstimate):
+        return "llm"
+    if isinstance(result, MeasuredComparison):
+        return "measured"
+    return "analysis"  # an Analysis, or phases: {name: Analysis} / [(name, Analysis), ...]
+
+
+def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
+    """Any graphroof result as one string in *fmt* (``terminal`` | ``markdown`` | ``json`` | ``csv`` | ``html``,
+    as the kind of result allows: see :data:`FORMATS_BY_KIND`).  *opts*: ``ops`` / ``top`` for the op tables."""
+    kind = _kind(result)
+    allowed = FORMATS_BY_KIND[kind]
+    if fmt not in allowed:
+        raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(allowed)}")
+    if kind == "analysis":
+        return render_text(result, fmt, **opts)
+    if fmt == "json":
+        return result.to_json() + "\n"
+    if kind == "compare":
+        from .compare import render_compare
+
+        return render_compare(result, fmt)
+    if kind == "llm":
+        from .llm import render_llm
+
+        return render_llm(result, markdown=fmt == "markdown")
+    if fmt == "html":
+        from .measured_html import render_measured_html
+
+        return render_measured_html(result)
+    from .measured import render_measured
+
+    return render_measured(result, markdown=fmt == "markdown", ops=bool(opts.get("ops")), top=opts.get("top"))
 
 
 def render_text(analysis, fmt: str = "terminal", **opts) -> str:

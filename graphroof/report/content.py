@@ -16,14 +16,14 @@ from typing import Any
 from .._version import __version__
 from ..errors import ReportError
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+from .columns import ROOF_COLUMNS, fmt_ai
+from .columns import cells as row_cells
 
 __all__ = ["Phase", "as_phases", "generated_stamp", "fmt_ai", "cells", "breakdown", "assumptions",
            "header_facts", "totals_facts", "ReportContent", "build", "TABLE_COLUMNS"]
 
-#: Layer/op table columns: (label, row key used for sorting, formatter of the row).
-TABLE_COLUMNS = ("FLOPs", "bytes", "AI (FLOP/B)", "attainable", "time", "realistic", "bound", "share")
-_SORT_KEYS = ("flops", "bytes", "intensity", "attainable_flops_per_s", "time_s", "time_realistic_s", "bound",
-              "share")
+#: Header texts of the layer / op roofline columns (the columns themselves: :data:`.columns.ROOF_COLUMNS`).
+TABLE_COLUMNS = tuple(c.header for c in ROOF_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -54,20 +54,9 @@ def generated_stamp() -> str:
     return f"graphroof {__version__}, {when:%Y-%m-%d %H:%M} UTC"
 
 
-def fmt_ai(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x == float("inf"):
-        return "inf"
-    return f"{x:.3g}"
-
-
 def cells(r: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """(display text, sort value) for the TABLE_COLUMNS of a layer or op row."""
-    texts = [fmt_flops(r["flops"]) + ("*" if r.get("estimated") else ""), fmt_bytes(r["bytes"]),
-             fmt_ai(r["intensity"]), fmt_rate(r["attainable_flops_per_s"]), fmt_time(r["time_s"]),
-             fmt_time(r["time_realistic_s"]), r["bound"], f"{100 * r['share']:.1f}%"]
-    return list(zip(texts, (r[k] for k in _SORT_KEYS), strict=True))
+    """(display text, sort value) for the roofline columns of a layer or op row."""
+    return row_cells(r, ROOF_COLUMNS)
 
 
 # -- breakdowns -----------------------------------------------------------------------------------------

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..units import fmt_bytes, fmt_flops, fmt_time
 from .chart import _shape_path, chart_data, svg_geometry
+from .columns import COMPARE_COLUMNS
 from .content import TABLE_COLUMNS, as_phases, build, cells
 
-__all__ = ["render_html", "render_compare_html", "environment"]
+__all__ = ["render_html", "render_compare_html", "environment", "static_text"]
+
+#: The page templates, CSS and JS (package data beside this module).
+TEMPLATES = Path(__file__).with_name("templates")
 
 _SHAPE_GLYPH = {"circle": "●", "square": "■", "triangle": "▲", "diamond": "◆"}
 
@@ -42,17 +46,18 @@ def environment():
         from ..errors import ReportError
 
         raise ReportError("HTML reports need jinja2: pip install jinja2") from None
-    env = jinja2.Environment(loader=jinja2.PackageLoader("graphroof.report", "templates"), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              trim_blocks=False, lstrip_blocks=False, undefined=jinja2.StrictUndefined)
     env.globals.update(num=_num, fmt_time=fmt_time, cells=cells, shape_path=_shape_path,
                        shape_glyph=_SHAPE_GLYPH, columns=TABLE_COLUMNS)
     return env
 
 
-def _static(name: str):
+def static_text(name: str):
+    """A template-folder asset (CSS / JS) as markup to inline into a page."""
     from markupsafe import Markup
 
-    text = resources.files("graphroof.report").joinpath("templates").joinpath(name).read_text(encoding="utf-8")
+    text = (TEMPLATES / name).read_text(encoding="utf-8")
     if "</script" in text.lower() or "</style" in text.lower():  # pragma: no cover - guards our own files
         raise AssertionError(f"{name} must not contain </script or </style")
     return Markup(text)
@@ -65,17 +70,15 @@ def render_html(phases: Any) -> str:
     cd = chart_data(ph)
     skipped = {level: cd.skipped_notes(level) for level in ("layer", "op")}
     return environment().get_template("report.html.j2").render(
-        c=content, g=svg_geometry(cd), skipped=skipped, css=_static("report.css"), js=_static("report.js"))
+        c=content, g=svg_geometry(cd), skipped=skipped, css=static_text("report.css"), js=static_text("report.js"))
 
 
-#: compare table column -> row key holding its raw sort value
-_COMPARE_SORT = {1: "time_s", 2: "time_realistic_s", 4: "speedup", 5: "speedup_realistic",
-                 6: "compute_bound_share", 7: "mem_bw_bytes_per_s", 8: "peak_flops_per_s", 9: "ridge_flop_per_byte"}
-
-
-def render_compare_html(cmp, headers: list[str], text_rows: list[list[str]]) -> str:
-    """The ``graphroof compare`` table as a standalone page (see :mod:`graphroof.report.compare`)."""
+def render_compare_html(cmp, stamp: str) -> str:
+    """The ``graphroof compare`` table as a standalone page (columns: :data:`.columns.COMPARE_COLUMNS`)."""
     t_max = max((r["time_s"] for r in cmp.rows), default=0.0) or 1.0
+    rows = [(r, [c.cell(r, "html") for c in COMPARE_COLUMNS]) for r in cmp.rows]
+    sort_cols = {i: c.sort_key for i, c in enumerate(COMPARE_COLUMNS) if c.sort_key}
     return environment().get_template("compare.html.j2").render(
-        cmp=cmp, headers=headers, rows=list(zip(cmp.rows, text_rows, strict=True)), sort_cols=_COMPARE_SORT,
-        t_max=t_max, fmt_flops=fmt_flops, fmt_bytes=fmt_bytes, css=_static("report.css"), js=_static("report.js"))
+        cmp=cmp, stamp=stamp, headers=[c.header for c in COMPARE_COLUMNS], rows=rows, sort_cols=sort_cols,
+        t_max=t_max, fmt_flops=fmt_flops, fmt_bytes=fmt_bytes, css=static_text("report.css"),
+        js=static_text("report.js"))

@@ -8,7 +8,8 @@ from typing import Any
 from tabulate import tabulate
 
 from ..units import fmt_time
-from .content import TABLE_COLUMNS, as_phases, build, cells
+from .columns import LAYER_LEAD, ROOF_COLUMNS, col, table
+from .content import as_phases, build
 
 __all__ = ["md_escape", "render_markdown"]
 
@@ -28,8 +29,8 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def _layer_rows(rows: list[dict]) -> list[list[str]]:
-    return [[md_escape(r["name"]), str(r["n_ops"]), *(md_escape(t) for t, _ in cells(r))] for r in rows]
+_LAYER_COLUMNS = (*LAYER_LEAD, *ROOF_COLUMNS)
+_OP_COLUMNS = (col("op", "name"), col("kind", "op"), col("dtype", "dtype"), *ROOF_COLUMNS)
 
 
 def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
@@ -69,14 +70,12 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
 
     for p in c.phases:
         out += ["", f"## Layers{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
-        out.append(_table(["layer", "ops", *TABLE_COLUMNS], _layer_rows(p.layers)))
+        out.append(table(p.layers, _LAYER_COLUMNS, "markdown", esc=md_escape))
         if ops:
             rows_ = sorted(p.analysis.ops, key=lambda r: -r["time_s"])[:top] if top else p.analysis.ops
             title = f"Slowest {top} ops" if top else "Ops"
             out += ["", f"## {title}{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
-            out.append(_table(["op", "kind", "dtype", *TABLE_COLUMNS],
-                              [[md_escape(r["name"]), md_escape(r["op"]), md_escape(r["dtype"]),
-                                *(md_escape(t) for t, _ in cells(r))] for r in rows_]))
+            out.append(table(rows_, _OP_COLUMNS, "markdown", esc=md_escape))
 
     out += ["", "## Assumptions", ""]
     out += [f"- {md_escape(a)}" for a in c.assumptions]

@@ -2,42 +2,22 @@
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+from .columns import LAYER_LEAD, ROOF_COLUMNS, col, fmt_ai_terminal, table
 
 __all__ = ["render", "layer_table", "op_table", "header_lines", "footer_lines"]
 
-HEADERS = ["FLOPs", "bytes", "AI (FLOP/B)", "attainable", "time", "realistic", "bound", "share"]
-
-
-def _ai(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x == float("inf"):
-        return "inf"
-    if x >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
-
-
-def _cells(r: dict) -> list[str]:
-    flops = fmt_flops(r["flops"]) + ("*" if r.get("estimated") else "")
-    return [flops, fmt_bytes(r["bytes"]), _ai(r["intensity"]), fmt_rate(r["attainable_flops_per_s"]),
-            fmt_time(r["time_s"]), fmt_time(r["time_realistic_s"]), r["bound"], f"{100 * r['share']:.1f}%"]
+#: Leading columns of the op table (the roofline columns follow: :data:`.columns.ROOF_COLUMNS`).
+OP_LEAD = (col("op", "name"), col("type", "op"), col("dtype", "dtype"))
 
 
 def layer_table(rows: list[dict], markdown: bool) -> str:
-    body = [[r["name"], r["n_ops"], *_cells(r)] for r in rows]
-    return tabulate(body, headers=["layer", "ops", *HEADERS], tablefmt="github" if markdown else "simple",
-                    disable_numparse=True)
+    return table(rows, (*LAYER_LEAD, *ROOF_COLUMNS), "markdown" if markdown else "terminal")
 
 
 def op_table(rows: list[dict], markdown: bool, top: int | None = None) -> str:
     rows = sorted(rows, key=lambda r: -r["time_s"])[:top] if top else rows
-    body = [[r["name"], r["op"], r["dtype"], *_cells(r)] for r in rows]
-    return tabulate(body, headers=["op", "type", "dtype", *HEADERS], tablefmt="github" if markdown else "simple",
-                    disable_numparse=True)
+    return table(rows, (*OP_LEAD, *ROOF_COLUMNS), "markdown" if markdown else "terminal")
 
 
 def header_lines(a) -> list[str]:
@@ -60,7 +40,7 @@ def footer_lines(a) -> list[str]:
     lines = [
         f"total: {fmt_flops(c.flops)} (matrix {fmt_flops(c.matrix_flops)}, vector {fmt_flops(c.vector_flops)}); "
         f"{fmt_bytes(c.bytes)} (weights {fmt_bytes(c.weight_bytes)}, activations {fmt_bytes(c.act_bytes)}, "
-        f"KV {fmt_bytes(c.kv_bytes)}); AI {_ai(c.intensity)} FLOP/B",
+        f"KV {fmt_bytes(c.kv_bytes)}); AI {fmt_ai_terminal(c.intensity)} FLOP/B",
         f"time: roofline lower bound {fmt_time(t.t_lower_s)} (Σ max(Tc, Tm)); upper bound {fmt_time(t.t_upper_s)} "
         f"(Σ Tc + Tm, no overlap); realistic {fmt_time(t.t_realistic_s)} (efficiencies "
         f"matrix {a.hw.matrix_efficiency:g}, vector {a.hw.vector_efficiency:g}, memory {a.hw.mem_bw_efficiency:g}, "

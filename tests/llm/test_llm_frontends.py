@@ -13,7 +13,8 @@ pytest.importorskip("transformers")
 from graphroof.cli import main  # noqa: E402
 from graphroof.errors import InputError  # noqa: E402
 from graphroof.graph import COST, Role  # noqa: E402
-from graphroof.llm import estimate  # noqa: E402
+from graphroof.llm import estimate
+from graphroof.report import render  # noqa: E402
 from graphroof.llm.phases import Pipeline  # noqa: E402
 from graphroof.llm.series import OpSeries  # noqa: E402
 
@@ -121,7 +122,7 @@ def test_llama_2_70b_does_not_fit_one_a100():
     # 69B parameters in fp16: 138 GB of weights alone > 80 GB
     assert c.weight_bytes == pytest.approx(137.96e9, rel=1e-3)
     assert c.fits is False and c.memory.min_tp == 2
-    assert "does not fit; smallest TP that fits: --tp 2" in r.render()
+    assert "does not fit; smallest TP that fits: --tp 2" in render(r)
 
 
 def test_factory_errors_name_the_problem():

@@ -10,6 +10,7 @@ from graphroof.errors import HardwareProfileError, InputError
 from graphroof.graph import OpGraph, Role
 from graphroof.hardware import HardwareProfile
 from graphroof.llm import estimate
+from graphroof.report import render
 from graphroof.llm.memory import activation_peak_bytes, max_batch, resident_weight_bytes
 from graphroof.llm.quant import Quant
 from graphroof.llm.tp import check_tp, shard_cost
@@ -146,7 +147,7 @@ def test_memory_fit_max_batch_and_smallest_tp():
                          mem_bw_bytes_per_s=1e12, mem_capacity_bytes=cap, interconnect_bw_bytes_per_s=1e11)
     small = _run(hw=hw).configs[0]
     assert small.fits is False and small.memory.max_batch == 0 and small.memory.min_tp == 2
-    text = _run(hw=hw).render()
+    text = render(_run(hw=hw))
     assert "does not fit; smallest TP that fits: --tp 2" in text
     # max batch at a capacity that leaves room for exactly 5 sequences (KV + activations per sequence)
     per_seq = (P + G) * kv_per_token + act / 2

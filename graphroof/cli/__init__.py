@@ -1,0 +1,69 @@
+"""Command line: a thin layer over the Python API.  Expected errors -> one line on stderr, exit 1.
+
+One module per sub-command (``NAME``, ``HELP``, ``add_arguments(parser)``, ``run(args) -> exit code``), shared
+options in :mod:`graphroof.cli.options`; :data:`COMMANDS` lists them in ``--help`` order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+
+from ..errors import GraphroofError
+from . import analyze, calibrate, compare, hw, llm, plot, profile, rules, zoo
+
+__all__ = ["main", "build_parser", "entry", "COMMANDS"]
+
+#: Sub-command name -> its module.
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, llm, zoo, calibrate,
+                                                       profile)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .._version import __version__
+
+    p = argparse.ArgumentParser(prog="graphroof", description="Roofline analysis of real model graphs: "
+                                "FLOPs, bytes, bound and time per op and layer.")
+    p.add_argument("--version", action="version", version=f"graphroof {__version__}")
+    p.add_argument("--quiet", "-q", action="store_true", help="no warnings or progress on stderr")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    for name, mod in COMMANDS.items():
+        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
+    return p
+
+
+def _warn_line(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+    print(f"graphroof: warning: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.cmd:
+        parser.print_help()
+        return 1
+    warnings.showwarning = _warn_line
+    if args.quiet:
+        warnings.simplefilter("ignore")
+    else:
+        from ..errors import GraphroofWarning
+
+        warnings.simplefilter("always", GraphroofWarning)
+    try:
+        code = COMMANDS[args.cmd].run(args)
+    except GraphroofError as e:
+        print(f"graphroof: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("graphroof: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+def entry() -> None:  # pragma: no cover - console script wrapper
+    sys.exit(main())

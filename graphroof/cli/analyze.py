@@ -1,0 +1,41 @@
+"""``graphroof analyze``: per-op and per-layer roofline of a model."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import InputError
+from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args
+
+NAME = "analyze"
+HELP = "per-op and per-layer roofline of a model"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an .onnx file, an op table (.csv/.yaml/.json), a transformers config.json, "
+                   "'pkg.module:factory', or a zoo name")
+    add_hw_options(p)
+    add_model_options(p)
+    p.add_argument("--format", "-f", default="terminal",
+                   help="terminal | markdown | json | csv | html (default terminal); html is one self-contained "
+                   "file with an interactive roofline; markdown with -o FILE.md writes the chart PNG beside it")
+    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("--ops", action="store_true", help="also list every op (terminal / markdown); csv: op rows")
+    p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest ops")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import analyze
+    from ..report import FORMATS, write_report
+    from .progress import Progress
+
+    if args.format not in FORMATS:
+        raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS)}")
+    hw = hw_from_args(args)
+    opts = frontend_opts(args)
+    progress = Progress(quiet=args.quiet)
+    a = analyze(args.model, hw=hw, strict=args.strict, depth=args.depth, attention=args.attention,
+                causal=args.causal, progress=progress, **opts)
+    progress(f"writing the {args.format} report")
+    write_report(a, args.format, args.output, ops=args.ops, top=args.top)
+    return 0

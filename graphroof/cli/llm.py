@@ -1,0 +1,91 @@
+"""``graphroof llm MODEL --hw a100 --prompt 1024 --gen 256 --batch 1,8,32 [--weights int4 --kv fp8] [--tp 2]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import InputError
+from .options import hw_from_args, parse_dims
+
+__all__ = ["parse_batches"]
+
+NAME = "llm"
+HELP = "LLM serving estimate: TTFT, TPOT, throughput, KV cache, memory fit, per-layer prefill vs decode"
+
+
+def parse_batches(text: str) -> list[int]:
+    """``"1,8,32"`` -> ``[1, 8, 32]``."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            b = int(part)
+        except ValueError:
+            raise InputError(f"--batch {text!r}: expected integers separated by commas, e.g. --batch 1,8,32") from None
+        if b < 1:
+            raise InputError(f"--batch {text!r}: batch sizes must be >= 1")
+        out.append(b)
+    if not out:
+        raise InputError("--batch needs at least one value, e.g. --batch 1,8,32")
+    return out
+
+
+def _int(flag: str):
+    def conv(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} expects an integer, got {text!r}") from None
+    return conv
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="zoo name (llama-2-7b), transformers config.json (or its folder), .onnx with "
+                   "past_key_values inputs, or 'pkg.module:factory'")
+    p.add_argument("--hw", default=None, help="hardware profile name, alias or file (default a100)")
+    p.add_argument("--prompt", type=_int("--prompt"), default=1024, help="prompt tokens per sequence (default 1024)")
+    p.add_argument("--gen", type=_int("--gen"), default=256, help="generated tokens per sequence (default 256)")
+    p.add_argument("--batch", default="1", help="batch sizes, comma-separated: a sweep (default 1)")
+    p.add_argument("--weights", default=None, help="what-if dtype of the weights (int4, int8, fp8, bf16 ...)")
+    p.add_argument("--activations", default=None, help="what-if dtype of the activations (bf16, fp8, int8 ...)")
+    p.add_argument("--kv", default=None, help="what-if dtype of the KV cache (fp8, int8, bf16 ...)")
+    p.add_argument("--dtype", default=None, help="model dtype for zoo / config models (default: the config's)")
+    p.add_argument("--tp", type=_int("--tp"), default=1, help="tensor-parallel degree (Megatron split; default 1)")
+    p.add_argument("--ideal", action="store_true", help="report the ideal roofline only (100%% of peaks, no launch "
+                   "overhead); default: realistic with the ideal beside it")
+    p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this")
+    p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="bind another symbolic dim of an ONNX model")
+    p.add_argument("--depth", type=_int("--depth"), default=None,
+                   help="layer-table depth (default: one level below the repeated decoder block)")
+    p.add_argument("--no-fold", action="store_true", help="one row per block instead of folding identical blocks")
+    p.add_argument("--attention", default="flash", choices=("flash", "naive"), help="attention byte model")
+    p.add_argument("--causal", default="kernel", choices=("kernel", "full"), help="causal attention counting")
+    p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
+    p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json"),
+                   help="terminal | markdown | json (default terminal)")
+    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..llm.estimate import estimate
+    from ..report import render, write_output
+    from .progress import Progress
+
+    progress = Progress(quiet=args.quiet)
+    hw = hw_from_args(args)
+    opts: dict = {}
+    dims = parse_dims(args.dim)
+    if dims:
+        opts["dims"] = dims
+    if args.dtype:
+        opts["dtype"] = args.dtype
+    r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=parse_batches(args.batch),
+                 weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
+                 depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
+                 strict=args.strict, progress=progress, **opts)
+    write_output(render(r, args.format), args.output)
+    progress.done()
+    return 0

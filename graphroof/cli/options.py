@@ -1,0 +1,111 @@
+"""Options shared by the sub-commands: hardware (--hw, what-if peaks), model (--dim, --input, --batch ...) and
+their parsing into API arguments."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from ..errors import InputError
+from ..units import parse_quantity
+
+__all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
+           "frontend_opts"]
+
+
+def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
+    """``["batch=8", "seq=512"]`` -> ``{"batch": 8, "seq": 512}``."""
+    out: dict[str, int] = {}
+    for it in items or ():
+        name, sep, val = it.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--dim {it!r}: expected NAME=VALUE, e.g. --dim seq=512")
+        v = parse_quantity(val, f"--dim {name}")
+        if v < 0 or v != int(v):
+            raise InputError(f"--dim {name}: must be a non-negative integer, got {val!r}")
+        out[name.strip()] = int(v)
+    return out
+
+
+def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
+    """``"1x3x224x224"`` -> ``(1, 3, 224, 224)``."""
+    try:
+        dims = tuple(int(d) for d in text.lower().replace(",", "x").split("x") if d.strip())
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: expected a shape like 1x3x224x224") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise InputError(f"{flag} {text!r}: every dimension must be a positive integer")
+    return dims
+
+
+def parse_inputs(items: Sequence[str] | None) -> dict[str, tuple[int, ...]] | list[tuple[int, ...]]:
+    """``--input input_ids=1x512`` (named) or ``--input 1x3x224x224`` (positional)."""
+    named: dict[str, tuple[int, ...]] = {}
+    positional: list[tuple[int, ...]] = []
+    for it in items or ():
+        name, sep, shape = it.rpartition("=")
+        if sep:
+            named[name.strip()] = parse_shape(shape)
+        else:
+            positional.append(parse_shape(it))
+    if named and positional:
+        raise InputError("--input: use either NAME=SHAPE for every input or plain shapes, not both")
+    return named or positional
+
+
+def add_hw_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", default=None, help="hardware profile name or alias (see `graphroof hw list`) or a "
+                   ".toml/.yaml path (default: a100, or an ad-hoc device when --peak-flops and --mem-bw are given)")
+    p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this (e.g. 4.6T, 4608e9)")
+    p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth (e.g. 96GB/s, 2.039e12)")
+    p.add_argument("--ideal", action="store_true", help="100%% efficiency and no launch overhead in the realistic time")
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="bind a symbolic dim (repeatable)")
+    p.add_argument("--input", action="append", metavar="[NAME=]SHAPE",
+                   help="input shape, e.g. 1x3x224x224 or input_ids=1x512 (repeatable)")
+    p.add_argument("--batch", type=int, default=None, help="batch size for zoo / config models (default 1)")
+    p.add_argument("--seq", type=int, default=None, help="sequence length for zoo / config models (default 1024)")
+    p.add_argument("--dtype", default=None, help="model dtype for zoo / config models, e.g. bf16 "
+                   "(default: the checkpoint's)")
+    p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
+    p.add_argument("--depth", type=int, default=None, help="layer depth of the rollup (default: automatic)")
+    p.add_argument("--attention", default="flash", choices=("flash", "naive"),
+                   help="attention byte model: flash = scores stay on chip (default); naive = scores written and read")
+    p.add_argument("--causal", default="kernel", choices=("kernel", "full"),
+                   help="causal attention: count what a causal kernel computes (~half the square, default) or the full square")
+
+
+def hw_from_args(args: argparse.Namespace):
+    from ..api import resolve_hardware
+
+    peak = parse_quantity(args.peak_flops, "--peak-flops") if args.peak_flops else None
+    bw = parse_quantity(args.mem_bw, "--mem-bw") if args.mem_bw else None
+    for flag, v in (("--peak-flops", peak), ("--mem-bw", bw)):
+        if v is not None and v <= 0:
+            raise InputError(f"{flag} must be > 0")
+    return resolve_hardware(args.hw, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw, ideal=args.ideal)
+
+
+def frontend_opts(args: argparse.Namespace) -> dict:
+    opts: dict = {}
+    dims = parse_dims(args.dim)
+    if dims:
+        opts["dims"] = dims
+    shapes = parse_inputs(args.input)
+    if shapes:
+        opts["input_shapes"] = shapes
+    if args.batch is not None:
+        if args.batch < 1:
+            raise InputError("--batch must be >= 1")
+        opts["batch"] = args.batch
+    if args.seq is not None:
+        if args.seq < 1:
+            raise InputError("--seq must be >= 1")
+        opts["seq"] = args.seq
+    if getattr(args, "dtype", None):
+        from ..dtypes import canonical_dtype
+
+        opts["dtype"] = canonical_dtype(args.dtype)
+    return opts

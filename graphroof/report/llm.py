@@ -1,0 +1,147 @@
+"""Terminal / markdown rendering of an LLM serving estimate (:class:`~graphroof.llm.result.LLMEstimate`)."""
+
+from __future__ import annotations
+
+from ..llm.result import LLMConfig, LLMEstimate
+from ..units import fmt_bytes, fmt_rate, fmt_time
+from .columns import Column, table
+
+__all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines"]
+
+
+def _fmt(fmt_fn, v):
+    return "-" if v is None else fmt_fn(v)
+
+
+def _tps(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def header_lines(r: LLMEstimate) -> list[str]:
+    h = r.hw
+    link = (f", {h.interconnect_name or 'interconnect'} {fmt_rate(h.interconnect_bw_bytes_per_s, 'B/s')} per direction"
+            if h.interconnect_bw_bytes_per_s else "")
+    cap = f", {fmt_bytes(h.mem_capacity_bytes)}" if h.mem_capacity_bytes else ""
+    mode = ("ideal roofline only (100% of peaks, no launch overhead)" if r.ideal else
+            f"realistic (efficiency matrix {h.matrix_efficiency:g}, vector {h.vector_efficiency:g}, memory "
+            f"{h.mem_bw_efficiency:g}, interconnect {h.interconnect_efficiency:g}, launch "
+            f"{fmt_time(h.launch_overhead_s)}/op from the profile), ideal roofline beside it")
+    return [
+        f"model: {r.model}; {'KV-cache decode' if r.kv_cache else 'no KV cache: decode recomputes the context'}",
+        f"hardware: {h.label}; {fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
+        f"prompt {r.prompt} tokens, gen {r.gen} tokens; dtypes: {r.quant.describe()}; TP {r.tp}",
+        f"mode: {mode}",
+        "tokens: the prefill gives the first token (TTFT); gen-1 decode steps give the rest (TPOT = their mean); "
+        "e2e = TTFT + (gen-1) TPOT; tok/s = batch * gen / e2e",
+    ]
+
+
+_SWEEP_HEAD = (
+    Column("batch", lambda c: c.batch),
+    Column("TTFT", lambda c: fmt_time(c.ttft_s)),
+    Column("TPOT", lambda c: _fmt(fmt_time, c.tpot_s)),
+    Column("e2e", lambda c: fmt_time(c.e2e_s)),
+    Column("tok/s", lambda c: _tps(c.output_tokens_per_s)),
+)
+_SWEEP_IDEAL = (
+    Column("TTFT ideal", lambda c: fmt_time(c.ttft(True))),
+    Column("TPOT ideal", lambda c: _fmt(fmt_time, c.tpot(True))),
+    Column("tok/s ideal", lambda c: _tps(c.tokens_per_s(True))),
+)
+_SWEEP_TAIL = (
+    Column("prefill", lambda c: c.prefill.analysis.totals.bound),
+    Column("decode", lambda c: c.decode.analysis.totals.bound),
+    Column("KV cache", lambda c: fmt_bytes(c.kv_cache_bytes)),
+    Column("weights", lambda c: fmt_bytes(c.weight_bytes)),
+    Column("peak mem", lambda c: fmt_bytes(c.memory.total_bytes)),
+    Column("fits", lambda c: {True: "yes", False: "NO", None: "?"}[c.fits]),
+)
+
+
+def sweep_table(r: LLMEstimate, markdown: bool) -> str:
+    """One row per batch size (an :class:`LLMConfig`); the ideal columns only beside realistic times."""
+    columns = (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
+    return table(r.configs, columns, "markdown" if markdown else "terminal")
+
+
+def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
+    m = c.memory
+    per = " per device" if c.tp > 1 else ""
+    line = (f"memory{per}, batch {c.batch} at {c.prompt + c.gen} tokens: weights {fmt_bytes(m.weight_bytes)} + "
+            f"KV cache {fmt_bytes(m.kv_cache_bytes)} + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
+            f"{fmt_bytes(m.total_bytes)}")
+    if m.capacity_bytes is None:
+        return [line + "; the profile gives no memory capacity"]
+    line += f" of {fmt_bytes(m.capacity_bytes)}: "
+    if m.fits:
+        line += f"fits; max batch that fits: {m.max_batch}"
+    else:
+        line += "does not fit"
+        if m.min_tp and m.min_tp > c.tp:
+            line += f"; smallest TP that fits: --tp {m.min_tp}"
+        elif m.min_tp is None:
+            line += "; no TP degree up to 64 fits"
+        if m.max_batch:
+            line += f"; max batch that fits at TP {c.tp}: {m.max_batch}"
+    return [line]
+
+
+def _phase_cols(phase: str, key: str, title: str) -> tuple[Column, ...]:
+    def get(row):
+        return row[phase]
+    return (
+        Column(title, lambda row: _fmt(fmt_time, get(row) and get(row)[key])),
+        Column("bound", lambda row: get(row)["bound"] if get(row) else "-"),
+        Column("share", lambda row: f"{100 * get(row)[key] / row[f'total_{phase}']:.1f}%" if get(row) else "-"),
+    )
+
+
+def _critical(row) -> str:
+    k = row["critical"]
+    return "-" if not k else (str(k["critical_batch"]) if k["critical_batch"] is not None else "never")
+
+
+def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
+    """Prefill and decode side by side per layer (folded blocks: ``x`` = how many)."""
+    pre = {r["name"]: r for r in c.layer_rows("prefill")}
+    dec = {r["name"]: r for r in c.layer_rows("decode")}
+    crit = {r["name"]: r for r in c.critical}
+    key = "time_s" if ideal else "time_realistic_s"
+    tot_p = sum(r[key] for r in pre.values()) or 1.0
+    tot_d = sum(r[key] for r in dec.values()) or 1.0
+    rows = []
+    for n in list(pre) + [n for n in dec if n not in pre]:
+        p, d = pre.get(n), dec.get(n)
+        if not ((p and p["time_s"]) or (d and d["time_s"])):
+            continue  # views only (no FLOPs, no bytes): nothing to show
+        rows.append({"name": n, "repeat": (p or d)["repeat"], "prefill": p, "decode": d, "critical": crit.get(n),
+                     "total_prefill": tot_p, "total_decode": tot_d})
+    columns = (Column("layer", lambda row: row["name"]), Column("x", lambda row: row["repeat"]),
+               *_phase_cols("prefill", key, "prefill time"), *_phase_cols("decode", key, "decode time/step"),
+               Column("critical batch", _critical))
+    return table(rows, columns, "markdown" if markdown else "terminal")
+
+
+def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
+    out: list[str] = []
+    bullet = "- " if markdown else ""
+    if markdown:
+        out.append(f"# graphroof llm: {r.model} on {r.hw.label}\n")
+    out.extend(bullet + ln for ln in header_lines(r))
+    out.append("\n## Sweep\n" if markdown else "")
+    out.append(sweep_table(r, markdown))
+    out.append("")
+    for c in r.configs:
+        out.extend(bullet + ln for ln in memory_lines(r, c))
+    for c in r.configs:
+        ctx = (f"decode past {c.decode.context[0]}..{c.decode.context[1]}" if r.kv_cache
+               else f"decode recomputes seq {c.decode.context[0]}..{c.decode.context[1]}")
+        title = (f"layers, batch {c.batch} (prefill at seq {c.prompt}; {ctx}, mean per step; "
+                 f"critical batch = decode batch from which the layer is compute-bound, ideal roofline)")
+        out.append(f"\n## {title[0].upper()}{title[1:]}\n" if markdown else f"\n{title}")
+        out.append(layers_table(c, markdown, r.ideal))
+    out.append("")
+    for n in r.notes:
+        out.append(f"{bullet}note: {n}")
+    out.append(f"{bullet}note: {r.settings.describe()}")
+    return "\n".join(out).rstrip() + "\n"

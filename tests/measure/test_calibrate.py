@@ -1,0 +1,212 @@
+"""calibrate: timing logic with a fake clock and fake kernels; one tiny real CPU run that must not touch CUDA."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphroof.measure.calibrate import (Benchmark, Plan, autorange, calibrate, compare_rows, run_benchmark, run_interleaved,
+                                 time_samples)
+from graphroof.cli import main
+from graphroof.hardware import load_hardware, profile_from_dict
+
+
+class FakeClock:
+    """Time only moves when a fake kernel says so."""
+
+    def __init__(self):
+        self.t = 0.0
+        self.syncs = 0
+
+    def now(self) -> float:
+        return self.t
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+
+def scripted(clock: FakeClock, durations):
+    """A kernel whose k-th call takes durations[k] seconds of fake time."""
+    it = iter(durations)
+
+    def fn():
+        clock.t += next(it)
+    return fn
+
+
+def test_time_samples_skips_warmup_and_divides_by_inner():
+    clk = FakeClock()
+    # 2 warm-up calls (100 s each, must not count), then 3 samples of 2 calls: (1+3)/2, (2+2)/2, (5+1)/2
+    fn = scripted(clk, [100, 100, 1, 3, 2, 2, 5, 1])
+    assert time_samples(fn, clk, warmup=2, repeats=3, inner=2) == [2.0, 2.0, 3.0]
+    assert clk.syncs >= 3  # a barrier around every sample
+
+
+def test_median_ignores_one_slow_outlier():
+    clk = FakeClock()
+    b = Benchmark("matrix.fp32", "matrix", "fp32", work=1000.0, detail="x",
+                  fn=scripted(clk, [0.5] + [1.0, 1.0, 9.0, 1.0, 1.0]))
+    plan = Plan(warmup=0, repeats=5, min_sample_s=0.1)
+    # autorange consumes the first call (0.5 s >= 0.1 s -> inner 1); samples 1, 1, 9, 1, 1 -> median 1 s
+    m = run_benchmark(b, clk, plan)
+    assert m.inner == 1
+    assert m.samples_s == [1.0, 1.0, 9.0, 1.0, 1.0]
+    assert m.median_s == 1.0
+    assert m.rate == 1000.0          # 1000 FLOP / 1 s
+    assert m.spread == 8.0           # (9 - 1) / 1
+
+
+def test_interleaved_samples_spread_a_slow_spell():
+    # two benchmarks, 3 samples each; a "slow spell" makes the 3rd and 4th sample taken (in time order) 10x slower
+    clk = FakeClock()
+    taken = []
+
+    def kernel(name):
+        def fn():
+            taken.append(name)
+            n = len(taken)
+            clk.t += 10.0 if n in (3, 4) else 1.0  # calls 1-2: autorange of a and b; 3-8: samples
+        return fn
+
+    plan = Plan(warmup=0, repeats=3, min_sample_s=0.5)
+    a, b = (Benchmark(k, "vector", "fp32", 1.0, k, kernel(k)) for k in ("a", "b"))
+    ms = run_interleaved([a, b], clk, plan)
+    assert taken == ["a", "b", "a", "b", "a", "b", "a", "b"]      # round-robin after the autorange calls
+    assert [m.samples_s for m in ms] == [[10.0, 1.0, 1.0], [10.0, 1.0, 1.0]]
+    # (back to back, a's samples would be calls 2-4: 1, 10, 10 -> median 10)
+    assert [m.median_s for m in ms] == [1.0, 1.0]
+
+
+def test_autorange_picks_calls_per_sample():
+    clk = FakeClock()
+    fn = scripted(clk, [0.001] * 10)
+    assert autorange(fn, clk, min_sample_s=0.02) == 20  # ceil(0.02 / 0.001)
+    assert autorange(scripted(clk, [0.5]), clk, min_sample_s=0.02) == 1
+
+
+class FakeKernels:
+    """GEMM of size n takes gemm_s[n] seconds; FMA 1 ms per call; copy 2 ms; tiny op 1 us.  fp16 unsupported."""
+
+    def __init__(self, clock: FakeClock):
+        self.clock = clock
+        self.gemm_s = {4: 1e-3, 8: 2e-3}
+
+    def _fn(self, dt_s: float):
+        def fn():
+            self.clock.t += dt_s
+        return fn
+
+    def gemm(self, n, dtype):
+        if dtype == "fp16":
+            raise RuntimeError('"addmm_impl_cpu_" not implemented for \'Half\'')
+        scale = 2.0 if dtype == "fp64" else 1.0  # fp64 twice as slow
+        return self._fn(self.gemm_s[n] * scale), 2.0 * n**3, f"mm {n}"
+
+    def fma(self, nbytes, dtype):
+        if dtype == "fp16":
+            raise RuntimeError("no fp16")
+        return self._fn(1e-3), 2.0 * (nbytes // 4), f"fma {nbytes}"
+
+    def copy(self, nbytes):
+        return self._fn(2e-3), 2.0 * nbytes, f"copy {nbytes}"
+
+    def tiny(self):
+        return self._fn(1e-6), 1.0, "tiny"
+
+
+HOST = {"model": "Fake CPU 9000", "vendor": "Fake", "kind": "cpu", "torch": "0.0", "threads": 2,
+        "date": "2000-01-01", "hostname": "h", "capacity_bytes": 8e9, "cache_bytes": 32e6}
+
+
+@pytest.fixture
+def fake_cal():
+    clk = FakeClock()
+    plan = Plan(gemm_sizes=(4, 8), fma_bytes=(4096,), copy_bytes=10**6, dtypes=("fp64", "fp32", "fp16"),
+                warmup=1, repeats=3, min_sample_s=0.0)
+    return calibrate("cpu", plan, clock=clk, kernels=FakeKernels(clk), host=HOST)
+
+
+def test_calibrate_rates_from_fake_kernels(fake_cal):
+    peaks = fake_cal.peaks("matrix")
+    # n=4: 2*4**3 = 128 FLOP in 1 ms = 128e3 FLOP/s; n=8: 2*8**3 = 1024 FLOP in 2 ms = 512e3 FLOP/s -> best 512e3
+    assert peaks["fp32"] == pytest.approx(512e3)
+    assert peaks["fp64"] == pytest.approx(256e3)            # 1024 FLOP in 4 ms
+    assert "fp16" not in peaks
+    # FMA: 4096 B / 4 B = 1024 elements * 2 FLOP = 2048 FLOP in 1 ms = 2.048e6 FLOP/s
+    assert fake_cal.peaks("vector")["fp32"] == pytest.approx(2.048e6)
+    # copy: 2 * 1e6 B (read + write) in 2 ms = 1e9 B/s
+    assert fake_cal.mem_bw_bytes_per_s == pytest.approx(1e9)
+    assert fake_cal.launch_overhead_s == pytest.approx(1e-6)
+    assert any(s.startswith("matrix.fp16") for s in fake_cal.skipped)
+    assert any(s.startswith("vector.fp16") for s in fake_cal.skipped)
+
+
+def test_profile_dict_is_a_valid_profile(fake_cal, tmp_path):
+    d = fake_cal.profile_dict("mybox")
+    prof = profile_from_dict(d, tmp_path / "mybox.yaml")
+    assert prof.kind == "cpu"
+    assert prof.matrix_peak_flops_per_s == {"fp64": 256e3, "fp32": 512e3}
+    assert prof.mem_bw_bytes_per_s == 1e9
+    assert prof.launch_overhead_s == 1e-6
+    assert prof.matrix_efficiency == 1.0
+    src = prof.sources["matrix_peak_flops_per_s"]
+    assert "measured by graphroof calibrate on 2000-01-01" in src and "Fake CPU 9000" in src
+    assert "threads 2" in src and "median of 3 repeats" in src
+    assert "skipped: matrix.fp16" in prof.notes
+    # the YAML text round-trips through load_hardware
+    path = tmp_path / "mybox.yaml"
+    path.write_text(fake_cal.to_yaml("mybox"))
+    loaded = load_hardware(str(path))
+    assert loaded.matrix_peak_flops_per_s == prof.matrix_peak_flops_per_s
+    assert loaded.vector_peak_flops_per_s["fp32"] == pytest.approx(2.048e6)
+
+
+def test_compare_rows(fake_cal, round_hw):
+    rows = {r[0]: r for r in compare_rows(fake_cal, round_hw)}
+    # measured 512e3 FLOP/s vs round_hw's 50e12 fp32 matrix peak: 512e3 / 50e12 = 1.024e-08
+    assert rows["matrix.fp32"][3] == "1.02e-08"
+    assert rows["matrix.bf16"][1] == "-" and rows["matrix.bf16"][3] == "-"
+    assert rows["memory bandwidth"][3] == "0.001"  # 1e9 / 1e12
+
+
+def test_cpu_run_never_touches_cuda(monkeypatch):
+    import torch
+
+    def boom(*a, **k):
+        raise AssertionError("a CPU calibration called a CUDA API")
+
+    for name in ("is_available", "synchronize", "device_count", "get_device_properties", "get_device_name", "init"):
+        monkeypatch.setattr(torch.cuda, name, boom)
+    plan = Plan(gemm_sizes=(32,), fma_bytes=(4096,), copy_bytes=10**5, dtypes=("fp32",), warmup=1, repeats=2,
+                min_sample_s=0.0005)
+    cal = calibrate("cpu", plan)
+    assert cal.peaks("matrix")["fp32"] > 0 and cal.mem_bw_bytes_per_s > 0
+    assert cal.host["kind"] == "cpu"
+
+
+def test_cli_cuda_without_cuda_is_a_clear_error(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    out = tmp_path / "gpu.yaml"
+    assert main(["calibrate", "--device", "cuda", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("graphroof: error: no CUDA device") and "--device cpu" in err
+    assert not out.exists()
+
+
+def test_cli_bad_output_suffix(capsys, tmp_path):
+    assert main(["calibrate", "--quick", "-o", str(tmp_path / "x.txt")]) == 1
+    assert "ending in .yaml" in capsys.readouterr().err
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_cli_quick_writes_a_loadable_profile(capsys, tmp_path):
+    out = tmp_path / "dev.yaml"
+    assert main(["-q", "calibrate", "--quick", "--dtypes", "fp32", "--gemm-sizes", "64", "-o", str(out),
+                 "--compare", "a100"]) == 0
+    text = capsys.readouterr().out
+    assert "measured vs NVIDIA A100" in text and "matrix.fp32" in text
+    prof = load_hardware(str(out))
+    assert prof.name == "dev" and prof.kind == "cpu"
+    assert set(prof.matrix_peak_flops_per_s) == {"fp32"}

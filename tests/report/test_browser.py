@@ -1,0 +1,92 @@
+"""The HTML report in headless Chromium: no console errors, no network, the controls work, a screenshot.
+
+Skipped only when no Chromium is installed (CI installs it: ``apt-get install -y chromium``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from tests._report_models import analyse, evil_graph, tiny_graph
+
+from graphroof.report import write_report
+from tools.headless import Browser, find_chromium
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as b:
+        yield b
+
+
+def test_report_loads_without_errors_and_controls_work(browser, round_hw, tmp_path):
+    out = tmp_path / "tiny.html"
+    write_report([("prefill", analyse(tiny_graph(), round_hw)), ("decode", analyse(tiny_graph(), round_hw))],
+                 "html", out)
+    page = browser.open(out)
+    assert page.errors == []
+    assert page.requests == [out.resolve().as_uri()]  # offline: the page asks for nothing but itself
+    assert page.eval("document.documentElement.getAttribute('data-ready')") == "1"
+    visible = "Array.from(document.querySelectorAll('#chart .pt')).filter(e => e.getBoundingClientRect().width > 0).length"
+    # layer points of both phases: blk.mlp in each (emb and blk.attn have no FLOPs)
+    assert page.eval(visible) == 2
+    page.eval("document.querySelector('input[name=level][value=op]').click()")
+    assert page.eval(visible) == 4  # up and act, twice
+    page.eval("document.querySelector('input.phase-toggle[value=\"1\"]').click()")
+    assert page.eval(visible) == 2
+    # expand a layer: its op rows appear
+    shown = "document.querySelectorAll('#layers-0 tr.o:not([hidden])').length"
+    assert page.eval(shown) == 0
+    page.eval("document.querySelector('#layers-0 tr.l[data-name=\"blk.mlp\"] button.exp').click()")
+    assert page.eval(shown) == 3  # up, act and the "moves no data" row
+    # sort by time (column 6): descending first, then ascending
+    order = "Array.from(document.querySelectorAll('#layers-0 tr.l')).map(r => r.dataset.name).join(',')"
+    page.eval("document.querySelectorAll('#layers-0 th')[6].click()")
+    assert page.eval(order) == "blk.mlp,emb,blk.attn"      # 4 ms, 0.5 ms, 4 us
+    page.eval("document.querySelectorAll('#layers-0 th')[6].click()")
+    assert page.eval(order) == "blk.attn,emb,blk.mlp"
+    # hovering a point shows its tooltip
+    page.eval("document.querySelector('#chart g[data-level=op] .pt.p0')"
+              ".dispatchEvent(new MouseEvent('mouseover', {bubbles: true}))")
+    assert page.eval("document.getElementById('tip').hidden") is False
+    assert page.eval("document.getElementById('tip').textContent").split("\n")[0] in ("up", "act")
+    png = page.screenshot(width=1200)
+    (tmp_path / "tiny.png").write_bytes(png)
+    if os.environ.get("GRAPHROOF_ARTIFACTS"):  # CI keeps the screenshot as a build artifact
+        Path(os.environ["GRAPHROOF_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+        (Path(os.environ["GRAPHROOF_ARTIFACTS"]) / "report-tiny.png").write_bytes(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    assert page.errors == []
+
+
+def test_malicious_names_do_not_run(browser, round_hw, tmp_path):
+    out = tmp_path / "evil.html"
+    write_report(analyse(evil_graph(), round_hw), "html", out)
+    page = browser.open(out)
+    assert page.errors == []
+    assert page.eval("document.querySelectorAll('img').length") == 0
+    assert page.eval("document.querySelectorAll('script').length") == 1
+    names = page.eval("Array.from(document.querySelectorAll('tr.o[data-name]')).map(r => r.dataset.name)")
+    assert '<script>alert("pwn")</script>' in names   # shown as text, intact
+
+
+def test_compare_page_loads_and_sorts(browser, round_hw, tmp_path):
+    from graphroof.report import write_output
+    from graphroof.analysis import compare_devices
+    from graphroof.report.compare import render_compare
+
+    fast = round_hw.with_overrides(peak_flops_per_s=200e12, mem_bw_bytes_per_s=2e12)
+    out = tmp_path / "cmp.html"
+    write_output(render_compare(compare_devices([analyse(tiny_graph(), round_hw), analyse(tiny_graph(), fast)]), "html"), out)
+    page = browser.open(out)
+    assert page.errors == [] and page.requests == [out.resolve().as_uri()]
+    order = "Array.from(document.querySelectorAll('table.compare tbody tr')).map(r => r.dataset.name).join(',')"
+    assert page.eval(order) == "round,round+peak+bw"
+    page.eval("document.querySelectorAll('table.compare th')[1].click()")  # time, descending
+    assert page.eval(order) == "round,round+peak+bw"
+    page.eval("document.querySelectorAll('table.compare th')[1].click()")  # ascending: the faster one first
+    assert page.eval(order) == "round+peak+bw,round"
