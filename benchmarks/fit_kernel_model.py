@@ -1,0 +1,212 @@
+"""Fit the [timing] and [collectives] constants of the A100 / H100 profiles on the Vidur profiling data.
+
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py            # fit on all rows, print TOML to paste
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py --holdout  # also fit on 7B only / 70B only, report cross error
+
+The formulas are graphroof.timing's (tiles, waves, bandwidth, latency); this script only chooses their constants:
+the discrete ones (CTA tile, smallest tile M, split-K floor, NICs per node) by grid search, the continuous ones
+(efficiencies, latencies, bandwidths) by Nelder-Mead on the mean |log(predicted / measured)| (robust to the data's
+1 us rounding).  Needs numpy.  Data: Vidur profiling data (see benchmarks/_measured.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measured import GPU_PROFILE, load_allreduce, load_ops  # noqa: E402
+
+from graphroof.hardware import load_hardware  # noqa: E402
+from graphroof.timing import CollectiveParams, KernelTiming, collective_time_with, gemm_time_with  # noqa: E402
+
+TILES = [(128, 128), (128, 256), (256, 128)]
+TILE_M_MIN = [16, 32, 64]
+SPLIT_K_MIN = [256, 512, 1024]
+STREAM_KINDS = ["norm", "rotary", "act_mul", "elementwise", "gather"]
+
+
+def nelder_mead(f, x0, step=0.3, iters=400, tol=1e-7):
+    """Minimise f over R^n (plain Nelder-Mead; parameters are passed in log space by the callers)."""
+    n = len(x0)
+    pts = [np.array(x0, float)] + [np.array(x0, float) + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol:
+            break
+        c = np.mean(pts[:-1], axis=0)
+        xr = c + (c - pts[-1]); fr = f(xr)
+        if fr < vals[0]:
+            xe = c + 2 * (c - pts[-1]); fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = c + 0.5 * (pts[-1] - c); fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    i = int(np.argmin(vals))
+    return pts[i], vals[i]
+
+
+def _eff(x):  # log-space parameter -> efficiency in (0, 1]
+    return min(1.0, math.exp(x))
+
+
+# -- GEMM ----------------------------------------------------------------------------------------------------
+
+def gemm_rows(rows):
+    return [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]
+
+
+def fit_gemm(rows, hw, sm_count):
+    """Best (tile, tile_m_min, split_k_min, efficiency, bw efficiency, latency) for these GEMM rows."""
+    g = gemm_rows(rows)
+    meas = np.array([m for _, m in g])
+    peak, bw = hw.matrix_peak_flops_per_s["fp16"], hw.mem_bw_bytes_per_s
+    best = None
+    for tile, tmin, skmin in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN):
+        unit = KernelTiming(sm_count=sm_count, gemm_tile=tile, gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
+                            gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0)
+        parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw) for (m, n, k), _ in g]
+        tc = np.array([p.t_compute_s for p in parts]); tm = np.array([p.t_memory_s for p in parts])
+
+        def loss(x):
+            pred = np.maximum(tc / _eff(x[0]), tm / _eff(x[1])) + math.exp(x[2])
+            return float(np.mean(np.abs(np.log(pred / meas))))
+
+        x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
+        if best is None or v < best[0]:
+            best = (v, dict(gemm_tile=list(tile), gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
+                            gemm_matrix_efficiency=round(_eff(x[0]), 3), gemm_mem_bw_efficiency=round(_eff(x[1]), 3),
+                            gemm_latency_s=float(f"{math.exp(x[2]):.3g}")))
+    return best[1], best[0]
+
+
+# -- streaming kernels -----------------------------------------------------------------------------------------
+
+def fit_stream(rows, hw):
+    s = [(k.stream_kind, k.stream_bytes, r.measured_s[c]) for r in rows for c, k in r.kernels.items()
+         if k.stream_kind and c in r.measured_s]
+    kinds = np.array([STREAM_KINDS.index(k) for k, _, _ in s])
+    nbytes = np.array([b for _, b, _ in s]); meas = np.array([m for _, _, m in s])
+    bw = hw.mem_bw_bytes_per_s
+
+    def loss(x):
+        eff = np.minimum(1.0, np.exp(x[1:]))[kinds]
+        pred = math.exp(x[0]) + nbytes / (bw * eff)
+        return float(np.mean(np.abs(np.log(pred / meas))))
+
+    x, v = nelder_mead(loss, [math.log(2e-6)] + [math.log(0.6)] * len(STREAM_KINDS), iters=2000)
+    x, v = nelder_mead(loss, x, step=0.1, iters=2000)
+    return dict(stream_latency_s=float(f"{math.exp(x[0]):.3g}"),
+                stream_bw_efficiency={k: round(_eff(x[1 + i]), 3) for i, k in enumerate(STREAM_KINDS)}), v
+
+
+# -- collectives -----------------------------------------------------------------------------------------------
+
+def fit_collectives(rows, algorithms, hw):
+    intra = [r for r in rows if r.gpus_per_node >= r.n_gpus]
+    inter = [r for r in rows if r.gpus_per_node < r.n_gpus]
+    nvls = "nvls" in algorithms
+
+    def params(x, nics=8, xi=None):
+        kw = dict(algorithms=tuple(algorithms), base_latency_s=math.exp(x[0]), intra_hop_latency_s=math.exp(x[1]),
+                  intra_bus_bw_bytes_per_s=math.exp(x[2]))
+        if nvls:
+            kw["nvls_bw_bytes_per_s"] = math.exp(x[3])
+        if xi is not None:
+            kw.update(inter_hop_latency_s=math.exp(xi[0]), inter_bw_bytes_per_s_per_nic=math.exp(xi[1]),
+                      nics_per_node=nics)
+        return CollectiveParams(**kw)
+
+    def loss_of(rs, p):
+        return float(np.mean([abs(math.log(collective_time_with("all_reduce", r.size_bytes, r.n_gpus, p,
+                                                                 gpus_per_node=r.gpus_per_node).t_s / r.measured_s))
+                              for r in rs]))
+
+    link = hw.interconnect_bw_bytes_per_s or 300e9
+    x0 = [math.log(20e-6), math.log(1e-6), math.log(0.6 * link)] + ([math.log(link)] if nvls else [])
+    x, v = nelder_mead(lambda x: loss_of(intra, params(x)), x0, step=0.5, iters=600)
+    out = dict(algorithms=list(algorithms), base_latency_s=float(f"{math.exp(x[0]):.3g}"),
+               intra_hop_latency_s=float(f"{math.exp(x[1]):.3g}"),
+               intra_bus_bw_bytes_per_s=float(f"{math.exp(x[2]):.3g}"))
+    if nvls:
+        out["nvls_bw_bytes_per_s"] = float(f"{math.exp(x[3]):.3g}")
+    fits = {"intra": v}
+    if inter:
+        best = None
+        for nics in (1, 2, 4, 8):
+            xi, vi = nelder_mead(lambda xi: loss_of(inter, params(x, nics, xi)), [math.log(5e-6), math.log(10e9)],
+                                 step=0.5, iters=300)
+            if best is None or vi < best[0]:
+                best = (vi, nics, xi)
+        vi, nics, xi = best
+        out.update(inter_hop_latency_s=float(f"{math.exp(xi[0]):.3g}"),
+                   inter_bw_bytes_per_s_per_nic=float(f"{math.exp(xi[1]):.3g}"), nics_per_node=nics)
+        fits["inter"] = vi
+    return out, fits
+
+
+GPU_INFO = {"a100": dict(sm_count=108, algorithms=["ring", "tree"]),
+            "h100": dict(sm_count=132, algorithms=["ring", "tree", "nvls"])}
+
+
+def fit_gpu(gpu, ops, ar, models=None):
+    hw = load_hardware(GPU_PROFILE[gpu])
+    rows = [r for r in ops if r.gpu == gpu and (models is None or r.model in models)]
+    gemm, gl = fit_gemm(rows, hw, GPU_INFO[gpu]["sm_count"])
+    stream, sl = fit_stream(rows, hw)
+    return {"sm_count": GPU_INFO[gpu]["sm_count"], **gemm, **stream}, {"gemm": gl, "stream": sl}
+
+
+def toml_of(d):
+    lines = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            continue
+        lines.append(f"{k} = {v!r}".replace("'", '"'))
+    for k, v in d.items():
+        if isinstance(v, dict):
+            lines.append(f"[.{k}]")
+            lines += [f"{kk} = {vv!r}" for kk, vv in v.items()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--holdout", action="store_true", help="also fit on one model and report the other's error")
+    ap.add_argument("--gpu", choices=sorted(GPU_INFO), action="append")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    ops, ar = load_ops(), load_allreduce()
+    for gpu in args.gpu or sorted(GPU_INFO):
+        timing, losses = fit_gpu(gpu, ops, ar)
+        print(f"# {gpu}: fitted on all Vidur {gpu} Llama-2-7B + 70B rows (TP1-8, tokens 1-4096); "
+              f"mean |log err| gemm {losses['gemm']:.3f}, stream {losses['stream']:.3f}")
+        print("[timing]"); print(toml_of(timing))
+        if args.holdout:
+            for fit_on in ("7b", "70b"):
+                t, _ = fit_gpu(gpu, ops, ar, models={fit_on})
+                print(f"# {gpu} fitted on {fit_on} only: {t}")
+        coll, fits = fit_collectives([r for r in ar if r.gpu == gpu], GPU_INFO[gpu]["algorithms"],
+                                     load_hardware(GPU_PROFILE[gpu]))
+        print(f"# {gpu} collectives: mean |log err| {fits}")
+        print("[collectives]"); print(toml_of(coll))
+    print(f"# wall time {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

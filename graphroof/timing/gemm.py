@@ -1,0 +1,125 @@
+"""GEMM time from its shape: tile and wave quantisation over the SMs, or weight streaming at small M.
+
+Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants from the profile's ``[timing]``)::
+
+    tile      = (tm, tn): tn = gemm_tile[1]; tm = gemm_tile[0], or M rounded up to gemm_tile_m_min when M is
+                smaller (libraries run narrow-M tiles / GEMV-like kernels on small M)
+    tiles     = ceil(M / tm) * ceil(N / tn) * batch
+    split_k   = s: when tiles < SMs the library splits K over s CTAs per tile to fill the machine,
+                s = min(floor(SMs / tiles), floor(K / gemm_split_k_min)), at least 1
+    waves     = ceil(tiles * s / SMs)
+    t_compute = waves * (2 * tm * tn * ceil(K / s)) / (peak * gemm_matrix_efficiency / SMs)
+                (each wave costs one CTA's work at one SM's share of the sustained peak: a partial last wave
+                costs as much as a full one)
+    t_memory  = (A + B + C bytes, + split-K fp32 partials written and read back) / (mem_bw * gemm_mem_bw_efficiency)
+    t         = max(t_compute, t_memory) + gemm_latency_s
+
+At small M ``t_memory`` (the weights B streamed once) dominates: the regime is bandwidth, not FLOPs.  Without
+``sm_count`` (non-GPU profiles) there is no quantisation: ``t_compute = FLOPs / (peak * efficiency)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..dtypes import dtype_bits
+from ..errors import InputError
+from .params import KernelTiming
+
+if TYPE_CHECKING:
+    from ..hardware import HardwareProfile
+
+__all__ = ["GemmTime", "gemm_time", "gemm_time_with"]
+
+
+@dataclass(frozen=True)
+class GemmTime:
+    """One GEMM kernel's predicted time and its parts."""
+
+    t_s: float                  # max(t_compute_s, t_memory_s) + t_latency_s
+    t_compute_s: float          # quantised compute time at the sustained matrix rate
+    t_memory_s: float           # bytes at the sustained bandwidth
+    t_latency_s: float          # fixed kernel time
+    flops: float                # 2 * M * N * K * batch (useful FLOPs, not padded)
+    bytes: float                # A + B + C (+ split-K partials), decimal bytes
+    tile: tuple[int, int]
+    tiles: int
+    split_k: int
+    waves: int
+    wave_utilisation: float     # useful tile work / (waves * SMs * tile work), 1.0 without an SM count
+    regime: str                 # "compute" | "memory"
+    peak_flops_per_s: float
+    peak_used: str              # "matrix.fp16", "matrix.tf32", ...
+
+
+def _tile(m: int, t: KernelTiming) -> tuple[int, int]:
+    tm, tn = t.gemm_tile
+    if m < tm:
+        g = t.gemm_tile_m_min
+        tm = min(tm, max(g, g * math.ceil(m / g)))
+    return tm, tn
+
+
+def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_per_s: float,
+                   mem_bw_bytes_per_s: float, in_bytes: float = 2.0, out_bytes: float | None = None,
+                   batch: int = 1, weight_bytes: float | None = None, peak_used: str = "") -> GemmTime:
+    """The GEMM model with explicit constants (what :func:`gemm_time` calls after reading the profile).
+
+    *in_bytes* / *out_bytes*: bytes per element of A, B and of C; *weight_bytes* overrides B's total (e.g.
+    int4 weights with fp16 activations).
+    """
+    for name, v in (("M", m), ("N", n), ("K", k), ("batch", batch)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise InputError(f"gemm_time: {name} must be a whole number >= 0, got {v!r}")
+    out_bytes = in_bytes if out_bytes is None else out_bytes
+    flops = 2.0 * m * n * k * batch
+    b_bytes = weight_bytes if weight_bytes is not None else k * n * in_bytes * batch
+    nbytes = (m * k * in_bytes + m * n * out_bytes) * batch + b_bytes
+    if flops == 0:
+        return GemmTime(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (0, 0), 0, 1, 0, 1.0, "memory", peak_flops_per_s, peak_used)
+    rate = peak_flops_per_s * timing.gemm_matrix_efficiency
+    sms = timing.sm_count
+    tm, tn = _tile(m, timing)
+    tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+    if sms:
+        split = 1
+        if tiles < sms:
+            split = max(1, min(sms // tiles, k // max(1, timing.gemm_split_k_min)))
+        waves = math.ceil(tiles * split / sms)
+        cta_flops = 2.0 * tm * tn * math.ceil(k / split)
+        t_compute = waves * cta_flops / (rate / sms)
+        util = flops / (waves * sms * cta_flops)
+        if split > 1:  # fp32 partial sums: each split writes its M x N slice, the reduction reads them back
+            nbytes += 2.0 * split * m * n * 4 * batch
+    else:
+        split, waves, util = 1, 1, 1.0
+        t_compute = flops / rate
+    t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
+    lat = timing.gemm_latency_s
+    return GemmTime(
+        t_s=max(t_compute, t_memory) + lat, t_compute_s=t_compute, t_memory_s=t_memory, t_latency_s=lat,
+        flops=flops, bytes=nbytes, tile=(tm, tn), tiles=tiles, split_k=split, waves=waves,
+        wave_utilisation=util, regime="compute" if t_compute >= t_memory else "memory",
+        peak_flops_per_s=peak_flops_per_s, peak_used=peak_used,
+    )
+
+
+def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", *, batch: int = 1,
+              out_dtype: str | None = None, weight_bytes: float | None = None,
+              matmul_precision: str = "high") -> GemmTime:
+    """Predicted time of one GEMM kernel ``[M, K] x [K, N]`` (times *batch*) computing in *dtype* on *hw*.
+
+    The peak is :func:`graphroof.timing.matmul_peak` (fp32 runs on TF32 tensor cores under
+    ``matmul_precision="high"`` where the device has them).
+    """
+    from .precision import matmul_peak
+    from .profile import timing_of
+
+    peak, key = matmul_peak(hw, dtype, matmul_precision)
+    in_b = dtype_bits(dtype) / 8
+    out_b = dtype_bits(out_dtype) / 8 if out_dtype else in_b
+    return gemm_time_with(m, n, k, timing=timing_of(hw), peak_flops_per_s=peak,
+                          mem_bw_bytes_per_s=hw.mem_bw_bytes_per_s, in_bytes=in_b, out_bytes=out_b,
+                          batch=batch, weight_bytes=weight_bytes, peak_used=key)
