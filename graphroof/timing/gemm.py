@@ -2,15 +2,17 @@
 
 Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants from the profile's ``[timing]``)::
 
-    tile      = (tm, tn): tn = gemm_tile[1]; tm = gemm_tile[0], or M rounded up to gemm_tile_m_min when M is
-                smaller (libraries run narrow-M tiles / GEMV-like kernels on small M)
+    tile      = (tm, tn): tn = gemm_tile[1]; tm one of gemm_tile[0], gemm_tile[0]/2, ... down to gemm_tile_m_min
+                (the library's tile configurations); the one with the least compute time is run
     tiles     = ceil(M / tm) * ceil(N / tn) * batch
     split_k   = s: when tiles < SMs the library splits K over s CTAs per tile to fill the machine,
                 s = min(floor(SMs / tiles), floor(K / gemm_split_k_min)), at least 1
     waves     = ceil(tiles * s / SMs)
-    t_compute = waves * (2 * tm * tn * ceil(K / s)) / (peak * gemm_matrix_efficiency / SMs)
-                (each wave costs one CTA's work at one SM's share of the sustained peak: a partial last wave
-                costs as much as a full one)
+    rate_sm   = peak * gemm_matrix_efficiency / SMs * min(1, I_tile / I_l2)
+                I_tile = 2 tm tn / ((tm + tn) * bytes per element): FLOPs per byte a CTA loads from L2 per k step;
+                I_l2 = peak / gemm_l2_bw_bytes_per_s: below it a (narrow) tile is starved by the L2 bandwidth
+    t_compute = waves * (2 * tm * tn * ceil(K / s)) / rate_sm
+                (each wave costs one CTA's work at one SM's rate: a partial last wave costs as much as a full one)
     t_memory  = (A + B + C bytes, + split-K fp32 partials written and read back) / (mem_bw * gemm_mem_bw_efficiency)
     t         = max(t_compute, t_memory) + gemm_latency_s
 
@@ -54,12 +56,28 @@ class GemmTime:
     peak_used: str              # "matrix.fp16", "matrix.tf32", ...
 
 
-def _tile(m: int, t: KernelTiming) -> tuple[int, int]:
-    tm, tn = t.gemm_tile
-    if m < tm:
-        g = t.gemm_tile_m_min
-        tm = min(tm, max(g, g * math.ceil(m / g)))
-    return tm, tn
+def _tile_heights(t: KernelTiming) -> list[int]:
+    tm, out = t.gemm_tile[0], []
+    while tm >= t.gemm_tile_m_min:
+        out.append(tm)
+        if tm % 2:
+            break
+        tm //= 2
+    return out or [t.gemm_tile[0]]
+
+
+def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTiming, rate: float, in_bytes: float,
+             i_l2: float) -> tuple[float, int, int, int, float]:
+    """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration."""
+    sms = t.sm_count
+    tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+    split = 1
+    if tiles < sms:
+        split = max(1, min(sms // tiles, k // max(1, t.gemm_split_k_min)))
+    waves = math.ceil(tiles * split / sms)
+    cta_flops = 2.0 * tm * tn * math.ceil(k / split)
+    starve = min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
+    return waves * cta_flops / (rate / sms * starve), tiles, split, waves, cta_flops
 
 
 def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_per_s: float,
@@ -81,20 +99,18 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         return GemmTime(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (0, 0), 0, 1, 0, 1.0, "memory", peak_flops_per_s, peak_used)
     rate = peak_flops_per_s * timing.gemm_matrix_efficiency
     sms = timing.sm_count
-    tm, tn = _tile(m, timing)
-    tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
     if sms:
-        split = 1
-        if tiles < sms:
-            split = max(1, min(sms // tiles, k // max(1, timing.gemm_split_k_min)))
-        waves = math.ceil(tiles * split / sms)
-        cta_flops = 2.0 * tm * tn * math.ceil(k / split)
-        t_compute = waves * cta_flops / (rate / sms)
+        i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
+        tn = timing.gemm_tile[1]
+        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2), tm)
+                   for tm in _tile_heights(timing))
+        (t_compute, tiles, split, waves, cta_flops), tm = best
         util = flops / (waves * sms * cta_flops)
         if split > 1:  # fp32 partial sums: each split writes its M x N slice, the reduction reads them back
             nbytes += 2.0 * split * m * n * 4 * batch
     else:
-        split, waves, util = 1, 1, 1.0
+        tm, tn = timing.gemm_tile
+        tiles, split, waves, util = 0, 1, 1, 1.0
         t_compute = flops / rate
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     lat = timing.gemm_latency_s

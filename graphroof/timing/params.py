@@ -8,6 +8,7 @@ Schema (all optional; a profile without them gets :func:`derived_timing` / :func
     gemm_tile = [128, 128]           # CTA tile M x N the GEMM library runs on large problems
     gemm_tile_m_min = 16             # smallest M extent of a tile (the MMA instruction's M): small-M GEMMs
     gemm_split_k_min = 512           # split-K never cuts K below this many elements per CTA
+    gemm_l2_bw_bytes_per_s = 5e12    # L2 -> SM bandwidth feeding the tiles: narrow tiles are starved by it
     gemm_matrix_efficiency = 0.8     # fraction of the matrix peak one full wave of tiles sustains
     gemm_mem_bw_efficiency = 0.8     # fraction of the memory bandwidth a weight-streaming GEMM sustains
     gemm_latency_s = 4e-6            # fixed time of one GEMM kernel (prologue, pipeline fill, epilogue)
@@ -54,6 +55,7 @@ class KernelTiming:
     gemm_tile: tuple[int, int] = (128, 128)
     gemm_tile_m_min: int = 16
     gemm_split_k_min: int = 512
+    gemm_l2_bw_bytes_per_s: float | None = None
     gemm_matrix_efficiency: float = 0.75
     gemm_mem_bw_efficiency: float = 0.8
     gemm_latency_s: float = 4e-6
@@ -115,7 +117,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     if raw is None:
         return None
     t = _table(path, "timing", raw)
-    known = {"sm_count", "gemm_tile", "gemm_tile_m_min", "gemm_split_k_min", "gemm_matrix_efficiency",
+    known = {"sm_count", "gemm_tile", "gemm_tile_m_min", "gemm_split_k_min", "gemm_l2_bw_bytes_per_s", "gemm_matrix_efficiency",
              "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
              "graph_launch_overhead_s", "stream_bw_efficiency"}
     _unknown(path, "timing", t, known)
@@ -131,6 +133,8 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     for k in ("gemm_tile_m_min", "gemm_split_k_min"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], integer=True)
+    if "gemm_l2_bw_bytes_per_s" in t:
+        kw["gemm_l2_bw_bytes_per_s"] = _number(path, "timing.gemm_l2_bw_bytes_per_s", t["gemm_l2_bw_bytes_per_s"])
     for k in ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], hi=1.0)
