@@ -12,6 +12,7 @@ the discrete ones (CTA tile, smallest tile M, split-K floor, NICs per node) by g
 from __future__ import annotations
 
 import argparse
+import json
 import itertools
 import math
 import sys
@@ -30,7 +31,9 @@ from graphroof.timing import CollectiveParams, KernelTiming, collective_time_wit
 TILES = [(128, 128), (128, 256), (256, 128)]
 TILE_M_MIN = [16, 64]
 SPLIT_K_MIN = [256, 1024]
-L2_RIDGE = [0, 24, 32, 48, 64, 96]  # FLOP/B: the L2 bandwidth as peak / ridge (0: no L2 limit)
+L2_RIDGE = [0, 24, 32, 48, 64, 96]
+POLICIES = ["best", "cover_m"]
+OVERLAP = [None, 2.0, 3.0, 4.0, 6.0]  # p of the compute / memory p-norm (None: max)  # FLOP/B: the L2 bandwidth as peak / ridge (0: no L2 limit)
 STREAM_KINDS = ["norm", "rotary", "act_mul", "elementwise", "gather"]
 
 
@@ -78,24 +81,28 @@ def fit_gemm(rows, hw, sm_count):
     meas = np.array([m for _, m in g])
     peak, bw = hw.matrix_peak_flops_per_s["fp16"], hw.mem_bw_bytes_per_s
     best = None
-    for tile, tmin, skmin, ridge in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN, L2_RIDGE):
+    for tile, tmin, skmin, ridge, pol in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN, L2_RIDGE, POLICIES):
         l2 = float(f"{peak / ridge:.3g}") if ridge else None
         unit = KernelTiming(sm_count=sm_count, gemm_tile=tile, gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
-                            gemm_l2_bw_bytes_per_s=l2,
+                            gemm_l2_bw_bytes_per_s=l2, gemm_tile_policy=pol,
                             gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0)
         parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw) for (m, n, k), _ in g]
         tc = np.array([p.t_compute_s for p in parts]); tm = np.array([p.t_memory_s for p in parts])
 
-        def loss(x):
-            pred = np.maximum(tc / _eff(x[0]), tm / _eff(x[1])) + math.exp(x[2])
-            return float(np.mean(np.abs(np.log(pred / meas))))
+        for ov in OVERLAP:
+            def loss(x, ov=ov):
+                a, b = tc / _eff(x[0]), tm / _eff(x[1])
+                both = np.maximum(a, b) if ov is None else (a ** ov + b ** ov) ** (1 / ov)
+                return float(np.mean(np.abs(np.log((both + math.exp(x[2])) / meas))))
 
-        x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
-        if best is None or v < best[0]:
-            best = (v, dict(gemm_tile=list(tile), gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
-                            **({"gemm_l2_bw_bytes_per_s": l2} if l2 else {}),
-                            gemm_matrix_efficiency=round(_eff(x[0]), 3), gemm_mem_bw_efficiency=round(_eff(x[1]), 3),
-                            gemm_latency_s=float(f"{math.exp(x[2]):.3g}")))
+            x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
+            if best is None or v < best[0]:
+                best = (v, dict(gemm_tile=list(tile), gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
+                                gemm_tile_policy=pol, **({"gemm_l2_bw_bytes_per_s": l2} if l2 else {}),
+                                **({"gemm_overlap_exponent": ov} if ov else {}),
+                                gemm_matrix_efficiency=round(_eff(x[0]), 3),
+                                gemm_mem_bw_efficiency=round(_eff(x[1]), 3),
+                                gemm_latency_s=float(f"{math.exp(x[2]):.3g}")))
     return best[1], best[0]
 
 
@@ -195,11 +202,65 @@ def toml_of(section, d, extra=None):
     return "\n".join(lines)
 
 
-def write_profile(path, blocks):
-    """Replace the fitted block at the end of a profile file (from MARKER on) with *blocks*."""
+def write_profile(path, blocks, sources=None):
+    """Replace the fitted block at the end of a profile file (from MARKER on) with *blocks*; set *sources* keys
+    (``timing = "..."``) in its [sources] table."""
     text = path.read_text()
     head = text.split(MARKER)[0].rstrip("\n")
+    for key, val in (sources or {}).items():
+        line = f"{key} = {json.dumps(val)}"
+        lines = head.split("\n")
+        start = lines.index("[sources]")
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+        hit = [i for i in range(start + 1, end) if lines[i].startswith(f"{key} = ")]
+        if hit:
+            lines[hit[0]] = line
+        else:
+            while end > start + 1 and not lines[end - 1].strip():
+                end -= 1
+            lines.insert(end, line)
+        head = "\n".join(lines)
     path.write_text(head + "\n\n" + MARKER + "\n" + "\n\n".join(blocks) + "\n")
+
+
+# Profiles without data of their own: the fitted constants of the same-class reference GPU, with the device's SM
+# count (NVIDIA architecture whitepapers / datasheets: CUDA cores / cores per SM) and the L2 bandwidth scaled with its
+# fp16 peak (same L2 ridge point).  (profile, reference, SMs, where the SM count comes from)
+DERIVED = [
+    ("a100-40gb-sxm", "a100", 108, "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs"),
+    ("a100-80gb-pcie", "a100", 108, "NVIDIA A100 whitepaper (2020): 108 SMs"),
+    ("a10-24gb-pcie", "a100", 72, "NVIDIA A10 datasheet: 9,216 CUDA cores / 128 per GA102 SM = 72 SMs"),
+    ("a10g-24gb", "a100", 80, "80 SMs (this profile's chip configuration note)"),
+    ("l4-24gb-pcie", "a100", 58, "NVIDIA L4 datasheet: 7,424 CUDA cores / 128 per Ada SM = 58 SMs"),
+    ("l40s-48gb-pcie", "a100", 142, "NVIDIA L40S datasheet: 18,176 CUDA cores / 128 per Ada SM = 142 SMs"),
+    ("rtx-4090-24gb", "a100", 128, "NVIDIA Ada GPU architecture whitepaper: RTX 4090 16,384 CUDA cores / 128 = 128 SMs"),
+    ("jetson-agx-orin-64gb", "a100", 16, "NVIDIA Jetson AGX Orin technical brief: 2,048 CUDA cores / 128 = 16 SMs"),
+    ("t4-16gb-pcie", "a100", 40, "NVIDIA T4 datasheet: 2,560 CUDA cores / 64 per Turing SM = 40 SMs"),
+    ("v100-sxm2-32gb", "a100", 80, "NVIDIA Tesla V100 whitepaper (2017): 80 SMs"),
+    ("h100-pcie", "h100", 114, "NVIDIA H100 architecture whitepaper (2022): H100 PCIe 114 SMs"),
+    ("h200-sxm", "h100", 132, "NVIDIA H200: the GH100 of H100 SXM, 132 SMs"),
+    ("b200-sxm", "h100", 148, "Chips and Cheese, 'Nvidia's B200: Keeping the CUDA Juggernaut Rolling' (2025): 2 dies x 74 SMs"),
+]
+
+
+def derived_block(ref_timing, ref_hw, hw, sms):
+    d = dict(ref_timing, sm_count=sms)
+    if d.get("gemm_l2_bw_bytes_per_s"):
+        ratio = hw.peak("matrix", "fp16")[0] / ref_hw.peak("matrix", "fp16")[0]
+        d["gemm_l2_bw_bytes_per_s"] = float(f"{d['gemm_l2_bw_bytes_per_s'] * ratio:.3g}")
+    return toml_of("timing", d, {"launch_overhead_s": hw.launch_overhead_s, "graph_launch_overhead_s": GRAPH_LAUNCH_S})
+
+
+def write_derived(gpu, hw, timing):
+    for name, ref, sms, sm_src in DERIVED:
+        if ref != gpu:
+            continue
+        dev = load_hardware(name)
+        src = (f"derived: the {GPU_PROFILE[gpu]} constants fitted by benchmarks/fit_kernel_model.py on the "
+               f"Vidur profiling data (no measurements of this device), L2 bandwidth scaled by the fp16 peak "
+               f"ratio; sm_count {sms}: {sm_src}")
+        write_profile(Path(dev.path), [derived_block(timing, hw, dev, sms)], {"timing": src})
+        print(f"# wrote {dev.path} (derived from {gpu})")
 
 
 def main(argv=None):
@@ -207,8 +268,20 @@ def main(argv=None):
     ap.add_argument("--holdout", action="store_true", help="also fit on one model and report the other's error")
     ap.add_argument("--gpu", choices=sorted(GPU_INFO), action="append")
     ap.add_argument("--write", action="store_true", help="write the fitted sections into hw_profiles/*.toml")
+    ap.add_argument("--derive-only", action="store_true",
+                    help="no fit: rewrite the derived profiles from the A100 / H100 profiles' current [timing]")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.derive_only:
+        import tomllib
+
+        for gpu in args.gpu or sorted(GPU_INFO):
+            hw = load_hardware(GPU_PROFILE[gpu])
+            timing = tomllib.loads(Path(hw.path).read_text())["timing"]
+            for k in ("launch_overhead_s", "graph_launch_overhead_s"):
+                timing.pop(k, None)
+            write_derived(gpu, hw, timing)
+        return
     ops, ar = load_ops(), load_allreduce()
     for gpu in args.gpu or sorted(GPU_INFO):
         hw = load_hardware(GPU_PROFILE[gpu])
@@ -230,6 +303,7 @@ def main(argv=None):
         if args.write:
             write_profile(Path(hw.path), [t_block, c_block])
             print(f"# wrote {hw.path}")
+            write_derived(gpu, hw, timing)
     print(f"# wall time {time.perf_counter() - t0:.1f} s")
 
 

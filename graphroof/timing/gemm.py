@@ -3,7 +3,9 @@
 Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants from the profile's ``[timing]``)::
 
     tile      = (tm, tn): tn = gemm_tile[1]; tm one of gemm_tile[0], gemm_tile[0]/2, ... down to gemm_tile_m_min
-                (the library's tile configurations); the one with the least compute time is run
+                (the library's tile configurations).  gemm_tile_policy "best": the one with the least compute
+                time runs (a library that searches its configurations); "cover_m": the smallest height that
+                covers M, else the largest (a heuristic keyed on M alone, blind to wave quantisation)
     tiles     = ceil(M / tm) * ceil(N / tn) * batch
     split_k   = s: when tiles < SMs the library splits K over s CTAs per tile to fill the machine,
                 s = min(floor(SMs / tiles), floor(K / gemm_split_k_min)), at least 1
@@ -14,7 +16,9 @@ Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants f
     t_compute = waves * (2 * tm * tn * ceil(K / s)) / rate_sm
                 (each wave costs one CTA's work at one SM's rate: a partial last wave costs as much as a full one)
     t_memory  = (A + B + C bytes, + split-K fp32 partials written and read back) / (mem_bw * gemm_mem_bw_efficiency)
-    t         = max(t_compute, t_memory) + gemm_latency_s
+    t         = overlap(t_compute, t_memory) + gemm_latency_s
+                overlap = max (perfect overlap of loads and math) without gemm_overlap_exponent, else the
+                p-norm (t_compute^p + t_memory^p)^(1/p): near the ridge neither hides the other completely
 
 At small M ``t_memory`` (the weights B streamed once) dominates: the regime is bandwidth, not FLOPs.  Without
 ``sm_count`` (non-GPU profiles) there is no quantisation: ``t_compute = FLOPs / (peak * efficiency)``.
@@ -40,7 +44,7 @@ __all__ = ["GemmTime", "gemm_time", "gemm_time_with"]
 class GemmTime:
     """One GEMM kernel's predicted time and its parts."""
 
-    t_s: float                  # max(t_compute_s, t_memory_s) + t_latency_s
+    t_s: float                  # overlap(t_compute_s, t_memory_s) + t_latency_s
     t_compute_s: float          # quantised compute time at the sustained matrix rate
     t_memory_s: float           # bytes at the sustained bandwidth
     t_latency_s: float          # fixed kernel time
@@ -102,8 +106,10 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     if sms:
         i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
         tn = timing.gemm_tile[1]
-        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2), tm)
-                   for tm in _tile_heights(timing))
+        heights = _tile_heights(timing)
+        if timing.gemm_tile_policy == "cover_m":
+            heights = [min((h for h in heights if h >= m), default=heights[0])]
+        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2), tm) for tm in heights)
         (t_compute, tiles, split, waves, cta_flops), tm = best
         util = flops / (waves * sms * cta_flops)
         if split > 1:  # fp32 partial sums: each split writes its M x N slice, the reduction reads them back
@@ -114,8 +120,10 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         t_compute = flops / rate
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     lat = timing.gemm_latency_s
+    p = timing.gemm_overlap_exponent
+    both = max(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     return GemmTime(
-        t_s=max(t_compute, t_memory) + lat, t_compute_s=t_compute, t_memory_s=t_memory, t_latency_s=lat,
+        t_s=both + lat, t_compute_s=t_compute, t_memory_s=t_memory, t_latency_s=lat,
         flops=flops, bytes=nbytes, tile=(tm, tn), tiles=tiles, split_k=split, waves=waves,
         wave_utilisation=util, regime="compute" if t_compute >= t_memory else "memory",
         peak_flops_per_s=peak_flops_per_s, peak_used=peak_used,

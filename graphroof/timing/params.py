@@ -9,6 +9,8 @@ Schema (all optional; a profile without them gets :func:`derived_timing` / :func
     gemm_tile_m_min = 16             # smallest M extent of a tile (the MMA instruction's M): small-M GEMMs
     gemm_split_k_min = 512           # split-K never cuts K below this many elements per CTA
     gemm_l2_bw_bytes_per_s = 5e12    # L2 -> SM bandwidth feeding the tiles: narrow tiles are starved by it
+    gemm_tile_policy = "best"        # "best": fewest-wave tile height; "cover_m": smallest height covering M
+    gemm_overlap_exponent = 4        # compute/memory overlap: p-norm of the two times (absent: max)
     gemm_matrix_efficiency = 0.8     # fraction of the matrix peak one full wave of tiles sustains
     gemm_mem_bw_efficiency = 0.8     # fraction of the memory bandwidth a weight-streaming GEMM sustains
     gemm_latency_s = 4e-6            # fixed time of one GEMM kernel (prologue, pipeline fill, epilogue)
@@ -45,6 +47,7 @@ __all__ = ["KernelTiming", "CollectiveParams", "parse_timing", "parse_collective
 #: Kinds of streaming kernels a profile may give a bandwidth fraction for (others fall back to elementwise).
 STREAM_KINDS = ("elementwise", "norm", "rotary", "act_mul", "gather", "softmax", "reduction", "copy")
 COLLECTIVE_ALGORITHMS = ("ring", "tree", "nvls")
+GEMM_TILE_POLICIES = ("best", "cover_m")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class KernelTiming:
     gemm_tile_m_min: int = 16
     gemm_split_k_min: int = 512
     gemm_l2_bw_bytes_per_s: float | None = None
+    gemm_tile_policy: str = "best"
+    gemm_overlap_exponent: float | None = None
     gemm_matrix_efficiency: float = 0.75
     gemm_mem_bw_efficiency: float = 0.8
     gemm_latency_s: float = 4e-6
@@ -117,8 +122,8 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     if raw is None:
         return None
     t = _table(path, "timing", raw)
-    known = {"sm_count", "gemm_tile", "gemm_tile_m_min", "gemm_split_k_min", "gemm_l2_bw_bytes_per_s", "gemm_matrix_efficiency",
-             "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
+    known = {"sm_count", "gemm_tile", "gemm_tile_m_min", "gemm_split_k_min", "gemm_l2_bw_bytes_per_s",
+             "gemm_tile_policy", "gemm_overlap_exponent", "gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
              "graph_launch_overhead_s", "stream_bw_efficiency"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
@@ -133,6 +138,14 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     for k in ("gemm_tile_m_min", "gemm_split_k_min"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], integer=True)
+    if "gemm_tile_policy" in t:
+        if t["gemm_tile_policy"] not in GEMM_TILE_POLICIES:
+            raise HardwareProfileError(f"{path.name}: timing.gemm_tile_policy must be one of "
+                                       f"{', '.join(GEMM_TILE_POLICIES)}, got {t['gemm_tile_policy']!r}")
+        kw["gemm_tile_policy"] = t["gemm_tile_policy"]
+    if "gemm_overlap_exponent" in t:
+        kw["gemm_overlap_exponent"] = _number(path, "timing.gemm_overlap_exponent", t["gemm_overlap_exponent"], lo=1.0,
+                                              strict_lo=False)
     if "gemm_l2_bw_bytes_per_s" in t:
         kw["gemm_l2_bw_bytes_per_s"] = _number(path, "timing.gemm_l2_bw_bytes_per_s", t["gemm_l2_bw_bytes_per_s"])
     for k in ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency"):

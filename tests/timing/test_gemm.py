@@ -114,3 +114,19 @@ def test_gemm_time_on_a100_profile_fp32_uses_tf32_and_4_byte_operands():
     # the fitted profile: a big fp16 GEMM lands between 60% and 90% of the dense peak
     g3 = gemm_time(8192, 8192, 8192, hw, "fp16")
     assert 0.6 < g3.flops / g3.t_s / 312e12 < 0.9
+
+
+def test_overlap_exponent_near_the_ridge():
+    # p-norm overlap, p = 2: t_compute and t_memory 3 : 4 -> 5 (a 3-4-5 triangle) instead of max = 4.
+    # Shape with a single 128x128 tile: M = 128, N = 128, K = 4096 on 1 SM at 1 TFLOP/s:
+    # t_compute = 2 * 128 * 128 * 4096 / 1e12 = 134.2 us; memory bytes (128*4096 + 4096*128 + 128*128) * 2
+    # = 2,129,920 B; bandwidth chosen so t_memory = 4/3 t_compute.
+    tc = 2 * 128 * 128 * 4096 / 1e12
+    bw = 2_129_920 / (tc * 4 / 3)
+    t = _t(sm_count=1, gemm_split_k_min=4096, gemm_overlap_exponent=2.0)
+    g = gemm_time_with(128, 128, 4096, timing=t, peak_flops_per_s=1e12, mem_bw_bytes_per_s=bw)
+    assert g.t_compute_s == pytest.approx(tc) and g.t_memory_s == pytest.approx(tc * 4 / 3)
+    assert g.t_s == pytest.approx(tc * 5 / 3)
+    # far from the ridge the p-norm is the max: t_memory = 100 t_compute -> within 0.01%
+    g2 = gemm_time_with(128, 128, 4096, timing=t, peak_flops_per_s=1e12, mem_bw_bytes_per_s=bw * 4 / 3 / 100)
+    assert g2.t_s == pytest.approx(g2.t_memory_s, rel=1e-4)
