@@ -155,6 +155,8 @@ def main(argv=None) -> int:
             e = [x for (g, w, _), v in arr.items() if g == gpu and w == where for x, _ in v]
             if e:
                 tab.append([gpu, where, "all", len(e), *map(_pct, _stats(e)), ""])
+    e = [x for v in arr.values() for x, _ in v]
+    tab.append(["all", "all", "all", len(e), *map(_pct, _stats(e)), ""])
     print("\nall-reduce (NCCL, 2 KB - 64 MB)")
     print(tabulate(tab, headers=["gpu", "where", "GPUs", "rows", "median |err|", "worst |err|", "mean err", "algorithms"]))
     print(f"\nwall time {time.perf_counter() - t0:.1f} s")

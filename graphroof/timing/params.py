@@ -1,7 +1,8 @@
 """The kernel-timing and collective constants of a hardware profile: the ``[timing]`` and ``[collectives]``
 sections of a profile file, validated here (every error names the file and the field).
 
-Schema (all optional; a profile without them gets :func:`derived_timing` / :func:`derived_collectives`)::
+Schema (all optional; a profile without them gets the defaults of :func:`graphroof.timing.timing_of` /
+:func:`graphroof.timing.collectives_of`, derived from its other fields)::
 
     [timing]
     sm_count = 108                   # streaming multiprocessors (CUs on AMD): the wave width of a GEMM
