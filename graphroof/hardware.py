@@ -28,6 +28,8 @@ per second, bytes decimal)::
     launch_overhead_s = 5e-6
     [sources]                         # one source per section; derived numbers say how
     matrix_peak_flops_per_s = "..."
+    [timing]                          # optional: kernel-level model, see graphroof.timing.params
+    [collectives]                     # optional: alpha-beta collectives, see graphroof.timing.params
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 
 from .dtypes import canonical_dtype, peak_key_candidates
 from .errors import GraphroofError, HardwareProfileError
+from .timing.params import CollectiveParams, KernelTiming, parse_collectives, parse_timing
 
 __all__ = ["HardwareProfile", "load_hardware", "list_profiles", "profile_dir", "adhoc_profile"]
 
@@ -74,6 +77,8 @@ class HardwareProfile:
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
     path: str = ""
+    timing: KernelTiming | None = None            # [timing]: kernel-level model (graphroof.timing)
+    collectives: CollectiveParams | None = None   # [collectives]: alpha-beta collective model
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
@@ -129,6 +134,8 @@ class HardwareProfile:
                            "mem_bw": self.mem_bw_efficiency, "interconnect": self.interconnect_efficiency,
                            "launch_overhead_s": self.launch_overhead_s},
             "sources": dict(self.sources), "path": self.path,
+            "timing": dict(self.timing.__dict__) if self.timing else None,
+            "collectives": dict(self.collectives.__dict__) if self.collectives else None,
         }
 
 
@@ -213,7 +220,8 @@ def _eff(path: Path, eff: dict, k: str, default: float = 1.0) -> float:
 def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     """Validate a parsed profile; every error names the file and the field."""
     known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
-             "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes"}
+             "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes",
+             "timing", "collectives"}
     extra = sorted(set(data) - known)
     if extra:
         raise HardwareProfileError(f"{path.name}: unknown field {extra[0]!r}; known fields: {', '.join(sorted(known))}")
@@ -253,6 +261,8 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         sources={str(k): str(v) for k, v in sources.items()},
         notes=str(data.get("notes", "")),
         path=str(path),
+        timing=parse_timing(path, data.get("timing")),
+        collectives=parse_collectives(path, data.get("collectives")),
     )
 
 

@@ -1,0 +1,311 @@
+"""Fit the [timing] and [collectives] constants of the A100 / H100 profiles on the Vidur profiling data.
+
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py            # fit on all rows, print TOML to paste
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py --holdout  # also fit on 7B only / 70B only, report cross error
+
+The formulas are graphroof.timing's (tiles, waves, bandwidth, latency); this script only chooses their constants:
+the discrete ones (CTA tile, smallest tile M, split-K floor, NICs per node) by grid search, the continuous ones
+(efficiencies, latencies, bandwidths) by Nelder-Mead on the mean |log(predicted / measured)| (robust to the data's
+1 us rounding).  Needs numpy.  Data: Vidur profiling data (see benchmarks/_measured.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import itertools
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measured import GPU_PROFILE, load_allreduce, load_ops  # noqa: E402
+
+from graphroof.hardware import load_hardware  # noqa: E402
+from graphroof.timing import CollectiveParams, KernelTiming, collective_time_with, gemm_time_with  # noqa: E402
+
+TILES = [(128, 128), (128, 256), (256, 128)]
+TILE_M_MIN = [16, 64]
+SPLIT_K_MIN = [256, 1024]
+L2_RIDGE = [0, 24, 32, 48, 64, 96]
+POLICIES = ["best", "cover_m"]
+OVERLAP = [None, 2.0, 3.0, 4.0, 6.0]  # p of the compute / memory p-norm (None: max)  # FLOP/B: the L2 bandwidth as peak / ridge (0: no L2 limit)
+STREAM_KINDS = ["norm", "rotary", "act_mul", "elementwise", "gather"]
+
+
+def nelder_mead(f, x0, step=0.3, iters=400, tol=1e-7):
+    """Minimise f over R^n (plain Nelder-Mead; parameters are passed in log space by the callers)."""
+    n = len(x0)
+    pts = [np.array(x0, float)] + [np.array(x0, float) + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol:
+            break
+        c = np.mean(pts[:-1], axis=0)
+        xr = c + (c - pts[-1]); fr = f(xr)
+        if fr < vals[0]:
+            xe = c + 2 * (c - pts[-1]); fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = c + 0.5 * (pts[-1] - c); fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    i = int(np.argmin(vals))
+    return pts[i], vals[i]
+
+
+def _eff(x):  # log-space parameter -> efficiency in (0, 1]
+    return min(1.0, math.exp(x))
+
+
+# -- GEMM ----------------------------------------------------------------------------------------------------
+
+def gemm_rows(rows):
+    return [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]
+
+
+def fit_gemm(rows, hw, sm_count):
+    """Best (tile, tile_m_min, split_k_min, efficiency, bw efficiency, latency) for these GEMM rows."""
+    g = gemm_rows(rows)
+    meas = np.array([m for _, m in g])
+    peak, bw = hw.matrix_peak_flops_per_s["fp16"], hw.mem_bw_bytes_per_s
+    best = None
+    for tile, tmin, skmin, ridge, pol in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN, L2_RIDGE, POLICIES):
+        l2 = float(f"{peak / ridge:.3g}") if ridge else None
+        unit = KernelTiming(sm_count=sm_count, gemm_tile=tile, gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
+                            gemm_l2_bw_bytes_per_s=l2, gemm_tile_policy=pol,
+                            gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0)
+        parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw) for (m, n, k), _ in g]
+        tc = np.array([p.t_compute_s for p in parts]); tm = np.array([p.t_memory_s for p in parts])
+
+        for ov in OVERLAP:
+            def loss(x, ov=ov):
+                a, b = tc / _eff(x[0]), tm / _eff(x[1])
+                both = np.maximum(a, b) if ov is None else (a ** ov + b ** ov) ** (1 / ov)
+                return float(np.mean(np.abs(np.log((both + math.exp(x[2])) / meas))))
+
+            x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
+            if best is None or v < best[0]:
+                best = (v, dict(gemm_tile=list(tile), gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
+                                gemm_tile_policy=pol, **({"gemm_l2_bw_bytes_per_s": l2} if l2 else {}),
+                                **({"gemm_overlap_exponent": ov} if ov else {}),
+                                gemm_matrix_efficiency=round(_eff(x[0]), 3),
+                                gemm_mem_bw_efficiency=round(_eff(x[1]), 3),
+                                gemm_latency_s=float(f"{math.exp(x[2]):.3g}")))
+    return best[1], best[0]
+
+
+# -- streaming kernels -----------------------------------------------------------------------------------------
+
+def fit_stream(rows, hw):
+    s = [(k.stream_kind, k.stream_bytes, r.measured_s[c]) for r in rows for c, k in r.kernels.items()
+         if k.stream_kind and c in r.measured_s]
+    kinds = np.array([STREAM_KINDS.index(k) for k, _, _ in s])
+    nbytes = np.array([b for _, b, _ in s]); meas = np.array([m for _, _, m in s])
+    bw = hw.mem_bw_bytes_per_s
+
+    def loss(x):
+        eff = np.minimum(1.0, np.exp(x[1:]))[kinds]
+        pred = math.exp(x[0]) + nbytes / (bw * eff)
+        return float(np.mean(np.abs(np.log(pred / meas))))
+
+    x, v = nelder_mead(loss, [math.log(2e-6)] + [math.log(0.6)] * len(STREAM_KINDS), iters=2000)
+    x, v = nelder_mead(loss, x, step=0.1, iters=2000)
+    return dict(stream_latency_s=float(f"{math.exp(x[0]):.3g}"),
+                stream_bw_efficiency={k: round(_eff(x[1 + i]), 3) for i, k in enumerate(STREAM_KINDS)}), v
+
+
+# -- collectives -----------------------------------------------------------------------------------------------
+
+def fit_collectives(rows, algorithms, hw):
+    intra = [r for r in rows if r.gpus_per_node >= r.n_gpus]
+    inter = [r for r in rows if r.gpus_per_node < r.n_gpus]
+    nvls = "nvls" in algorithms
+
+    def params(x, nics=8, xi=None):
+        kw = dict(algorithms=tuple(algorithms), base_latency_s=math.exp(x[0]), intra_hop_latency_s=math.exp(x[1]),
+                  intra_bus_bw_bytes_per_s=math.exp(x[2]))
+        if nvls:
+            kw["nvls_bw_bytes_per_s"] = math.exp(x[3])
+        if xi is not None:
+            kw.update(inter_hop_latency_s=math.exp(xi[0]), inter_bw_bytes_per_s_per_nic=math.exp(xi[1]),
+                      nics_per_node=nics)
+        return CollectiveParams(**kw)
+
+    def loss_of(rs, p):
+        return float(np.mean([abs(math.log(collective_time_with("all_reduce", r.size_bytes, r.n_gpus, p,
+                                                                 gpus_per_node=r.gpus_per_node).t_s / r.measured_s))
+                              for r in rs]))
+
+    link = hw.interconnect_bw_bytes_per_s or 300e9
+    x0 = [math.log(20e-6), math.log(1e-6), math.log(0.6 * link)] + ([math.log(link)] if nvls else [])
+    x, v = nelder_mead(lambda x: loss_of(intra, params(x)), x0, step=0.5, iters=600)
+    out = dict(algorithms=list(algorithms), base_latency_s=float(f"{math.exp(x[0]):.3g}"),
+               intra_hop_latency_s=float(f"{math.exp(x[1]):.3g}"),
+               intra_bus_bw_bytes_per_s=float(f"{math.exp(x[2]):.3g}"))
+    if nvls:
+        out["nvls_bw_bytes_per_s"] = float(f"{math.exp(x[3]):.3g}")
+    fits = {"intra": v}
+    if inter:
+        best = None
+        for nics in (1, 2, 4, 8):
+            xi, vi = nelder_mead(lambda xi: loss_of(inter, params(x, nics, xi)), [math.log(5e-6), math.log(10e9)],
+                                 step=0.5, iters=300)
+            if best is None or vi < best[0]:
+                best = (vi, nics, xi)
+        vi, nics, xi = best
+        out.update(inter_hop_latency_s=float(f"{math.exp(xi[0]):.3g}"),
+                   inter_bw_bytes_per_s_per_nic=float(f"{math.exp(xi[1]):.3g}"), nics_per_node=nics)
+        fits["inter"] = vi
+    return out, fits
+
+
+GRAPH_LAUNCH_S = 20e-6  # not in the data (the rows time single kernels): an assumption, see sources.timing
+GPU_INFO = {"a100": dict(sm_count=108, algorithms=["ring", "tree"]),
+            # no multi-node H100 rows: inter-node constants derived (8 x 400 Gb/s NDR per DGX H100 node, 80%)
+            "h100": dict(sm_count=132, algorithms=["ring", "tree", "nvls"],
+                         collectives_default=dict(inter_hop_latency_s=10e-6, inter_bw_bytes_per_s_per_nic=40e9,
+                                                  nics_per_node=8))}
+
+
+def fit_gpu(gpu, ops, ar, models=None):
+    hw = load_hardware(GPU_PROFILE[gpu])
+    rows = [r for r in ops if r.gpu == gpu and (models is None or r.model in models)]
+    gemm, gl = fit_gemm(rows, hw, GPU_INFO[gpu]["sm_count"])
+    stream, sl = fit_stream(rows, hw)
+    return {"sm_count": GPU_INFO[gpu]["sm_count"], **gemm, **stream}, {"gemm": gl, "stream": sl}
+
+
+MARKER = "# -- fitted by benchmarks/fit_kernel_model.py (sources.timing / sources.collectives say on what) --"
+
+
+def toml_of(section, d, extra=None):
+    lines = [f"[{section}]"]
+    for k, v in {**d, **(extra or {})}.items():
+        if not isinstance(v, dict):
+            lines.append(f"{k} = {v!r}".replace("'", '"'))
+    for k, v in d.items():
+        if isinstance(v, dict):
+            lines.append(f"\n[{section}.{k}]")
+            lines += [f"{kk} = {vv!r}" for kk, vv in v.items()]
+    return "\n".join(lines)
+
+
+def write_profile(path, blocks, sources=None):
+    """Replace the fitted block at the end of a profile file (from MARKER on) with *blocks*; set *sources* keys
+    (``timing = "..."``) in its [sources] table."""
+    text = path.read_text()
+    head = text.split(MARKER)[0].rstrip("\n")
+    for key, val in (sources or {}).items():
+        line = f"{key} = {json.dumps(val)}"
+        lines = head.split("\n")
+        start = lines.index("[sources]")
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+        hit = [i for i in range(start + 1, end) if lines[i].startswith(f"{key} = ")]
+        if hit:
+            lines[hit[0]] = line
+        else:
+            while end > start + 1 and not lines[end - 1].strip():
+                end -= 1
+            lines.insert(end, line)
+        head = "\n".join(lines)
+    path.write_text(head + "\n\n" + MARKER + "\n" + "\n\n".join(blocks) + "\n")
+
+
+# Profiles without data of their own: the fitted constants of the same-class reference GPU, with the device's SM
+# count (NVIDIA architecture whitepapers / datasheets: CUDA cores / cores per SM) and the L2 bandwidth scaled with its
+# fp16 peak (same L2 ridge point).  (profile, reference, SMs, where the SM count comes from)
+DERIVED = [
+    ("a100-40gb-sxm", "a100", 108, "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs"),
+    ("a100-80gb-pcie", "a100", 108, "NVIDIA A100 whitepaper (2020): 108 SMs"),
+    ("a10-24gb-pcie", "a100", 72, "NVIDIA A10 datasheet: 9,216 CUDA cores / 128 per GA102 SM = 72 SMs"),
+    ("a10g-24gb", "a100", 80, "80 SMs (this profile's chip configuration note)"),
+    ("l4-24gb-pcie", "a100", 58, "NVIDIA L4 datasheet: 7,424 CUDA cores / 128 per Ada SM = 58 SMs"),
+    ("l40s-48gb-pcie", "a100", 142, "NVIDIA L40S datasheet: 18,176 CUDA cores / 128 per Ada SM = 142 SMs"),
+    ("rtx-4090-24gb", "a100", 128, "NVIDIA Ada GPU architecture whitepaper: RTX 4090 16,384 CUDA cores / 128 = 128 SMs"),
+    ("jetson-agx-orin-64gb", "a100", 16, "NVIDIA Jetson AGX Orin technical brief: 2,048 CUDA cores / 128 = 16 SMs"),
+    ("t4-16gb-pcie", "a100", 40, "NVIDIA T4 datasheet: 2,560 CUDA cores / 64 per Turing SM = 40 SMs"),
+    ("v100-sxm2-32gb", "a100", 80, "NVIDIA Tesla V100 whitepaper (2017): 80 SMs"),
+    ("h100-pcie", "h100", 114, "NVIDIA H100 architecture whitepaper (2022): H100 PCIe 114 SMs"),
+    ("h200-sxm", "h100", 132, "NVIDIA H200: the GH100 of H100 SXM, 132 SMs"),
+    ("b200-sxm", "h100", 148, "Chips and Cheese, 'Nvidia's B200: Keeping the CUDA Juggernaut Rolling' (2025): 2 dies x 74 SMs"),
+]
+
+
+def derived_block(ref_timing, ref_hw, hw, sms):
+    d = dict(ref_timing, sm_count=sms)
+    if d.get("gemm_l2_bw_bytes_per_s"):
+        ratio = hw.peak("matrix", "fp16")[0] / ref_hw.peak("matrix", "fp16")[0]
+        d["gemm_l2_bw_bytes_per_s"] = float(f"{d['gemm_l2_bw_bytes_per_s'] * ratio:.3g}")
+    return toml_of("timing", d, {"launch_overhead_s": hw.launch_overhead_s, "graph_launch_overhead_s": GRAPH_LAUNCH_S})
+
+
+def write_derived(gpu, hw, timing):
+    for name, ref, sms, sm_src in DERIVED:
+        if ref != gpu:
+            continue
+        dev = load_hardware(name)
+        src = (f"derived: the {GPU_PROFILE[gpu]} constants fitted by benchmarks/fit_kernel_model.py on the "
+               f"Vidur profiling data (no measurements of this device), L2 bandwidth scaled by the fp16 peak "
+               f"ratio; sm_count {sms}: {sm_src}")
+        write_profile(Path(dev.path), [derived_block(timing, hw, dev, sms)], {"timing": src})
+        print(f"# wrote {dev.path} (derived from {gpu})")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--holdout", action="store_true", help="also fit on one model and report the other's error")
+    ap.add_argument("--gpu", choices=sorted(GPU_INFO), action="append")
+    ap.add_argument("--write", action="store_true", help="write the fitted sections into hw_profiles/*.toml")
+    ap.add_argument("--derive-only", action="store_true",
+                    help="no fit: rewrite the derived profiles from the A100 / H100 profiles' current [timing]")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    if args.derive_only:
+        import tomllib
+
+        for gpu in args.gpu or sorted(GPU_INFO):
+            hw = load_hardware(GPU_PROFILE[gpu])
+            timing = tomllib.loads(Path(hw.path).read_text())["timing"]
+            for k in ("launch_overhead_s", "graph_launch_overhead_s"):
+                timing.pop(k, None)
+            write_derived(gpu, hw, timing)
+        return
+    ops, ar = load_ops(), load_allreduce()
+    for gpu in args.gpu or sorted(GPU_INFO):
+        hw = load_hardware(GPU_PROFILE[gpu])
+        timing, losses = fit_gpu(gpu, ops, ar)
+        print(f"# {gpu}: fitted on all Vidur {gpu} Llama-2-7B + 70B rows (TP1-8, tokens 1-4096); "
+              f"mean |log err| gemm {losses['gemm']:.3f}, stream {losses['stream']:.3f}")
+        t_block = toml_of("timing", timing, {"launch_overhead_s": hw.launch_overhead_s,
+                                             "graph_launch_overhead_s": GRAPH_LAUNCH_S})
+        print(t_block)
+        if args.holdout:
+            for fit_on in ("7b", "70b"):
+                t, _ = fit_gpu(gpu, ops, ar, models={fit_on})
+                print(f"# {gpu} fitted on {fit_on} only: {t}")
+        coll, fits = fit_collectives([r for r in ar if r.gpu == gpu], GPU_INFO[gpu]["algorithms"], hw)
+        coll = {**GPU_INFO[gpu].get("collectives_default", {}), **coll}
+        print(f"# {gpu} collectives: mean |log err| {fits}")
+        c_block = toml_of("collectives", coll)
+        print(c_block)
+        if args.write:
+            write_profile(Path(hw.path), [t_block, c_block])
+            print(f"# wrote {hw.path}")
+            write_derived(gpu, hw, timing)
+    print(f"# wall time {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Precision policy: which matrix peak an fp32 matmul runs at.
+
+One rule for every vendor, driven by the profile's peak table (PyTorch's ``torch.set_float32_matmul_precision``
+vocabulary):
+
+- ``"highest"``: fp32 stays fp32: the matrix units' fp32 peak if the profile lists one (TPU-style), else the
+  vector (CUDA-core) fp32 peak.
+- ``"high"`` (default, as PyTorch's cuDNN convolutions, which allow TF32): fp32 matmuls run on TF32 matrix
+  units where the profile lists ``matrix_peak_flops_per_s.tf32``; otherwise as ``"highest"``.
+- ``"medium"``: fp32 matmuls may run in bf16 (``matrix.bf16``) where listed; otherwise as ``"high"``.
+
+Other dtypes are unaffected (bf16 runs at ``matrix.bf16`` ...).  ``dtype="tf32"`` asks for TF32 explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..dtypes import canonical_dtype
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..hardware import HardwareProfile
+
+__all__ = ["MATMUL_PRECISIONS", "matmul_peak_key", "matmul_peak"]
+
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+def matmul_peak_key(dtype: str, precision: str, hw: HardwareProfile) -> str:
+    """The peak-table key (``"matrix.tf32"``, ``"vector.fp32"``, ``"matrix.bf16"``) a matmul in *dtype* uses.
+
+    >>> from graphroof.hardware import load_hardware
+    >>> matmul_peak_key("fp32", "high", load_hardware("a100"))
+    'matrix.tf32'
+    >>> matmul_peak_key("fp32", "highest", load_hardware("a100"))
+    'vector.fp32'
+    """
+    if precision not in MATMUL_PRECISIONS:
+        raise InputError(f"matmul precision {precision!r}: use one of {', '.join(MATMUL_PRECISIONS)}")
+    d = canonical_dtype(dtype)
+    table = hw.matrix_peak_flops_per_s
+    if d == "fp32":
+        if precision == "medium" and table.get("bf16"):
+            return "matrix.bf16"
+        if precision in ("high", "medium") and table.get("tf32"):
+            return "matrix.tf32"
+    if d == "tf32" and not table.get("tf32"):
+        d = "fp32"  # no TF32 units: fp32 math
+    return hw.peak("matrix", d)[1]
+
+
+def matmul_peak(hw: HardwareProfile, dtype: str, precision: str = "high") -> tuple[float, str]:
+    """(peak FLOP/s, key) for a matmul computing in *dtype* under *precision* on *hw*."""
+    key = matmul_peak_key(dtype, precision, hw)
+    unit, k = key.split(".", 1)
+    table = hw.matrix_peak_flops_per_s if unit == "matrix" else hw.vector_peak_flops_per_s
+    if table.get(k):
+        return table[k], key
+    return hw.peak(unit, k)

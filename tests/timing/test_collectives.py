@@ -1,0 +1,81 @@
+"""Alpha-beta collectives: ring, tree, NVLS by hand; the fastest per size is picked."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphroof.errors import InputError
+from graphroof.hardware import load_hardware
+from graphroof.timing import CollectiveParams, allreduce_time, collective_time_with
+
+P = CollectiveParams(algorithms=("ring", "tree", "nvls"), base_latency_s=10e-6, intra_hop_latency_s=1e-6,
+                     intra_bus_bw_bytes_per_s=100e9, inter_hop_latency_s=5e-6, inter_bw_bytes_per_s_per_nic=20e9,
+                     nics_per_node=8, nvls_bw_bytes_per_s=200e9)
+
+
+def test_ring_allreduce_by_hand():
+    # p = 8 in one node, S = 64e6: latency 10 + 2 * 7 * 1 = 24 us; bandwidth 2 * 7/8 * 64e6 / 100e9 = 1.12 ms
+    r = collective_time_with("all_reduce", 64e6, 8, P, algorithm="ring")
+    assert r.t_latency_s == pytest.approx(24e-6)
+    assert r.t_bandwidth_s == pytest.approx(1.12e-3)
+    assert r.t_s == pytest.approx(1.144e-3)
+
+
+def test_nvls_by_hand_and_picked_when_faster():
+    # NVLS: 10 + 2 * 1 = 12 us + 64e6 / 200e9 = 320 us -> 332 us < ring's 1.144 ms
+    r = collective_time_with("all_reduce", 64e6, 8, P)
+    assert r.algorithm == "nvls" and r.t_s == pytest.approx(332e-6)
+    # without nvls in the list the ring runs
+    ring_only = CollectiveParams(**{**P.__dict__, "algorithms": ("ring",)})
+    assert collective_time_with("all_reduce", 64e6, 8, ring_only).algorithm == "ring"
+
+
+def test_multi_node_ring_vs_tree_by_hand():
+    # p = 16, 8 per node, 2 nodes; network = 20e9 * min(8, 8) = 160e9 per node > 100e9 NVLink: bottleneck 100e9
+    # ring: 10 + 2 * 15 * 5 = 160 us + 2 * 15/16 * 64e6 / 100e9 = 1200 us -> 1360 us
+    # tree: 10 + 2 * (ceil(log2 2) * 5 + 7 * 1) = 34 us + 2 * 64e6 / 100e9 = 1280 us -> 1314 us (picked)
+    ring = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="ring")
+    tree = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="tree")
+    assert ring.t_s == pytest.approx(1360e-6)
+    assert tree.t_s == pytest.approx(1314e-6)
+    assert collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8).algorithm == "tree"
+    # one NIC per node: network 20e9 is the bottleneck: ring bandwidth 2 * 15/16 * 64e6 / 20e9 = 6 ms
+    one_nic = CollectiveParams(**{**P.__dict__, "nics_per_node": 1})
+    r1 = collective_time_with("all_reduce", 64e6, 16, one_nic, gpus_per_node=8, algorithm="ring")
+    assert r1.t_bandwidth_s == pytest.approx(6e-3)
+    # NVLS is intra-node only
+    with pytest.raises(InputError, match="not available"):
+        collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="nvls")
+
+
+def test_allgather_reduce_scatter_ring_by_hand():
+    # p = 4, S = 4e6: 10 + 3 * 1 = 13 us + 3/4 * 4e6 / 100e9 = 30 us -> 43 us
+    for op in ("all_gather", "reduce_scatter"):
+        r = collective_time_with(op, 4e6, 4, P)
+        assert r.algorithm == "ring" and r.t_s == pytest.approx(43e-6)
+
+
+def test_small_messages_are_latency_bound():
+    # 2 KB over 8 GPUs: bandwidth terms < 0.1 us; NVLS latency 12 us < ring 24 us
+    r = collective_time_with("all_reduce", 2048, 8, P)
+    assert r.algorithm == "nvls" and r.t_latency_s == pytest.approx(12e-6) and r.t_bandwidth_s < 1e-7
+
+
+def test_trivial_and_bad_inputs():
+    assert collective_time_with("all_reduce", 1e6, 1, P).t_s == 0.0
+    with pytest.raises(InputError, match="collective 'broadcast'"):
+        collective_time_with("broadcast", 1e6, 2, P)
+    with pytest.raises(InputError, match="inter_bw"):
+        collective_time_with("all_reduce", 1e6, 16, CollectiveParams(intra_bus_bw_bytes_per_s=1e11), gpus_per_node=8)
+
+
+def test_profiles():
+    # fitted profiles: a Llama-2-7B decode all-reduce (1 token x 4096 x fp16 = 8 KB) over TP 8 costs some tens of us
+    for name in ("a100", "h100"):
+        r = allreduce_time(8192, 8, load_hardware(name))
+        assert 5e-6 < r.t_s < 100e-6
+    # a profile without [collectives]: ring over the interconnect at its efficiency factor, no base latency
+    hw = load_hardware("a100-40gb")
+    r = allreduce_time(64e6, 8, hw)
+    assert r.algorithm == "ring"
+    assert r.t_bandwidth_s == pytest.approx(2 * 7 / 8 * 64e6 / (hw.interconnect_bw_bytes_per_s * hw.interconnect_efficiency))
