@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._version import __version__
@@ -20,8 +20,9 @@ __all__ = ["Analysis", "DeviceComparison", "compare_devices", "CONVENTIONS", "SC
 SCHEMA_VERSION = 1
 CONVENTIONS = (
     f"{FLOPS_PER_MAC} FLOPs per multiply-add; dense (not 2:4-sparse) peak FLOP/s; bytes in decimal units "
-    "(1 GB = 1e9 B); unfused bytes (each op reads its inputs from and writes its outputs to main memory); "
-    "time = max(FLOPs / peak, bytes / bandwidth) per op"
+    "(1 GB = 1e9 B); kernel bytes = tensors crossing kernel boundaries under the runtime preset (op rows: "
+    "unfused, each op reads its inputs and writes its outputs); time = max(FLOPs / peak, bytes / bandwidth) "
+    "per kernel"
 )
 
 @dataclass
@@ -37,19 +38,53 @@ class Analysis:
     summary: CountSummary
     depth: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the kernel graph (:meth:`graphroof.fuse.KernelGraph.as_opgraph`), evaluated; ``None``: ops are kernels
+    kernels: OpGraph | None = None
+    runtime: str = "eager"
+    #: launch cost paid once per step (a CUDA-graph replay) instead of per kernel
+    step_launch_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.depth is None:
             self.depth = auto_depth(self.graph)
-        self.totals: Totals = totals(self.graph, self.hw)
+        #: the op graph's own totals: every op its own kernel (the eager view)
+        self.eager_totals: Totals = totals(self.graph, self.hw)
+        t = totals(self.timed_graph, self.hw)
+        if self.step_launch_s:
+            t = replace(t, t_realistic_s=t.t_realistic_s + self.step_launch_s)
+        self.totals: Totals = t
         self._ops: list[dict] | None = None
         self._layers: list[dict] | None = None
+        self._kernel_rows: list[dict] | None = None
+
+    @property
+    def timed_graph(self) -> OpGraph:
+        """The graph the totals and layers come from: the kernels when fused, else the ops."""
+        return self.kernels if self.kernels is not None else self.graph
+
+    def time_parts(self) -> dict[str, float]:
+        """How the realistic time is made: the true floor, the per-kernel roofline sum, derating, launches,
+        collectives (``t_realistic_s`` = roofline sum + derating + launch)."""
+        g = self.timed_graph
+        bounds = [g.get(n, BOUND) for n in g.nx.nodes]
+        launch = sum(b.t_launch_s for b in bounds) + self.step_launch_s
+        t = self.totals
+        return {
+            "time_floor_s": max(t.t_compute_s, t.t_memory_s, t.t_network_s),
+            "time_roofline_s": t.t_lower_s,
+            "time_derating_s": t.t_realistic_s - launch - t.t_lower_s,
+            "time_launch_s": launch,
+            "time_collectives_s": sum(b.t_realistic_s - b.t_launch_s for b in bounds
+                                      if b.time_model.startswith("collective")),
+            "time_realistic_s": t.t_realistic_s,
+            "n_kernels": len(g),
+        }
 
     # -- rows ---------------------------------------------------------------------------------------
     @property
     def ops(self) -> list[dict[str, Any]]:
         if self._ops is None:
-            total_t = self.totals.t_lower_s or 1.0
+            total_t = self.eager_totals.t_lower_s or 1.0
             rows = []
             for node in self.graph.ops():
                 cost, b = self.graph.get(node.name, COST), self.graph.get(node.name, BOUND)
@@ -71,8 +106,30 @@ class Analysis:
     def layers(self) -> list[dict[str, Any]]:
         if self._layers is None:
             total_t = self.totals.t_lower_s
-            self._layers = [layer_row(g, self.hw, total_t) for g in rollup(self.graph, self.hw, self.depth)]
+            self._layers = [layer_row(g, self.hw, total_t) for g in rollup(self.timed_graph, self.hw, self.depth)]
         return self._layers
+
+    @property
+    def kernel_rows(self) -> list[dict[str, Any]]:
+        """One row per kernel (the kernel view): the op rows' fields plus ``kind``, ``n_ops``, ``ops``,
+        ``gemm_mnk``, ``time_model`` and ``t_launch_s``."""
+        if self._kernel_rows is None:
+            g = self.timed_graph
+            total_t = self.totals.t_lower_s or 1.0
+            rows = []
+            for node in g.ops():
+                cost, b = g.get(node.name, COST), g.get(node.name, BOUND)
+                rows.append({
+                    "name": node.name, "kind": node.attrs.get("kernel_kind", node.op), "scope": node.scope,
+                    "dtype": compute_dtype(node), "n_ops": node.attrs.get("n_ops", 1),
+                    "ops": list(node.attrs.get("ops", (node.name,))), "gemm_mnk": node.attrs.get("gemm_mnk"),
+                    **cost_fields(cost), "intensity": b.intensity, "peak_used": b.peak_used,
+                    "t_compute_s": b.t_compute_s, "t_memory_s": b.t_memory_s, "t_network_s": b.t_network_s,
+                    "time_s": b.t_s, "time_realistic_s": b.t_realistic_s, "t_launch_s": b.t_launch_s,
+                    "time_model": b.time_model, "bound": b.bound, "share": b.t_s / total_t,
+                })
+            self._kernel_rows = rows
+        return self._kernel_rows
 
     # -- header facts ---------------------------------------------------------------------------------
     @property
@@ -107,6 +164,7 @@ class Analysis:
             "ridge_points_flop_per_byte": self.ridge_points(), "dtypes": self.dtypes_used(),
             "capture": self.meta.get("capture", self.graph.meta.get("capture", "")),
             "dims": dict(self.graph.meta.get("dims", {})), "depth": self.depth,
+            "runtime": self.runtime, "n_ops": len(self.graph), "n_kernels": len(self.timed_graph),
             "conventions": CONVENTIONS, "graphroof_version": __version__,
         }
 
@@ -134,10 +192,18 @@ class Analysis:
                 "time_s": t.t_lower_s, "time_lower_s": t.t_lower_s, "time_upper_s": t.t_upper_s,
                 "time_realistic_s": t.t_realistic_s, "t_compute_s": t.t_compute_s,
                 "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s, "bound": t.bound,
+                **self.time_parts(),
+            },
+            "eager_totals": {
+                **cost_fields(self.eager_totals.cost), "time_roofline_s": self.eager_totals.t_lower_s,
+                "time_realistic_s": self.eager_totals.t_realistic_s, "n_kernels": sum(
+                    1 for n in self.graph.nx.nodes if self.graph.get(n, BOUND).t_launch_s
+                    or self.graph.get(n, COST).bytes or self.graph.get(n, COST).flops),
             },
             "coverage": self.summary.as_dict(),
             "notes": self.notes(),
             "layers": self.layers,
+            "kernels": self.kernel_rows,
             "ops": self.ops,
         })
 

@@ -13,6 +13,7 @@ from .counters.registry import Rule
 from .counters.settings import CountSettings
 from .errors import GraphroofWarning, InputError
 from .frontends import load
+from .fuse import Runtime, fuse, get_runtime
 from .graph import OpGraph, bind
 from .hardware import HardwareProfile, adhoc_profile, load_hardware
 from .roofline import evaluate_graph
@@ -37,8 +38,10 @@ def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_
 
 def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule | None] | None = None,
                 strict: bool = False, dims: Mapping[str, int] | None = None, depth: int | None = None,
-                meta: Mapping[str, Any] | None = None, settings: CountSettings | None = None) -> Analysis:
-    """Bind dims, count, evaluate the roofline, and wrap the result (the pipeline after the frontend).
+                meta: Mapping[str, Any] | None = None, settings: CountSettings | None = None,
+                runtime: str | Runtime | None = None) -> Analysis:
+    """Bind dims, count, fuse into kernels under *runtime*, evaluate the roofline, and wrap the result (the
+    pipeline after the frontend).  *runtime* ``None`` picks :func:`default_runtime`.
 
     Works on a copy: *graph* itself is never annotated, so one graph can be counted on several devices.
     """
@@ -51,7 +54,15 @@ def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule
             graph.meta["dims"] = {**graph.meta.get("dims", {}), **dict(dims)}
     summary = count(graph, rules=rules, strict=strict, settings=settings)
     evaluate_graph(graph, hw)
-    return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}))
+    rt = get_runtime(runtime or default_runtime(graph))
+    kernels = fuse(graph, rt).as_opgraph(graph)
+    evaluate_graph(kernels, hw)
+    return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}), kernels=kernels, runtime=rt.name)
+
+
+def default_runtime(graph: OpGraph) -> str:
+    """``eager`` for op tables (their rows are already kernels), ``compiled`` for traced / ONNX models."""
+    return "eager" if all(not op.inputs and not op.outputs for op in graph.ops()) else "compiled"
 
 
 def load_verb(model: Any) -> str:
@@ -77,6 +88,7 @@ def analyze(
     ideal: bool = False,
     attention: str = "flash",
     causal: str = "kernel",
+    runtime: str | None = None,
     progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> Analysis:
@@ -96,6 +108,9 @@ def analyze(
     attention : ``"flash"`` (scores stay on chip) or ``"naive"`` (scores written and read), see
         :mod:`graphroof.counters.settings`.
     causal : ``"kernel"`` (count what a causal kernel computes, ~half the square) or ``"full"``.
+    runtime : fusion preset, ``"eager"`` | ``"compiled"`` | ``"serving"`` (:mod:`graphroof.fuse.runtimes`);
+        default ``compiled`` for models, ``eager`` for op tables.  Totals and layers are per kernel; the op
+        rows and ``eager_totals`` keep the unfused view.
     progress : called with a short stage message ("tracing ...", "counting N ops") before each long step
         (the CLI's :class:`graphroof.cli.progress.Progress`).
 
@@ -119,12 +134,13 @@ def analyze(
     if progress:
         progress(f"counting {len(graph)} ops on {prof.name}")
     return count_graph(graph, prof, rules=rules, strict=strict, dims=dims, depth=depth, meta=meta,
-                       settings=settings)
+                       settings=settings, runtime=runtime)
 
 
 def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], *, strict: bool = False,
                         depth: int | None = None, attention: str = "flash", causal: str = "kernel",
-                        progress: Callable[[str], None] | None = None, **opts: Any) -> list[Analysis]:
+                        runtime: str | None = None, progress: Callable[[str], None] | None = None,
+                        **opts: Any) -> list[Analysis]:
     """One Analysis per hardware profile, loading (tracing) the model once (:func:`count_graph` works on a copy)."""
     settings = CountSettings(attention=attention, causal=causal)
     if progress:
@@ -139,7 +155,7 @@ def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], *, stri
             if i:  # unknown-op warnings are the same for every device: say them once
                 warnings.simplefilter("ignore", GraphroofWarning)
             out.append(count_graph(graph, hw, strict=strict, dims=opts.get("dims"),
-                                   depth=depth, meta=meta, settings=settings))
+                                   depth=depth, meta=meta, settings=settings, runtime=runtime))
     return out
 
 
@@ -152,6 +168,7 @@ def compare(
     ideal: bool = False,
     attention: str = "flash",
     causal: str = "kernel",
+    runtime: str | None = None,
     progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> DeviceComparison:
@@ -170,5 +187,5 @@ def compare(
         raise InputError("compare needs at least one hardware profile, e.g. hw=['a100', 'h100']")
     profiles = [resolve_hardware(h, ideal=ideal) for h in names]
     analyses = analyze_on_profiles(model, profiles, strict=strict, depth=depth, attention=attention, causal=causal,
-                                   progress=progress, **frontend_opts)
+                                   runtime=runtime, progress=progress, **frontend_opts)
     return compare_devices(analyses)

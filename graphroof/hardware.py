@@ -118,7 +118,7 @@ class HardwareProfile:
                         display_name=f"{p.label} (bandwidth overridden)")
         if ideal:
             p = replace(p, matrix_efficiency=1.0, vector_efficiency=1.0, mem_bw_efficiency=1.0,
-                        interconnect_efficiency=1.0, launch_overhead_s=0.0)
+                        interconnect_efficiency=1.0, launch_overhead_s=0.0, timing=None, collectives=None)
         return p
 
     def as_dict(self) -> dict[str, Any]:

@@ -137,8 +137,9 @@ def rollup(graph: OpGraph, hw: HardwareProfile, depth: int | None = None,
     for name, ops in groups.items():
         cost, t = summarize(graph, ops, hw)
         kinds: dict[str, int] = {}
-        for o in ops:
-            kinds[o.op] = kinds.get(o.op, 0) + 1
+        for o in ops:  # a kernel node counts the ops it runs
+            for k, v in (o.attrs.get("op_key_counts") or {o.op: 1}).items():
+                kinds[k] = kinds.get(k, 0) + v
         out.append(LayerGroup(name, ops, cost, t, kinds, list(members[name])))
     return out
 
@@ -148,12 +149,13 @@ def layer_row(g: LayerGroup, hw: HardwareProfile, total_t_s: float) -> dict[str,
     t = g.totals
     flops, nbytes = g.cost.flops, g.cost.bytes
     return {
-        "name": g.name, "n_ops": len(g.ops), **cost_fields(g.cost),
+        "name": g.name, "n_ops": sum(int(o.attrs.get("n_ops", 1)) for o in g.ops), "n_kernels": len(g.ops),
+        **cost_fields(g.cost),
         "intensity": flops / nbytes if nbytes else (float("inf") if flops else 0.0),
         "attainable_flops_per_s": attainable_flops_per_s(g.cost, t, hw),
         "t_compute_s": t.t_compute_s, "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s,
         "time_s": t.t_lower_s, "time_upper_s": t.t_upper_s, "time_realistic_s": t.t_realistic_s,
         "bound": t.bound, "share": t.t_lower_s / (total_t_s or 1.0),
         "op_kinds": dict(sorted(g.op_kinds.items(), key=lambda kv: -kv[1])),
-        "ops": [o.name for o in g.ops],
+        "ops": [n for o in g.ops for n in (o.attrs.get("ops") or (o.name,))],
     }

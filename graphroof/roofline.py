@@ -34,6 +34,8 @@ class Bound:
     attainable_flops_per_s: float   # min(peak, intensity * bandwidth)
     peak_flops_per_s: float         # peak of the unit(s) used (harmonic blend when matrix + vector)
     peak_used: str                  # "matrix.bf16", "vector.fp32", "matrix.bf16+vector.fp32", "-"
+    t_launch_s: float = 0.0         # launch cost inside t_realistic_s (0 when the step is a CUDA graph)
+    time_model: str = "efficiency"  # how t_realistic_s was priced ("gemm", "stream:norm", "efficiency", ...)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -70,8 +72,13 @@ def _peaks(hw: HardwareProfile, dtype: str) -> tuple[float, str, float, str]:
 
 
 def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
-             peaks: tuple[float, str, float, str] | None = None) -> Bound:
-    """Roofline for one cost on *hw*, computing in *dtype* (*peaks*: precomputed ``_peaks(hw, dtype)``)."""
+             peaks: tuple[float, str, float, str] | None = None, node: OpNode | None = None) -> Bound:
+    """Roofline for one cost on *hw*, computing in *dtype* (*peaks*: precomputed ``_peaks(hw, dtype)``).
+
+    With *node* (the op or kernel the cost belongs to) and a profile that has a ``[timing]`` section, the
+    realistic time is the kernel-level model of :mod:`graphroof.timing.kernel` (GEMM tiles and waves, streaming
+    bandwidth by kernel kind, alpha-beta collectives); otherwise it divides by the profile's efficiency factors.
+    """
     peak_m, key_m, peak_v, key_v = peaks or _peaks(hw, dtype)
     tc = cost.matrix_flops / peak_m + cost.vector_flops / peak_v
     tm = cost.bytes / hw.mem_bw_bytes_per_s
@@ -87,6 +94,13 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     tm_r = tm / hw.mem_bw_efficiency
     tn_r = tn / hw.interconnect_efficiency
     launch = hw.launch_overhead_s if (cost.flops or cost.bytes or cost.net_bytes) else 0.0
+    model = "efficiency"
+    t_real = max(tc_r, tm_r, tn_r)
+    if node is not None and hw.timing is not None and (cost.flops or cost.bytes or cost.net_bytes):
+        from .timing.kernel import kernel_time
+
+        kt = kernel_time(node, kernel_kind(node, cost), cost, hw, dtype, tc, tm)
+        t_real, launch, model = kt.t_kernel_s, kt.t_launch_s, kt.model
     if cost.matrix_flops and cost.vector_flops:
         used, peak = f"{key_m}+{key_v}", cost.flops / tc
     elif cost.vector_flops:
@@ -97,8 +111,19 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
         used, peak = "-", peak_m
     intensity = cost.intensity
     attainable = min(peak, intensity * hw.mem_bw_bytes_per_s) if cost.flops else 0.0
-    return Bound(tc, tm, tn, t, max(tc_r, tm_r, tn_r) + launch, _bound_name(tc, tm, tn), intensity,
-                 attainable, peak, used)
+    return Bound(tc, tm, tn, t, t_real + launch, _bound_name(tc, tm, tn), intensity,
+                 attainable, peak, used, launch, model)
+
+
+def kernel_kind(node: OpNode, cost: Cost) -> str:
+    """``gemm`` / ``attention`` / ``vector`` / ``comm`` / ``opaque`` / ``view`` of an op or a kernel node."""
+    kind = node.attrs.get("kernel_kind")
+    if kind:
+        return str(kind)
+    from .fuse.classify import op_class
+
+    cls = op_class(node, cost)
+    return "vector" if cls in ("pointwise", "reduction") else cls
 
 
 def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
@@ -111,7 +136,7 @@ def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
         dtype = compute_dtype(node)
         if dtype not in memo:
             memo[dtype] = _peaks(hw, dtype)
-        graph.set(node.name, BOUND, evaluate(cost, hw, dtype, memo[dtype]))
+        graph.set(node.name, BOUND, evaluate(cost, hw, dtype, memo[dtype], node))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ Classes (frontend-independent, so ATen, ONNX and op-table graphs fuse alike):
 * ``attention``: a whole attention op (SDPA, ONNX / com.microsoft Attention): one kernel;
 * ``gemm``: any other op with matrix FLOPs (matmul, linear, conv, einsum);
 * ``comm``: a collective (network bytes);
-* ``opaque``: an op without a counting rule (estimated): never fused;
+* ``opaque``: an op without a counting rule (estimated), or an op-table row: never fused;
 * ``pointwise``: vector work whose output is as large as its largest activation input (elementwise, casts,
   copies, gathers, concatenation);
 * ``reduction``: vector work whose output is smaller than an activation input (sums, means, pooling), or
@@ -19,7 +19,7 @@ from ..counters.cost import Cost
 from ..errors import UnboundDimError
 from ..graph import OpNode, Role
 
-__all__ = ["op_class", "is_batch_norm", "is_conv", "VECTOR_CLASSES"]
+__all__ = ["op_class", "is_batch_norm", "is_conv", "gemm_mnk", "VECTOR_CLASSES"]
 
 VECTOR_CLASSES = ("pointwise", "reduction")
 _ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa")
@@ -54,6 +54,8 @@ def _numel(t) -> int:
 
 def op_class(node: OpNode, cost: Cost) -> str:
     """The kernel class of *node* with counted *cost* (see the module docstring)."""
+    if node.op.startswith("table."):
+        return "opaque"  # an op-table row is already a kernel with its own numbers
     if cost.estimated and not cost.flops:
         return "opaque"
     if cost.net_bytes:
@@ -69,3 +71,20 @@ def op_class(node: OpNode, cost: Cost) -> str:
     if acts and outs and max(outs) < max(acts):
         return "reduction"
     return "pointwise"
+
+
+def gemm_mnk(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
+    """(M, N, K) of a GEMM-like op from its output shape and matrix FLOPs (conv: implicit GEMM over NCHW)."""
+    if not node.outputs:
+        return None
+    out = node.outputs[0]
+    try:
+        numel = out.numel
+    except UnboundDimError:
+        return None
+    if not out.shape or numel == 0:
+        return None
+    n = int(out.shape[1]) if is_conv(node) and len(out.shape) > 2 else int(out.shape[-1])
+    m = max(numel // max(n, 1), 1)
+    k = max(round(cost.matrix_flops / (2 * m * max(n, 1))), 1)
+    return (m, n, k)

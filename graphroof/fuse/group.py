@@ -10,7 +10,9 @@ it fetches, a flash-attention kernel, a KV-cache update) is kept: an internal ed
 bytes from the consumer's reads and, when every consumer is inside, from the producer's writes, each
 clamped at zero.
 
-Merges keep the kernel graph acyclic: an op joins a kernel only if none of its other producers can be
+Kernels never span two blocks at the graph's layer depth (a residual add of layer i stays out of layer
+i+1's norm), so per-layer rows stay whole and identical blocks stay identical.  Merges keep the kernel graph
+acyclic: an op joins a kernel only if none of its other producers can be
 reached from the kernel (a bounded search forward in topological order).
 """
 
@@ -23,7 +25,8 @@ from ..counters.cost import Cost
 from ..errors import UnboundDimError
 from ..graph import COST, IN_TENSORS, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
 from ..roofline import compute_dtype
-from .classify import VECTOR_CLASSES, is_batch_norm, is_conv, op_class
+from .classify import VECTOR_CLASSES, gemm_mnk, is_batch_norm, is_conv, op_class
+from ..layers import auto_depth, scope_at
 from .runtimes import Runtime, get_runtime
 
 __all__ = ["Kernel", "KernelGraph", "fuse"]
@@ -83,6 +86,13 @@ class KernelGraph:
             attrs = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops), "n_ops": k.n_ops,
                      "folded": tuple(k.folded), "compute_dtype": k.dtype,
                      "op_keys": tuple(sorted({graph.node(n).op for n in k.ops}))}
+            counts: dict[str, int] = {}
+            for n in k.ops:
+                counts[graph.node(n).op] = counts.get(graph.node(n).op, 0) + 1
+            attrs["op_key_counts"] = counts
+            if k.kind == "comm":
+                first = graph.node(k.ops[0])
+                attrs.update(world_size=first.attrs.get("world_size"), collective=first.op)
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
                           attrs, k.scope)
             kg.add_op(node, [t for t, _ in k.inputs], [t for t, _ in k.outputs])
@@ -145,26 +155,13 @@ class _Dataflow:
         return False
 
 
-def _gemm_mnk(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
-    """(M, N, K) of a GEMM-like op from its output shape and matrix FLOPs (conv: implicit GEMM over NCHW)."""
-    if not node.outputs:
-        return None
-    out = node.outputs[0]
-    try:
-        numel = out.numel
-    except UnboundDimError:
-        return None
-    if not out.shape or numel == 0:
-        return None
-    n = int(out.shape[1]) if is_conv(node) and len(out.shape) > 2 else int(out.shape[-1])
-    m = max(numel // max(n, 1), 1)
-    k = max(round(cost.matrix_flops / (2 * m * max(n, 1))), 1)
-    return (m, n, k)
-
-
 class _Grouper:
     def __init__(self, df: _Dataflow, rt: Runtime):
         self.df, self.rt = df, rt
+        depth = auto_depth(df.graph)
+        #: kernels never span two blocks (``model.layers.3`` vs ``model.layers.4``): per-layer rows stay whole
+        self.block = {n: scope_at(df.nodes[n].scope, depth) for n in df.order}
+        self.kblock: list[str] = []
         self.members: list[set[str]] = []
         self.kinds: list[str] = []
         self.reduces: list[bool] = []      # a kernel holding a reduction cannot take GEMM epilogues
@@ -176,6 +173,7 @@ class _Grouper:
         self.kernel_of[n] = len(self.members)
         self.members.append({n})
         self.kinds.append(kind)
+        self.kblock.append(self.block[n])
         self.reduces.append(self.df.cls[n] == "reduction")
 
     def _join(self, n: str, k: int) -> None:
@@ -185,12 +183,17 @@ class _Grouper:
             self.reduces[k] = True
 
     def _can_join(self, n: str, k: int) -> bool:
+        if self.kblock[k] != self.block[n]:
+            return False
         group = self.members[k]
         return not any(p not in group and self.df.reachable(group, p) for p in self.df.preds[n])
 
     def _can_merge(self, n: str | None, ks: list[int]) -> bool:
         """Whether kernels *ks* (and op *n*) can become one kernel with the kernel graph still acyclic: no
         producer outside the union may be reachable from it."""
+        blocks = {self.kblock[k] for k in ks} | ({self.block[n]} if n else set())
+        if len(blocks) > 1:
+            return False
         union = set().union(*(self.members[k] for k in ks)) | ({n} if n else set())
         outside = {p for m in union for p in self.df.preds[m] if p not in union}
         return not any(self.df.reachable(union, p) for p in outside)
@@ -259,7 +262,7 @@ class _Grouper:
         acts = [(pos, t) for pos, t in enumerate(node.inputs) if t is not None and t.role == Role.ACTIVATION]
         if len(acts) != 1 or (n, acts[0][0]) not in df.src:
             return False
-        mnk = _gemm_mnk(node, df.costs[n])
+        mnk = gemm_mnk(node, df.costs[n])
         if mnk is None:
             return False
         key = (df.src[(n, acts[0][0])], mnk[0], mnk[2], acts[0][1].dtype, is_conv(node))
@@ -379,7 +382,7 @@ def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph
         mnk = None
         if kind == "gemm":
             gemms = [n for n in ops if df.cls[n] == "gemm"]
-            shapes = [_gemm_mnk(df.nodes[n], df.costs[n]) for n in gemms]
+            shapes = [gemm_mnk(df.nodes[n], df.costs[n]) for n in gemms]
             if shapes and all(s is not None for s in shapes):
                 mnk = (shapes[0][0], sum(s[1] for s in shapes), shapes[0][2])
         for n in ops:

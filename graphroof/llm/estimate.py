@@ -15,14 +15,21 @@ from typing import Any
 
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
+from ..dtypes import dtype_bits
 from ..errors import GraphroofError, GraphroofWarning, InputError
+from ..fuse import get_runtime
 from ..graph import OpGraph
 from ..hardware import HardwareProfile
 from ..layers import scope_at
-from ..dtypes import dtype_bits
 from .critical import critical_table
 from .kvcache import APPEND
-from .memory import MemoryFit, activation_peak_bytes, max_batch, params_from_graph, resident_weight_bytes
+from .memory import (
+    MemoryFit,
+    activation_peak_bytes,
+    max_batch,
+    params_from_graph,
+    resident_weight_bytes,
+)
 from .phases import Pipeline
 from .quant import Quant
 from .result import LLMConfig, LLMEstimate
@@ -165,6 +172,7 @@ def estimate(
     plan: TPPlan = DEFAULT_PLAN,
     peak_flops_per_s: float | None = None,
     mem_bw_bytes_per_s: float | None = None,
+    runtime: str = "serving",
     progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> LLMEstimate:
@@ -182,6 +190,8 @@ def estimate(
     ideal : report the ideal roofline only (100% of peaks, no launch overhead).
     depth, fold : layer-table depth (default: one level below the repeated block) and folding of blocks.
     attention, causal : counting settings (see :mod:`graphroof.counters.settings`).
+    runtime : fusion + launch preset (:mod:`graphroof.fuse.runtimes`): ``serving`` (default: fused norms,
+        rotary and activations, QKV / gate+up GEMMs, decode under CUDA graphs), ``compiled`` or ``eager``.
     progress : called with a stage message before each trace (the CLI's :class:`graphroof.cli.progress.Progress`).
 
     Examples
@@ -210,12 +220,14 @@ def estimate(
     if tp > 1 and not prof.interconnect_bw_bytes_per_s:
         raise InputError(f"--tp {tp}: hardware profile {prof.name} has no interconnect.bw_bytes_per_s_per_direction "
                          "to cost the collectives on; pick a profile with an interconnect")
+    rt = get_runtime(runtime)
     pipe = Pipeline(src, prof, quant=quant, tp=tp, plan=plan, settings=settings, rules=rules, strict=strict,
-                    depth=depth, progress=progress)
+                    depth=depth, progress=progress, runtime=rt)
     run = _Run(src, pipe, prompt, gen, depth, fold, ideal)
     run.batches = batches
     configs = [run.config(b) for b in batches]
     notes = list(getattr(src, "notes", []) or [])
+    notes.append(rt.describe())
     if not src.kv_cache:
         msg = (f"{src.name} has no KV cache ({src.no_cache_reason}): each decode step is estimated as a full "
                "forward pass over the whole context (prompt + tokens so far, no cache reuse), summed exactly "

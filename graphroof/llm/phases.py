@@ -17,7 +17,7 @@ first sampled step).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..analysis import Analysis
 from ..counters.cost import Cost
@@ -25,6 +25,7 @@ from ..counters.count import CountSummary, count
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
 from ..errors import FrontendError
+from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate, evaluate_graph
@@ -44,6 +45,12 @@ class Counted:
     graph: OpGraph          # quantized and sharded, before counting (kept for memory liveness)
     counted: OpGraph
     summary: CountSummary
+    kernels: OpGraph | None = None  # the kernels under the runtime preset (fuse stage), costs set
+
+    @property
+    def kernel_ops(self) -> list[tuple[OpNode, Cost]]:
+        g = self.kernels if self.kernels is not None else self.counted
+        return [(op, g.get(op.name, COST)) for op in g.ops()]
 
     @property
     def ops(self) -> list[tuple[OpNode, Cost]]:
@@ -78,8 +85,9 @@ class Pipeline:
     def __init__(self, source: LLMSource, hw: HardwareProfile, *, quant: Quant = Quant(), tp: int = 1,
                  plan: TPPlan = DEFAULT_PLAN, settings: CountSettings | None = None,
                  rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, runtime: str | Runtime | None = "serving"):
         self.source, self.hw, self.quant, self.tp, self.plan = source, hw, quant, tp, plan
+        self.runtime = get_runtime(runtime or "serving")
         self.progress = progress or (lambda message: None)
         self.settings = settings or CountSettings()
         self.rules, self.strict, self.depth = rules, strict, depth
@@ -114,7 +122,8 @@ class Pipeline:
             summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
             self._warned = True
             scale_costs(c)
-            self._cache[key] = Counted(g, c, summary)
+            k = fuse(c, self.runtime).as_opgraph(c)
+            self._cache[key] = Counted(g, c, summary, k)
         return self._cache[key]
 
     def phase(self, name: str, graph_phase: str, batch: int, lo: int, hi: int, degree: int,
@@ -126,28 +135,52 @@ class Pipeline:
         else:
             xs = [lo, hi] if degree == 1 else [lo, (lo + hi) // 2, hi]
         notes: list[str] = []
-        samples = {x: self.counted(graph_phase, batch, x).ops for x in xs}
-        base = self.counted(graph_phase, batch, xs[0])
+        graphs = self.cuda_graphs(graph_phase)
         try:
-            series = OpSeries(samples)
+            series = OpSeries({x: self.counted(graph_phase, batch, x).ops for x in xs})
+            kseries = OpSeries({x: self.counted(graph_phase, batch, x).kernel_ops for x in xs})
+            base = self.counted(graph_phase, batch, xs[0])
         except FrontendError:
             mid = (lo + hi) // 2
             base = self.counted(graph_phase, batch, mid)
-            series = OpSeries({mid: base.ops})
+            series, kseries = OpSeries({mid: base.ops}), OpSeries({mid: base.kernel_ops})
             notes.append(f"{name}: the graph changes structure with the context, so every step is approximated "
                          f"by the step at context {mid} (the middle of the range)")
+        # the op view (every op its own kernel) and the kernel view (the runtime's kernels): totals from kernels
         g = base.counted.map_ops(lambda op: op)
         for i, op in enumerate(series.ops):
             s = series.sums(i, self.hw, lo, hi)
             g.set(op.name, COST, s.mean_cost)
             g.set(op.name, BOUND, s.bound)
         g.meta["dims"] = {**base.counted.meta.get("dims", {})}
-        a = Analysis(g, self.hw, base.summary, depth=self.depth, meta=dict(meta or {}))
+        kg = base.kernels.map_ops(lambda op: op) if base.kernels is not None else None
+        if kg is not None:
+            for i, op in enumerate(kseries.ops):
+                s = kseries.sums(i, self.hw, lo, hi, cuda_graphs=graphs)
+                kg.set(op.name, COST, s.mean_cost)
+                kg.set(op.name, BOUND, s.bound)
+            kg.meta["dims"] = dict(g.meta["dims"])
+        step_launch = self.step_launch_s(graph_phase)
+        a = Analysis(g, self.hw, base.summary, depth=self.depth, meta=dict(meta or {}), kernels=kg,
+                     runtime=self.runtime.name, step_launch_s=step_launch)
         ends = []
         for x in (lo, hi):
-            bs = [evaluate(c, self.hw, compute_dtype(op)) for op, c in series.costs_at(x)]
-            ends.append((sum(b.t_s for b in bs), sum(b.t_realistic_s for b in bs)))
+            bs = [evaluate(c, self.hw, compute_dtype(op), node=op) for op, c in kseries.costs_at(x)]
+            real = sum(b.t_realistic_s - (b.t_launch_s if graphs else 0.0) for b in bs) + step_launch
+            ends.append((sum(b.t_s for b in bs), real))
         return Phase(name, a, n, (lo, hi), notes, ends[0], ends[1])
+
+    def cuda_graphs(self, graph_phase: str) -> bool:
+        """Whether steps of *graph_phase* replay as one CUDA graph (decode under the serving preset)."""
+        return graph_phase == "decode" and self.runtime.decode_launch == "step"
+
+    def step_launch_s(self, graph_phase: str) -> float:
+        """The per-step launch cost paid once (a CUDA-graph replay), 0 when kernels pay their own."""
+        if not self.cuda_graphs(graph_phase) or (self.hw.timing is None and not self.hw.launch_overhead_s):
+            return 0.0  # eager launches, or an ideal profile (no overheads)
+        from ..timing.profile import timing_of
+
+        return timing_of(self.hw).graph_launch_overhead_s
 
     def step(self, phase: str, batch: int, x: int) -> Analysis:
         """Analysis of one step: ``step("decode", 32, 1024)`` is the decode step with 1024 cached tokens."""
@@ -156,4 +189,15 @@ class Pipeline:
         for op in c.counted.ops():
             g.set(op.name, COST, c.counted.get(op.name, COST))
         evaluate_graph(g, self.hw)
-        return Analysis(g, self.hw, c.summary, depth=self.depth)
+        kg = None
+        if c.kernels is not None:
+            kg = c.kernels.map_ops(lambda op: op)
+            for op in c.kernels.ops():
+                kg.set(op.name, COST, c.kernels.get(op.name, COST))
+            evaluate_graph(kg, self.hw)
+            if self.cuda_graphs(phase):
+                for n in kg.nx.nodes:
+                    b = kg.get(n, BOUND)
+                    kg.set(n, BOUND, replace(b, t_realistic_s=b.t_realistic_s - b.t_launch_s, t_launch_s=0.0))
+        return Analysis(g, self.hw, c.summary, depth=self.depth, kernels=kg, runtime=self.runtime.name,
+                        step_launch_s=self.step_launch_s(phase))

@@ -133,6 +133,12 @@ class OpSeries:
                 raise FrontendError("the model's graph changes structure with the sequence length / batch, so costs "
                                     "cannot be interpolated between traces")
         self.ops: list[OpNode] = [op for op, _ in base]
+        # GEMM shapes of kernels that grow with x (q @ K^T over the cache): affine in x, fitted per dim
+        self.mnk: dict[int, list[Poly]] = {}
+        for i, (op, _) in enumerate(base):
+            shapes = [samples[x][i][0].attrs.get("gemm_mnk") for x in self.xs]
+            if shapes[0] and any(sh != shapes[0] for sh in shapes):
+                self.mnk[i] = [fit(self.xs, [float(sh[d]) for sh in shapes]) for d in range(3)]
         self.coeffs: list[dict[str, Poly]] = []
         self.estimated: list[bool] = []
         for i in range(len(base)):
@@ -146,8 +152,16 @@ class OpSeries:
         c = self.coeffs[i]
         return Cost(**{f: max(0.0, peval(c[f], x)) for f in FIELDS}, estimated=self.estimated[i])
 
+    def node_at(self, i: int, x: float) -> OpNode:
+        """Op i as it is at *x* (a growing GEMM's shape interpolated)."""
+        op = self.ops[i]
+        if i not in self.mnk:
+            return op
+        mnk = tuple(max(1, round(peval(p, x))) for p in self.mnk[i])
+        return replace(op, attrs={**op.attrs, "gemm_mnk": mnk})
+
     def costs_at(self, x: float) -> list[tuple[OpNode, Cost]]:
-        return [(op, self.cost_at(i, x)) for i, op in enumerate(self.ops)]
+        return [(self.node_at(i, x), self.cost_at(i, x)) for i, op in enumerate(self.ops)]
 
     def mean_cost(self, i: int, lo: int, hi: int) -> Cost:
         n = hi - lo + 1
@@ -176,12 +190,37 @@ class OpSeries:
         works = any(any(abs(v) > 0 for v in c[f]) for f in FIELDS)
         return [tc, tm, tn], [tc_r, tm_r, tn_r], works  # type: ignore[list-item]
 
-    def sums(self, i: int, hw: HardwareProfile, lo: int, hi: int) -> StepSums:
-        """Mean cost and per-step mean times of op i over ``x = lo .. hi``."""
+    def sums(self, i: int, hw: HardwareProfile, lo: int, hi: int, *, cuda_graphs: bool = False) -> StepSums:
+        """Mean cost and per-step mean times of op (kernel) i over ``x = lo .. hi``.
+
+        The ideal time is summed exactly (piecewise polynomials).  With a profile that has a kernel-level
+        ``[timing]`` model (not polynomial: tiles, waves) the realistic time is the mean of the model at every
+        step, or at 64 evenly spaced steps of longer ranges; *cuda_graphs* drops the per-kernel launch (the
+        step pays one graph launch instead, see :class:`graphroof.analysis.Analysis`).
+        """
         n = hi - lo + 1
         mean = self.mean_cost(i, lo, hi)
-        b = evaluate(mean, hw, compute_dtype(self.ops[i]))  # raises if collectives meet a profile without links
+        op = self.ops[i]
+        dtype = compute_dtype(op)
+        b = evaluate(mean, hw, dtype, node=op)  # raises if collectives meet a profile without links
         ideal, real, works = self._terms(i, hw)
         t = sum_max_poly(ideal, lo, hi) / n
-        t_r = sum_max_poly(real, lo, hi) / n + (hw.launch_overhead_s if works else 0.0)
-        return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r))
+        if hw.timing is not None:
+            xs = range(lo, hi + 1) if n <= 64 else sorted({round(lo + (hi - lo) * j / 63) for j in range(64)})
+            xs = list(xs)
+            if self._constant(i):
+                xs = xs[:1]
+            t_k = sum(_kernel_s(evaluate(self.cost_at(i, x), hw, dtype, node=self.node_at(i, x))) for x in xs) / len(xs)
+            launch = 0.0 if cuda_graphs else b.t_launch_s
+            return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_k + launch, t_launch_s=launch))
+        launch = 0.0 if (cuda_graphs or not works) else hw.launch_overhead_s
+        t_r = sum_max_poly(real, lo, hi) / n + launch
+        return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r, t_launch_s=launch))
+
+    def _constant(self, i: int) -> bool:
+        return all(abs(p[1]) < 1e-12 * (1 + abs(p[0])) and abs(p[2]) < 1e-12 * (1 + abs(p[0]))
+                   for p in self.coeffs[i].values())
+
+
+def _kernel_s(b: Bound) -> float:
+    return b.t_realistic_s - b.t_launch_s

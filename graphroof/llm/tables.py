@@ -42,5 +42,5 @@ def table_depth(analysis: Analysis) -> int:
 
 def layer_rows(a: Analysis, depth: int | None = None, fold: bool = True) -> list[dict]:
     """Rows in first-seen order, Analysis.layers fields (+ ``repeat``): the common rollup, blocks folded."""
-    groups = rollup(a.graph, a.hw, depth or table_depth(a), key=fold_name if fold else None)
+    groups = rollup(a.timed_graph, a.hw, depth or table_depth(a), key=fold_name if fold else None)
     return [{**layer_row(g, a.hw, a.totals.t_lower_s), "repeat": g.repeat} for g in groups]

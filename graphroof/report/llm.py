@@ -22,10 +22,17 @@ def header_lines(r: LLMEstimate) -> list[str]:
     link = (f", {h.interconnect_name or 'interconnect'} {fmt_rate(h.interconnect_bw_bytes_per_s, 'B/s')} per direction"
             if h.interconnect_bw_bytes_per_s else "")
     cap = f", {fmt_bytes(h.mem_capacity_bytes)}" if h.mem_capacity_bytes else ""
-    mode = ("ideal roofline only (100% of peaks, no launch overhead)" if r.ideal else
-            f"realistic (efficiency matrix {h.matrix_efficiency:g}, vector {h.vector_efficiency:g}, memory "
-            f"{h.mem_bw_efficiency:g}, interconnect {h.interconnect_efficiency:g}, launch "
-            f"{fmt_time(h.launch_overhead_s)}/op from the profile), ideal roofline beside it")
+    runtime = r.configs[0].prefill.analysis.runtime if r.configs else "eager"
+    if r.ideal:
+        mode = "ideal roofline only (100% of peaks, no launch overhead)"
+    elif h.timing is not None:
+        mode = (f"realistic, kernel-level model of the profile (GEMM tiles and waves on {h.timing.sm_count} SMs, "
+                "streaming bandwidth by kernel kind, alpha-beta collectives, launches), ideal roofline beside it")
+    else:
+        mode = (f"realistic (efficiency matrix {h.matrix_efficiency:g}, vector {h.vector_efficiency:g}, memory "
+                f"{h.mem_bw_efficiency:g}, interconnect {h.interconnect_efficiency:g}, launch "
+                f"{fmt_time(h.launch_overhead_s)}/kernel from the profile), ideal roofline beside it")
+    mode += f"; runtime preset {runtime}"
     return [
         f"model: {r.model}; {'KV-cache decode' if r.kv_cache else 'no KV cache: decode recomputes the context'}",
         f"hardware: {h.label}; {fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
@@ -122,6 +129,22 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     return table(rows, columns, "markdown" if markdown else "terminal")
 
 
+def time_parts_lines(c) -> list[str]:
+    """``TPOT 9.8 ms = roofline 6.8 ms + derating 2.3 ms + launch 20 us (0.2%) + collectives 0``, per phase."""
+    out = []
+    for label, ph in (("TTFT", c.prefill), ("TPOT", c.decode)):
+        p = ph.analysis.time_parts()
+        t = p["time_realistic_s"] or 1.0
+        coll = p["time_collectives_s"]
+        out.append(f"batch {c.batch} {label} {fmt_time(p['time_realistic_s'])} = roofline "
+                   f"{fmt_time(p['time_roofline_s'])} + derating {fmt_time(p['time_derating_s'])} + launch "
+                   f"{fmt_time(p['time_launch_s'])} ({p['time_launch_s'] / t:.1%}; {p['n_kernels']} kernels"
+                   f"{', one CUDA-graph launch per step' if ph.analysis.step_launch_s else ''}); collectives "
+                   f"{fmt_time(coll)} of it ({coll / t:.1%}); floor max(sum Tc, sum Tm) "
+                   f"{fmt_time(p['time_floor_s'])}")
+    return out
+
+
 def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     out: list[str] = []
     bullet = "- " if markdown else ""
@@ -131,6 +154,8 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     out.append("\n## Sweep\n" if markdown else "")
     out.append(sweep_table(r, markdown))
     out.append("")
+    for c in r.configs:
+        out.extend(bullet + ln for ln in time_parts_lines(c))
     for c in r.configs:
         out.extend(bullet + ln for ln in memory_lines(r, c))
     for c in r.configs:

@@ -69,7 +69,7 @@ def test_scope_from_names_metadata_and_weights(tmp_path):
 
 
 def test_meta_and_rollup_by_scope(tmp_path):
-    a = graphroof.analyze(save(tmp_path, _mlp()), hw="a100", dims={"batch": 2})
+    a = graphroof.analyze(save(tmp_path, _mlp()), hw="a100", dims={"batch": 2}, runtime="eager")
     assert a.graph.meta["capture"] == "onnx" and a.graph.meta["model"] == "m"
     assert a.graph.meta["producer"] == "graphroof-tests" and a.graph.meta["opset"] == 20
     assert [r["name"] for r in a.layers] == ["encoder.layers.0.fc1", "encoder.layers.0.act", "encoder.layers.0.fc2"]

@@ -19,14 +19,14 @@ P, G = 16, 12
 
 
 def _est(**kw):
-    opts = dict(hw="a100", prompt=P, gen=G, batch=[1, 4], rules=RULES)
+    opts = dict(hw="a100", prompt=P, gen=G, batch=[1, 4], rules=RULES, runtime="eager")  # op-level series math
     opts.update(kw)
     return estimate(kw.pop("src", None) or toy_source(), **opts)
 
 
 def _step_times(graph, dims, hw):
     """Independent path: the core pipeline on the graph bound at one step."""
-    a = count_graph(mark_kv_cache(bind(graph, dims)), hw, rules=RULES)
+    a = count_graph(mark_kv_cache(bind(graph, dims)), hw, rules=RULES, runtime="eager")
     return a.totals.t_lower_s, a.totals.t_realistic_s
 
 
@@ -141,8 +141,8 @@ def test_structure_change_falls_back_to_the_middle_step():
 
     src = toy_source()
     r = estimate(GraphSource(src.prefill, decode, src.spec), hw="a100", prompt=16, gen=12, batch=[1], rules=RULES,
-                 ideal=True)
+                 ideal=True, runtime="eager")
     assert any("changes structure" in n and "context 21" in n for n in r.notes)
     # steps 16..26: middle 21 (with the extra op)
-    t_mid = count_graph(mark_kv_cache(decode(1, 21)), r.hw, rules=RULES).totals.t_lower_s
+    t_mid = count_graph(mark_kv_cache(decode(1, 21)), r.hw, rules=RULES, runtime="eager").totals.t_lower_s
     assert r.configs[0].tpot_s == pytest.approx(t_mid)
