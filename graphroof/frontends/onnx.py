@@ -35,7 +35,7 @@ import onnx.inliner
 from onnx import AttributeProto, TensorProto
 
 from ..errors import FrontendError, GraphroofWarning, InputError
-from ..graph import REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, Role, TensorSpec
+from ..graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, Role, TensorSpec
 from .onnx_clean import clean_names
 from .onnx_control import DEFAULT_LOOP_TRIPS, Trips, loop_trips, scan_trips
 from .onnx_guard import default_budget, run_guarded
@@ -60,6 +60,8 @@ _PLACEHOLDER = re.compile(r"^(unk__\d+|\w+_\d+_o\d+__d\d+|.*_d\d+)$")
 #: Ops whose outputs differ per run even from constant inputs: never a weight.
 _NOT_DERIVED = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
                 "Bernoulli", "If", "Loop", "Scan"}
+#: Ops whose output size depends on input values but is bounded by the input's shape.
+_BOUNDED = {"NonZero", "Unique", "Compress", "Slice"}
 #: Deepest If / Loop / Scan nesting walked.
 _MAX_NESTING = 32
 #: Ops whose output aliases their first input (no copy): the output keeps the input's role.
@@ -228,6 +230,14 @@ class _Builder:
         self.dropped: list[str] = []
         self.origins: dict[str, str] = {}
         self.consumed: set[str] = set()
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.bounds: dict[str, int] = {}
+        self.bounded: list[str] = []
+        self.inputs = {vi.name for vi in real_inputs(model.graph)}
+        for g in iter_graphs(model.graph):
+            for node in g.node:
+                for o in node.output:
+                    self.producer.setdefault(o, node)
         for g in iter_graphs(model.graph):
             for t in g.initializer:
                 self.roles[t.name] = Role.WEIGHT
@@ -245,6 +255,11 @@ class _Builder:
                 for axis, d in enumerate(vi.type.tensor_type.shape.dim):
                     if d.dim_param:
                         self.origins.setdefault(normalize_dim(d.dim_param), f"dim {axis} of model input {vi.name!r}")
+            elif vi.type.HasField("sequence_type") and vi.type.sequence_type.elem_type.HasField("tensor_type"):
+                for axis, d in enumerate(vi.type.sequence_type.elem_type.tensor_type.shape.dim):
+                    if d.dim_param:
+                        self.origins.setdefault(normalize_dim(d.dim_param),
+                                                f"dim {axis} of the tensors in model input sequence {vi.name!r}")
         for vi in top.output:
             if is_kv_name(vi.name) and vi.name not in self.roles:
                 self.roles[vi.name] = Role.KV_CACHE
@@ -331,9 +346,66 @@ class _Builder:
             out.append(sc)
         return out
 
+    def value_sources(self, node: onnx.NodeProto) -> list[str]:
+        """Model inputs whose *values* (not shapes) flow into *node*."""
+        found: list[str] = []
+        todo, seen = list(node.input), set()
+        while todo and len(seen) < 10000:
+            t = todo.pop()
+            if not t or t in seen or t in self.values:
+                continue
+            seen.add(t)
+            if t in self.inputs:
+                found.append(t)
+                continue
+            p = self.producer.get(t)
+            if p is not None and p.op_type not in ("Shape", "Size"):
+                todo.extend(p.input)
+                for a in p.attribute:  # a subgraph reads outer-scope tensors by name
+                    if a.type == AttributeProto.GRAPH:
+                        todo.extend(x for g in iter_graphs(a.g) for n in g.node for x in n.input)
+        return sorted(found)
+
+    def bound_outputs(self, node: onnx.NodeProto, name: str, op: str) -> None:
+        """Data-dependent output sizes (NonZero, Unique, Compress, a Slice with run-time bounds) get their upper
+        bound from the input's static shape: ``meta["default_dims"]`` (``--dim`` overrides), noted, estimated."""
+        for o in node.output:  # a tensor with a 0 dim holds nothing whatever its other dims
+            e = self.table.get(o)
+            if o and e is not None and e[1] is not None and 0 in e[1]:
+                for d in e[1]:
+                    if _is_placeholder(d) and d not in self.bounds:
+                        self.bounds[d] = 0
+                        self.bounded.append(f"{d} = 0 (empty {o!r})")
+        if node.op_type not in _BOUNDED or not node.input:
+            return
+        src = self.table.get(node.input[0])
+        shape = src[1] if src else None
+        if not shape or any(not isinstance(d, int) for d in shape):
+            return
+        numel = 1
+        for d in shape:
+            numel *= d
+        axis = next((a.i for a in node.attribute if a.name == "axis" and a.type == AttributeProto.INT), None)
+        for o in node.output:
+            e = self.table.get(o)
+            if not o or e is None or e[1] is None:
+                continue
+            for k, d in enumerate(e[1]):
+                if not _is_placeholder(d) or d in self.bounds:
+                    continue
+                if node.op_type == "Slice" and len(e[1]) == len(shape):
+                    v = shape[k]
+                elif node.op_type in ("Unique", "Compress") and axis is not None and -len(shape) <= axis < len(shape):
+                    v = shape[axis]
+                else:
+                    v = numel
+                self.bounds[d] = v
+                self.bounded.append(f"{d} = {v} ({name}, {op})")
+
     def outputs(self, node: onnx.NodeProto, name: str, op: str) -> list[TensorSpec]:
         """Output specs; an output nothing reads whose size is unknown (Dropout's mask, a placeholder dim) is
         left out (listed in a note), so it never blocks the analysis."""
+        self.bound_outputs(node, name, op)
         outs = []
         for k, o in enumerate(node.output):
             if not o:
@@ -347,9 +419,11 @@ class _Builder:
                 continue
             spec = self.spec(o)
             for d in spec.shape:
-                if _is_placeholder(d):
-                    self.origins.setdefault(d, f"the size of output {k} {o!r} of {name} ({op}), known only at run "
-                                               "time")
+                if _is_placeholder(d) and d not in self.origins:
+                    src = self.value_sources(node)
+                    why = (f"which depends on the value of model input{'s' if len(src) > 1 else ''} "
+                           + ", ".join(map(repr, src[:3])) if src else "known only at run time")
+                    self.origins[d] = f"the size of output {k} {o!r} of {name} ({op}), {why}"
             outs.append(spec)
         while outs and outs[-1] is _ABSENT:
             outs.pop()
@@ -366,6 +440,8 @@ class _Builder:
             ins = tuple(self.spec(x) if x else None for x in node.input)
             while ins and ins[-1] is None:
                 ins = ins[:-1]
+            if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+                self.if_outputs(node, name)
             outs = self.outputs(node, name, key)
             attrs = _attrs(node)
             if repeat != 1:
@@ -385,23 +461,43 @@ class _Builder:
                     raise FrontendError(f"{name} ({key}): control flow nested more than {_MAX_NESTING} deep")
                 self.control_flow(node, name, scope, repeat, depth)
 
+    def if_branch(self, node: onnx.NodeProto, name: str) -> tuple[str, str]:
+        """The branch of an If to count (the constant condition's, else the larger) and a note when guessed."""
+        subs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
+        cond = self.values.get(node.input[0]) if node.input else None
+        cond = cond.reshape(-1).tolist() if cond is not None and getattr(cond, "size", 0) == 1 else None
+        if cond:
+            return ("then_branch" if bool(cond[0]) else "else_branch"), ""
+        then_g, else_g = subs.get("then_branch"), subs.get("else_branch")
+        n_then = sum(len(x.node) for x in iter_graphs(then_g)) if then_g else 0
+        n_else = sum(len(x.node) for x in iter_graphs(else_g)) if else_g else 0
+        attr = "then_branch" if n_then >= n_else else "else_branch"
+        other = "else_branch" if attr == "then_branch" else "then_branch"
+        return attr, (f"If {name!r}: condition unknown before run time; counted its {attr} "
+                      f"({max(n_then, n_else)} ops), not its {other} ({min(n_then, n_else)} ops)")
+
+    def if_outputs(self, node: onnx.NodeProto, name: str) -> None:
+        """An If's outputs take the counted branch's output shapes where inference left them unknown (the
+        branches disagree, so ONNX gives ``unk__N``)."""
+        attr, _ = self.if_branch(node, name)
+        branch = next((a.g for a in node.attribute if a.name == attr and a.type == AttributeProto.GRAPH), None)
+        if branch is None:
+            return
+        for o, bo in zip(node.output, branch.output):
+            e, eb = self.table.get(o), self.table.get(bo.name)
+            if not o or eb is None or eb[1] is None or any(_is_placeholder(d) for d in eb[1]):
+                continue
+            if e is None or e[1] is None or any(_is_placeholder(d) for d in e[1]):
+                self.table[o] = (e[0] if e else eb[0], eb[1])
+
     def control_flow(self, node: onnx.NodeProto, name: str, scope: str, repeat: int | str, depth: int) -> None:
         subs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
         short = re.sub(r"\W", "_", name.rsplit("/", 1)[-1]).strip("_") or node.op_type
         base = f"{scope}.{short}" if scope else short
         if node.op_type == "If":
-            cond = self.values.get(node.input[0]) if node.input else None
-            cond = cond.reshape(-1).tolist() if cond is not None and getattr(cond, "size", 0) == 1 else None
-            then_g, else_g = subs.get("then_branch"), subs.get("else_branch")
-            if cond:
-                attr = "then_branch" if bool(cond[0]) else "else_branch"
-            else:
-                n_then = sum(len(x.node) for x in iter_graphs(then_g)) if then_g else 0
-                n_else = sum(len(x.node) for x in iter_graphs(else_g)) if else_g else 0
-                attr = "then_branch" if n_then >= n_else else "else_branch"
-                other = "else_branch" if attr == "then_branch" else "then_branch"
-                self.notes.append(f"If {name!r}: condition unknown before run time; counted its {attr} "
-                                  f"({max(n_then, n_else)} ops), not its {other} ({min(n_then, n_else)} ops)")
+            attr, note = self.if_branch(node, name)
+            if note:
+                self.notes.append(note)
             if subs.get(attr) is not None:
                 self.walk(subs[attr], prefix=f"{name}/{attr}/", sub_scope=f"{base}_{attr}", repeat=repeat,
                           depth=depth + 1)
@@ -510,6 +606,13 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         notes.append(f"{b.derived} op(s) compute only from weights and constants (weights built at run time; "
                      "runtimes fold them once); their outputs count as weights")
     g = b.graph
+    if b.bounded:
+        notes.append(f"{len(b.bounded)} size(s) depend on input values and are counted at their upper bound "
+                     f"(estimated; set them with --dim): {'; '.join(b.bounded[:5])}")
+        g.meta["default_dims"] = dict(b.bounds)
+        for op in g.ops():
+            if any(isinstance(d, str) and d in b.bounds for t in (*op.inputs, *op.outputs) if t for d in t.shape):
+                op.attrs[ESTIMATED] = "size counted at an upper bound"
     g.name = path.stem
     g.nx.graph["name"] = path.stem
     external = sum(1 for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)

@@ -336,14 +336,17 @@ def ssi_class() -> Any:
         cls = None
         try:
             import importlib.util
+            import os
+            import sys
 
             spec = importlib.util.find_spec("onnxruntime")
             locs = list(spec.submodule_search_locations or []) if spec else []
             path = next((p for p in (f"{loc}/tools/symbolic_shape_infer.py" for loc in locs)
-                         if importlib.util.os.path.exists(p)), None)
+                         if os.path.exists(p)), None)
             if path:
                 mspec = importlib.util.spec_from_file_location("graphroof._ort_symbolic_shape_infer", path)
                 mod = importlib.util.module_from_spec(mspec)
+                sys.modules[mspec.name] = mod
                 mspec.loader.exec_module(mod)
                 cls = mod.SymbolicShapeInference
         except Exception:  # noqa: BLE001 - missing or changed onnxruntime: ONNX's inference only
@@ -410,6 +413,11 @@ def infer(model: onnx.ModelProto, notes: list[str], allow_symbolic: bool = True)
 def _initial_values(model: onnx.ModelProto) -> dict[str, Any]:
     """Small inline initializers and Constant outputs of every graph, by name."""
     values: dict[str, Any] = {}
+    for vi in real_inputs(model.graph):  # an empty input's value is known from its shape alone (axes = [])
+        e = _vi_type(vi)
+        if e and e[1] is not None and 0 in e[1] and all(isinstance(d, int) for d in e[1]):
+            np_dt = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+            values[vi.name] = np.zeros(e[1], dtype=np_dt)
     for g in iter_graphs(model.graph):
         for t in g.initializer:
             v = small_value(t)
@@ -445,10 +453,11 @@ def _fold_loop(model: onnx.ModelProto, inferred: onnx.ModelProto, table: TypeTab
             return None
         return tuple(e[1])
 
-    folded_all: dict[str, Any] = {}
-    for _ in range(4):
+    inputs = {vi.name for vi in real_inputs(model.graph)}
+    folded_all: dict[str, Any] = {k: v for k, v in values.items() if k in inputs}  # empty inputs
+    for rnd in range(4):
         folded = fold_values(model.graph, opsets, static_shape, values)
-        if not folded:
+        if not folded and (rnd > 0 or not folded_all):
             break
         folded_all.update(folded)
         trial = onnx.ModelProto()
@@ -456,6 +465,9 @@ def _fold_loop(model: onnx.ModelProto, inferred: onnx.ModelProto, table: TypeTab
         keep = [n for n in trial.graph.node if not (n.output and all(o in folded_all for o in n.output if o))]
         del trial.graph.node[:]
         trial.graph.node.extend(keep)
+        kept_inputs = [vi for vi in trial.graph.input if vi.name not in folded_all]
+        del trial.graph.input[:]
+        trial.graph.input.extend(kept_inputs)
         have = {t.name for t in trial.graph.initializer}
         for name, arr in folded_all.items():
             t = to_initializer(name, arr)
