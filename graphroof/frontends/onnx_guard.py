@@ -80,6 +80,12 @@ def _child(fn: Callable[..., Any], args: tuple, budget: Budget, w: int) -> None:
     code = 0
     try:
         try:
+            import faulthandler
+
+            faulthandler.disable()  # a native crash here is reported by the parent, not dumped on the terminal
+        except Exception:  # noqa: BLE001
+            pass
+        try:
             import resource
 
             limit = _vm_bytes() + budget.mem_bytes
