@@ -60,6 +60,8 @@ _PLACEHOLDER = re.compile(r"^(unk__\d+|\w+_\d+_o\d+__d\d+|.*_d\d+)$")
 #: Ops whose outputs differ per run even from constant inputs: never a weight.
 _NOT_DERIVED = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
                 "Bernoulli", "If", "Loop", "Scan"}
+#: Ops on weights that runtimes keep in the graph (QDQ: fused into the quantized consumer, never folded).
+_KEPT = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"}
 #: Ops whose output size depends on input values but is bounded by the input's shape.
 _BOUNDED = {"NonZero", "Unique", "Compress", "Slice"}
 #: Deepest If / Loop / Scan nesting walked.
@@ -263,6 +265,7 @@ class _Builder:
         for vi in top.output:
             if is_kv_name(vi.name) and vi.name not in self.roles:
                 self.roles[vi.name] = Role.KV_CACHE
+        self.folded_nodes: set[int] = set()
         self.derived = self._constant_derived()
 
     def _constant_derived(self) -> int:
@@ -285,7 +288,9 @@ class _Builder:
                 for o in node.output:
                     if o and o not in self.roles:
                         self.roles[o] = role
-                n += node.op_type not in _ALIAS
+                if node.op_type not in _ALIAS and node.domain in ("", "ai.onnx") and node.op_type not in _KEPT:
+                    n += 1
+                    self.folded_nodes.add(id(node))
         return n
 
     def spec(self, name: str) -> TensorSpec:
@@ -444,7 +449,9 @@ class _Builder:
                 self.if_outputs(node, name)
             outs = self.outputs(node, name, key)
             attrs = _attrs(node)
-            if repeat != 1:
+            if id(node) in self.folded_nodes:  # reads only weights / constants: folded once when the model loads
+                attrs[REPEAT] = 0
+            elif repeat != 1:
                 attrs[REPEAT] = repeat
             unknown = [x for x in (*node.input, *node.output) if x and not self.shape_known(x)
                        and x in self.specs]
@@ -604,7 +611,7 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
                      f"{b.unknown_types[0]!r}); the ops touching them are counted as estimated bytes only")
     if b.derived:
         notes.append(f"{b.derived} op(s) compute only from weights and constants (weights built at run time; "
-                     "runtimes fold them once); their outputs count as weights")
+                     "runtimes fold them once when the model loads): not counted per run, and their outputs count as weights")
     g = b.graph
     if b.bounded:
         notes.append(f"{len(b.bounded)} size(s) depend on input values and are counted at their upper bound "
