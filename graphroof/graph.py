@@ -9,6 +9,16 @@ Node-attribute keys (documented once, ShapeProp style):
   absent), as given to :meth:`OpGraph.add_op`; which input an edge feeds, when two inputs look alike.
 * ``OUT_TENSORS`` (``"out_tensors"``): the names of the op's output tensors, by output position.
 
+Reserved op-attribute keys (a model's own attributes never use the ``graphroof.`` prefix; frontends rename any
+that do):
+
+* ``REPEAT`` (``"graphroof.repeat"``): trip count of an op inside a loop body (int or symbolic dim); the
+  counting pass scales the op's cost by it.
+* ``SHAPE_UNKNOWN`` (``"graphroof.shape_unknown"``): names of the op's tensors whose shape nobody could infer;
+  the counting pass counts the op as unknown (bytes only, estimated, warned), never as a ruled zero.
+* ``ESTIMATED`` (``"graphroof.estimated"``): a reason string; the op's cost is marked estimated (e.g. a
+  data-dependent output counted at its upper bound).
+
 Edge attribute ``"tensor"`` is the name of the tensor flowing producer -> consumer.  Shapes may hold symbolic
 dims (``str``: a name such as ``"seq"`` or an arithmetic expression such as ``"past + 1"``); :func:`bind`
 substitutes them.
@@ -30,7 +40,8 @@ from .dtypes import canonical_dtype, dtype_bits
 from .errors import UnboundDimError
 
 __all__ = [
-    "OP", "COST", "BOUND", "IN_TENSORS", "OUT_TENSORS", "Role", "TensorSpec", "OpNode", "OpGraph", "Dim", "resolve_dim", "bind",
+    "OP", "COST", "BOUND", "IN_TENSORS", "OUT_TENSORS", "REPEAT", "SHAPE_UNKNOWN", "ESTIMATED", "Role", "TensorSpec",
+    "OpNode", "OpGraph", "Dim", "resolve_dim", "bind",
 ]
 
 OP = "op"
@@ -38,6 +49,9 @@ COST = "cost"
 BOUND = "bound"
 IN_TENSORS = "in_tensors"
 OUT_TENSORS = "out_tensors"
+REPEAT = "graphroof.repeat"
+SHAPE_UNKNOWN = "graphroof.shape_unknown"
+ESTIMATED = "graphroof.estimated"
 
 Dim = int | str
 
@@ -56,20 +70,39 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 
 
 def _eval_dim(expr: ast.AST, dims: Mapping[str, int], text: str) -> int:
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, int):
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
         return expr.value
     if isinstance(expr, ast.Name):
         if expr.id in dims:
             return int(dims[expr.id])
         raise UnboundDimError(expr.id)
     if isinstance(expr, ast.BinOp) and type(expr.op) in _BINOPS:
-        return _BINOPS[type(expr.op)](_eval_dim(expr.left, dims, text), _eval_dim(expr.right, dims, text))
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-        return -_eval_dim(expr.operand, dims, text)
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("max", "min", "ceil", "floor"):
+        left, right = _eval_dim(expr.left, dims, text), _eval_dim(expr.right, dims, text)
+        if right == 0 and type(expr.op) in (ast.FloorDiv, ast.Div, ast.Mod):
+            raise UnboundDimError(text, "divides by zero once its dims are bound; check --dim / --input values")
+        return _BINOPS[type(expr.op)](left, right)
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        v = _eval_dim(expr.operand, dims, text)
+        return -v if isinstance(expr.op, ast.USub) else v
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.keywords \
+            and expr.func.id in ("max", "min", "ceil", "floor"):
+        if expr.func.id == "ceil" and len(expr.args) == 1 and isinstance(expr.args[0], ast.BinOp) \
+                and type(expr.args[0].op) in (ast.Div, ast.FloorDiv):  # ceil(a / b): round up
+            num = _eval_dim(expr.args[0].left, dims, text)
+            den = _eval_dim(expr.args[0].right, dims, text)
+            if den == 0:
+                raise UnboundDimError(text, "divides by zero once its dims are bound; check --dim / --input values")
+            return -(-num // den)
         args = [_eval_dim(a, dims, text) for a in expr.args]
-        return {"max": max, "min": min}.get(expr.func.id, lambda *a: a[0])(*args)
+        if expr.func.id in ("max", "min") and len(args) >= 2:
+            return {"max": max, "min": min}[expr.func.id](args)
+        if expr.func.id in ("ceil", "floor") and len(args) == 1:
+            return args[0]  # integer arithmetic: already whole
     raise UnboundDimError(text, "cannot evaluate this symbolic dimension; set it with --dim or --input")
+
+
+#: Longest symbolic dim expression evaluated (exporters write at most a few hundred characters).
+MAX_DIM_TEXT = 2000
 
 
 def resolve_dim(d: Dim, dims: Mapping[str, int] | None = None) -> int:
@@ -83,11 +116,16 @@ def resolve_dim(d: Dim, dims: Mapping[str, int] | None = None) -> int:
     dims = dims or {}
     if d in dims:
         return int(dims[d])
+    if len(d) > MAX_DIM_TEXT:
+        raise UnboundDimError(d[:60] + "...", f"a symbolic dimension longer than {MAX_DIM_TEXT} characters")
     try:
         expr = ast.parse(d.replace("//", "/"), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise UnboundDimError(d) from None
-    return _eval_dim(expr, dims, d)
+    try:
+        return _eval_dim(expr, dims, d)
+    except RecursionError:
+        raise UnboundDimError(d[:60], "nested too deeply to evaluate") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,8 +304,39 @@ class OpGraph:
 def bind(graph: OpGraph, dims: Mapping[str, int]) -> OpGraph:
     """Substitute symbolic dims with *dims* in every tensor spec; returns a new graph.
 
-    Raises :class:`UnboundDimError` naming the first dim that has no value.
+    Raises :class:`UnboundDimError` naming the op, the tensor and the first dim that has no value (with where
+    the dim comes from when the frontend recorded it in ``meta["dim_origins"]``).
     """
-    g = graph.map_ops(lambda op: op.bind(dims))
+    origins = graph.meta.get("dim_origins", {})
+
+    def one(op: OpNode) -> OpNode:
+        try:
+            return op.bind(dims)
+        except UnboundDimError as e:
+            raise _unbound_at(op, e, dims, origins) from None
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError, RecursionError) as e:
+            raise UnboundDimError(str(e), "cannot evaluate this symbolic dimension expression",
+                                  where=f"{op.name} ({op.op})") from None
+
+    g = graph.map_ops(one)
     g.meta["dims"] = {**graph.meta.get("dims", {}), **dict(dims)}
     return g
+
+
+def _unbound_at(op: OpNode, e: UnboundDimError, dims: Mapping[str, int], origins: Mapping[str, str]) -> UnboundDimError:
+    """*e* restated with the op, which of its tensors holds the dim, and where the dim comes from."""
+    where = f"{op.name} ({op.op})"
+    for kind, tensors in (("input", op.inputs), ("output", op.outputs)):
+        for i, t in enumerate(tensors):
+            if t is None or t.is_bound:
+                continue
+            for d in t.shape:
+                try:
+                    resolve_dim(d, dims)
+                except (UnboundDimError, ZeroDivisionError, OverflowError, ValueError, TypeError, RecursionError):
+                    origin = origins.get(str(d)) or origins.get(str(e.dim))
+                    hint = f"it is a dim of {kind} {i} {t}"
+                    hint += f", {origin}" if origin else ""
+                    hint += "; bind it with --dim NAME=VALUE (CLI) or dims={...} (API)"
+                    return UnboundDimError(e.dim, hint, where=where)
+    return UnboundDimError(e.dim, where=where)

@@ -10,9 +10,11 @@ profile's efficiency factor and adds the per-kernel launch overhead to every op 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .counters.cost import Cost
+from .errors import CostError
 from .dtypes import dtype_bits, is_float
 from .graph import BOUND, COST, OpGraph, OpNode, Role
 from .hardware import HardwareProfile
@@ -136,7 +138,17 @@ def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
         dtype = compute_dtype(node)
         if dtype not in memo:
             memo[dtype] = _peaks(hw, dtype)
-        graph.set(node.name, BOUND, evaluate(cost, hw, dtype, memo[dtype], node))
+        try:
+            b = evaluate(cost, hw, dtype, memo[dtype], node)
+        except (OverflowError, ZeroDivisionError) as e:
+            raise CostError(f"{node.name} ({node.op}): roofline arithmetic failed on {hw.name} ({e}); its counts "
+                            f"({cost.flops:.3g} FLOPs, {cost.bytes:.3g} B) or the profile's peaks are out of range") \
+                from None
+        if not (math.isfinite(b.t_s) and math.isfinite(b.t_realistic_s)):
+            raise CostError(f"{node.name} ({node.op}): its roofline time on {hw.name} is not finite ({cost.flops:.3g} "
+                            f"FLOPs, {cost.bytes:.3g} B against peaks {memo[dtype][0]:.3g} / {memo[dtype][2]:.3g} "
+                            f"FLOP/s and {hw.mem_bw_bytes_per_s:.3g} B/s); a count or the profile is out of range")
+        graph.set(node.name, BOUND, b)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,18 @@ Conventions (stated once, printed in every report header):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
-__all__ = ["FLOPS_PER_MAC", "ZERO", "Cost"]
+from ..errors import CostError
+
+__all__ = ["FLOPS_PER_MAC", "Cost", "ZERO", "MAX_COUNT"]
 
 #: One multiply-add = 2 FLOPs.
 FLOPS_PER_MAC = 2
+#: No real model's FLOPs or bytes come near this (1e30); a larger count means a wrong dim or trip count in the
+#: input, and refusing it keeps every later sum and division finite.
+MAX_COUNT = 1e30
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +41,19 @@ class Cost:
     estimated: bool = False
 
     def __post_init__(self) -> None:
-        if min(self.matrix_flops, self.vector_flops, self.weight_bytes, self.act_read_bytes, self.act_write_bytes,
-               self.kv_read_bytes, self.kv_write_bytes, self.net_bytes) < 0:
-            bad = next(f.name for f in fields(self) if f.name != "estimated" and getattr(self, f.name) < 0)
-            raise ValueError(f"Cost.{bad} must be >= 0, got {getattr(self, bad)}")
+        vals = (self.matrix_flops, self.vector_flops, self.weight_bytes, self.act_read_bytes, self.act_write_bytes,
+                self.kv_read_bytes, self.kv_write_bytes, self.net_bytes)
+        if min(vals) < 0 or max(vals) > MAX_COUNT or not all(math.isfinite(v) for v in vals):
+            for f in fields(self):
+                v = getattr(self, f.name)
+                if f.name == "estimated":
+                    continue
+                if v < 0:
+                    raise CostError(f"Cost.{f.name} must be >= 0, got {v}")
+                if v > MAX_COUNT or not math.isfinite(v):
+                    shown = f"{v:.3g}" if isinstance(v, float) else f"{str(v)[:4]}...e{len(str(v)) - 1}"
+                    raise CostError(f"Cost.{f.name} = {shown} is beyond any real model (> {MAX_COUNT:g}); a "
+                                    "dim, shape or trip count in the input is wrong")
 
     @property
     def flops(self) -> float:
@@ -85,7 +100,9 @@ class Cost:
         return NotImplemented
 
     def scale(self, k: float) -> Cost:
-        """Every FLOP and byte multiplied by *k* (e.g. loop trip counts)."""
+        """Every FLOP and byte multiplied by *k* (e.g. loop trip counts); *k* must be finite and >= 0."""
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0:
+            raise CostError(f"cannot scale a cost by {k!r}: a repeat or trip count must be a finite number >= 0")
         return Cost(*(getattr(self, f.name) * k for f in fields(self) if f.name != "estimated"),
                     estimated=self.estimated)
 

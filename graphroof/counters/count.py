@@ -11,10 +11,10 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import GraphroofError, GraphroofWarning, RuleError, UnsupportedOpError
-from ..graph import COST, OpGraph, OpNode, resolve_dim
+from ..graph import COST, ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, resolve_dim
 from .common import io_cost
 from .cost import Cost
 from .registry import FREE, REGISTRY, Rule, RuleRegistry, takes_settings
@@ -32,6 +32,7 @@ class CountSummary:
     free: int = 0
     unknown: Counter = field(default_factory=Counter)
     estimated: int = 0
+    shape_unknown: list = field(default_factory=list)
 
     @property
     def n_unknown(self) -> int:
@@ -82,7 +83,10 @@ def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | Non
     for node in graph.ops():
         summary.total += 1
         rule = reg.lookup(node.op, rules)
-        if rule is None:
+        if node.attrs.get(SHAPE_UNKNOWN):  # no shape to rule on: bytes of what is known, estimated, warned
+            summary.shape_unknown.append(node.name)
+            cost = unknown_cost(node)
+        elif rule is None:
             summary.unknown[node.op] += 1
             cost = unknown_cost(node)
         else:
@@ -91,9 +95,14 @@ def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | Non
                 summary.free += 1
             else:
                 summary.ruled += 1
-        repeat = node.attrs.get("repeat", 1)
+        if node.attrs.get(ESTIMATED) and not cost.estimated:
+            cost = replace(cost, estimated=True)
+        repeat = node.attrs.get(REPEAT, 1)
         if repeat != 1:  # ops inside a loop body (frontends set the trip count, an int or a symbolic dim)
-            cost = cost.scale(resolve_dim(repeat, graph.meta.get("dims", {})))
+            try:
+                cost = cost.scale(resolve_dim(repeat, graph.meta.get("dims", {})))
+            except GraphroofError as e:
+                raise type(e)(f"{node.name} ({node.op}): repeat {repeat}: {e}") from None
         if cost.estimated:
             summary.estimated += 1
         graph.set(node.name, COST, cost)
@@ -129,6 +138,11 @@ def count(
             "register one with graphroof.register_rule or drop --strict to count them as bytes only",
             dict(summary.unknown),
         )
+    if warn and summary.shape_unknown:
+        names = summary.shape_unknown
+        warnings.warn(f"{len(names)} node(s) have tensors of unknown shape (e.g. {names[0]!r}); counted as the bytes "
+                      "of their known tensors only, no FLOPs (estimated); give the input shapes with --input",
+                      GraphroofWarning, stacklevel=2)
     if warn:
         for k, v in sorted(summary.unknown.items()):
             warnings.warn(

@@ -11,8 +11,14 @@
   name's path (``/model/layers.0/self_attn/q_proj/MatMul`` -> ``model.layers.0.self_attn.q_proj``), else the
   module path in the name of a weight the node reads (``encoder.layer.3.output.dense.weight``).
 * Control flow: If / Loop / Scan bodies are flattened into the graph under ``<scope>.<Node>_<attr>`` with
-  ``attrs["repeat"]`` = trip count (the counting pass scales their cost by it); an unknown trip count is
-  counted once, with a warning and a report note.
+  ``attrs["graphroof.repeat"]`` = trip count (the counting pass scales their cost by it; a model attribute in
+  the ``graphroof.`` namespace is renamed ``model.graphroof...``); trip counts: :mod:`.onnx_control` (an
+  unknown one is capped at ``loop_trips``, with a warning and a report note).
+* Robustness: names are cleaned first (:mod:`.onnx_clean`), shape inference runs in a child process under a
+  time and memory budget (:mod:`.onnx_guard`), constant shape arithmetic is folded (:mod:`.onnx_fold`); an
+  output nothing reads whose size is unknown is left out (noted), a tensor with no shape at all marks its ops
+  ``graphroof.shape_unknown`` (counted as estimated bytes, warned), and outputs computed only from weights
+  and constants count as weights.
 """
 
 from __future__ import annotations
@@ -29,8 +35,12 @@ import onnx.inliner
 from onnx import AttributeProto, TensorProto
 
 from ..errors import FrontendError, GraphroofWarning, InputError
-from ..graph import OpGraph, OpNode, Role, TensorSpec
-from .onnx_shapes import TypeTable, bind_inputs, infer, iter_graphs, real_inputs, warn_unused_dims
+from ..graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, Role, TensorSpec
+from .onnx_clean import clean_names
+from .onnx_control import DEFAULT_LOOP_TRIPS, Trips, loop_trips, scan_trips
+from .onnx_guard import default_budget, run_guarded
+from .onnx_shapes import (NeedsSymbolic, TypeTable, bind_inputs, infer, iter_graphs, normalize_dim, precheck,
+                          real_inputs, ssi_class, warn_unused_dims)
 
 __all__ = ["load_onnx", "op_key", "scope_of", "is_kv_name"]
 
@@ -43,6 +53,19 @@ _SKIP_ATTR = {AttributeProto.GRAPH, AttributeProto.GRAPHS, AttributeProto.TENSOR
 _INT_COMPUTE = {"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "QGemm", "DynamicQuantizeMatMul",
                 "MatMulIntegerToFloat", "QAttention"}
 _ABSENT = TensorSpec((0,), "fp32")
+#: Attribute-name prefix graphroof keeps for itself (``graphroof.repeat``): a model's own is renamed.
+_RESERVED = "graphroof."
+#: Dims nobody can bind: ONNX's ``unk__N``, onnxruntime's ``<Op>_<N>_o<K>__d<J>``, graphroof's ``<tensor>_d<J>``.
+_PLACEHOLDER = re.compile(r"^(unk__\d+|\w+_\d+_o\d+__d\d+|.*_d\d+)$")
+#: Ops whose outputs differ per run even from constant inputs: never a weight.
+_NOT_DERIVED = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                "Bernoulli", "If", "Loop", "Scan"}
+#: Ops on weights that runtimes keep in the graph (QDQ: fused into the quantized consumer, never folded).
+_KEPT = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"}
+#: Ops whose output size depends on input values but is bounded by the input's shape.
+_BOUNDED = {"NonZero", "Unique", "Compress", "Slice"}
+#: Deepest If / Loop / Scan nesting walked.
+_MAX_NESTING = 32
 #: Ops whose output aliases their first input (no copy): the output keeps the input's role.
 _ALIAS = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}
 
@@ -164,28 +187,18 @@ def _plain(v: Any) -> Any:
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    """The node's plain attributes; a model attribute in graphroof's reserved ``graphroof.`` namespace is
+    renamed ``model.graphroof...`` so it can never act as graphroof's own (``graphroof.repeat``)."""
     out: dict[str, Any] = {}
     for a in node.attribute:
         if a.type in _SKIP_ATTR:
             continue
-        out[a.name] = _plain(onnx.helper.get_attribute_value(a))
+        try:
+            v = _plain(onnx.helper.get_attribute_value(a))
+        except Exception:  # noqa: BLE001 - an attribute with no value or an unknown type: not readable
+            continue
+        out[f"model.{a.name}" if a.name.startswith(_RESERVED) else a.name] = v
     return out
-
-
-def _small_value(t: TensorProto) -> Any:
-    """The value of a small inline tensor (trip counts, conditions); ``None`` when external or large."""
-    if t.data_location == TensorProto.EXTERNAL or onnx.helper.tensor_dtype_to_np_dtype(t.data_type) is None:
-        return None
-    n = 1
-    for d in t.dims:
-        n *= d
-    if n > 16:
-        return None
-    try:
-        arr = onnx.numpy_helper.to_array(t)
-    except Exception:  # noqa: BLE001 - unreadable value: treat as unknown
-        return None
-    return arr.reshape(-1).tolist()
 
 
 def _mul(a: int | str, b: int | str) -> int | str:
@@ -198,38 +211,87 @@ def _mul(a: int | str, b: int | str) -> int | str:
     return f"({a})*({b})"
 
 
+def _is_placeholder(d: Any) -> bool:
+    return isinstance(d, str) and bool(_PLACEHOLDER.match(d))
+
+
 class _Builder:
-    def __init__(self, model: onnx.ModelProto, table: TypeTable, notes: list[str]):
+    def __init__(self, model: onnx.ModelProto, table: TypeTable, values: Mapping[str, Any], notes: list[str],
+                 opset: int, loop_trips: int | None):
         self.model = model
         self.table = table
         self.notes = notes
+        self.opset = opset
+        self.loop_trips = loop_trips
         self.graph = OpGraph()
         self.specs: dict[str, TensorSpec] = {}
         self.roles: dict[str, Role] = {}
-        self.values: dict[str, Any] = {}
+        self.values = values
         self.names: set[str] = set()
         self.unknown_types: list[str] = []
+        self.dropped: list[str] = []
+        self.origins: dict[str, str] = {}
+        self.consumed: set[str] = set()
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.bounds: dict[str, int] = {}
+        self.bounded: list[str] = []
+        self.inputs = {vi.name for vi in real_inputs(model.graph)}
+        for g in iter_graphs(model.graph):
+            for node in g.node:
+                for o in node.output:
+                    self.producer.setdefault(o, node)
         for g in iter_graphs(model.graph):
             for t in g.initializer:
                 self.roles[t.name] = Role.WEIGHT
-                if t.data_location != TensorProto.EXTERNAL and len(t.dims) <= 1:
-                    self.values[t.name] = _small_value(t)
             for st in g.sparse_initializer:
                 self.roles[st.values.name] = Role.WEIGHT
             for node in g.node:
+                self.consumed.update(node.input)
                 if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
                     self.roles[node.output[0]] = Role.CONST
-                    for a in node.attribute:
-                        if a.name == "value":
-                            self.values[node.output[0]] = _small_value(a.t)
-                        elif a.name in ("value_int", "value_float"):
-                            self.values[node.output[0]] = [onnx.helper.get_attribute_value(a)]
+            self.consumed.update(o.name for o in g.output)
         top = model.graph
         for vi in real_inputs(top):
             self.roles[vi.name] = Role.KV_CACHE if is_kv_name(vi.name) else Role.ACTIVATION
+            if vi.type.HasField("tensor_type"):
+                for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+                    if d.dim_param:
+                        self.origins.setdefault(normalize_dim(d.dim_param), f"dim {axis} of model input {vi.name!r}")
+            elif vi.type.HasField("sequence_type") and vi.type.sequence_type.elem_type.HasField("tensor_type"):
+                for axis, d in enumerate(vi.type.sequence_type.elem_type.tensor_type.shape.dim):
+                    if d.dim_param:
+                        self.origins.setdefault(normalize_dim(d.dim_param),
+                                                f"dim {axis} of the tensors in model input sequence {vi.name!r}")
         for vi in top.output:
             if is_kv_name(vi.name) and vi.name not in self.roles:
                 self.roles[vi.name] = Role.KV_CACHE
+        self.folded_nodes: set[int] = set()
+        self.derived = self._constant_derived()
+
+    def _constant_derived(self) -> int:
+        """Give the outputs of nodes that read only weights and constants (weights built at run time: a
+        dequantized or transposed weight, a mask from constants) the weight / constant role; returns how many
+        nodes.  A view of the KV cache stays KV cache."""
+        n = 0
+        for g in iter_graphs(self.model.graph):
+            for node in g.node:
+                ins = [x for x in node.input if x]
+                if not ins or node.op_type in _NOT_DERIVED or (node.op_type == "Constant" and not node.domain):
+                    continue
+                roles = [self.roles.get(x, Role.ACTIVATION) for x in ins]
+                if node.op_type in _ALIAS and roles[0] is not Role.ACTIVATION:
+                    role = roles[0]
+                elif all(r in (Role.WEIGHT, Role.CONST) for r in roles):
+                    role = Role.WEIGHT if all(r is Role.WEIGHT for r in roles) else Role.CONST
+                else:
+                    continue
+                for o in node.output:
+                    if o and o not in self.roles:
+                        self.roles[o] = role
+                if node.op_type not in _ALIAS and node.domain in ("", "ai.onnx") and node.op_type not in _KEPT:
+                    n += 1
+                    self.folded_nodes.add(id(node))
+        return n
 
     def spec(self, name: str) -> TensorSpec:
         s = self.specs.get(name)
@@ -244,6 +306,10 @@ class _Builder:
             self.specs[name] = s
         return s
 
+    def shape_known(self, name: str) -> bool:
+        e = self.table.get(name)
+        return e is not None and e[1] is not None
+
     def unique(self, name: str) -> str:
         base, k = name, 1
         while name in self.names:
@@ -251,7 +317,6 @@ class _Builder:
             name = f"{base}#{k}"
         self.names.add(name)
         return name
-
     def scopes(self, g: onnx.GraphProto) -> list[str]:
         """Each node's scope: its own (metadata, name path, unshared weight name), else its latest scoped producer's
         (a fused ``SkipLayerNorm_AddBias_3`` belongs with the projection it follows), else its first scoped
@@ -286,86 +351,211 @@ class _Builder:
             out.append(sc)
         return out
 
+    def value_sources(self, node: onnx.NodeProto) -> list[str]:
+        """Model inputs whose *values* (not shapes) flow into *node*."""
+        found: list[str] = []
+        todo, seen = list(node.input), set()
+        while todo and len(seen) < 10000:
+            t = todo.pop()
+            if not t or t in seen or t in self.values:
+                continue
+            seen.add(t)
+            if t in self.inputs:
+                found.append(t)
+                continue
+            p = self.producer.get(t)
+            if p is not None and p.op_type not in ("Shape", "Size"):
+                todo.extend(p.input)
+                for a in p.attribute:  # a subgraph reads outer-scope tensors by name
+                    if a.type == AttributeProto.GRAPH:
+                        todo.extend(x for g in iter_graphs(a.g) for n in g.node for x in n.input)
+        return sorted(found)
+
+    def bound_outputs(self, node: onnx.NodeProto, name: str, op: str) -> None:
+        """Data-dependent output sizes (NonZero, Unique, Compress, a Slice with run-time bounds) get their upper
+        bound from the input's static shape: ``meta["default_dims"]`` (``--dim`` overrides), noted, estimated."""
+        for o in node.output:  # a tensor with a 0 dim holds nothing whatever its other dims
+            e = self.table.get(o)
+            if o and e is not None and e[1] is not None and 0 in e[1]:
+                for d in e[1]:
+                    if _is_placeholder(d) and d not in self.bounds:
+                        self.bounds[d] = 0
+                        self.bounded.append(f"{d} = 0 (empty {o!r})")
+        if node.op_type not in _BOUNDED or not node.input:
+            return
+        src = self.table.get(node.input[0])
+        shape = src[1] if src else None
+        if not shape or any(not isinstance(d, int) for d in shape):
+            return
+        numel = 1
+        for d in shape:
+            numel *= d
+        axis = next((a.i for a in node.attribute if a.name == "axis" and a.type == AttributeProto.INT), None)
+        for o in node.output:
+            e = self.table.get(o)
+            if not o or e is None or e[1] is None:
+                continue
+            for k, d in enumerate(e[1]):
+                if not _is_placeholder(d) or d in self.bounds:
+                    continue
+                if node.op_type == "Slice" and len(e[1]) == len(shape):
+                    v = shape[k]
+                elif node.op_type in ("Unique", "Compress") and axis is not None and -len(shape) <= axis < len(shape):
+                    v = shape[axis]
+                else:
+                    v = numel
+                self.bounds[d] = v
+                self.bounded.append(f"{d} = {v} ({name}, {op})")
+
+    def outputs(self, node: onnx.NodeProto, name: str, op: str) -> list[TensorSpec]:
+        """Output specs; an output nothing reads whose size is unknown (Dropout's mask, a placeholder dim) is
+        left out (listed in a note), so it never blocks the analysis."""
+        self.bound_outputs(node, name, op)
+        outs = []
+        for k, o in enumerate(node.output):
+            if not o:
+                outs.append(_ABSENT)
+                continue
+            e = self.table.get(o)
+            unknown = e is None or e[1] is None or any(_is_placeholder(d) for d in e[1])
+            if unknown and o not in self.consumed:
+                self.dropped.append(f"{o!r} of {name} ({op})")
+                outs.append(_ABSENT)
+                continue
+            spec = self.spec(o)
+            for d in spec.shape:
+                if _is_placeholder(d) and d not in self.origins:
+                    src = self.value_sources(node)
+                    why = (f"which depends on the value of model input{'s' if len(src) > 1 else ''} "
+                           + ", ".join(map(repr, src[:3])) if src else "known only at run time")
+                    self.origins[d] = f"the size of output {k} {o!r} of {name} ({op}), {why}"
+            outs.append(spec)
+        while outs and outs[-1] is _ABSENT:
+            outs.pop()
+        return outs
+
     def walk(self, g: onnx.GraphProto, *, prefix: str = "", sub_scope: str | None = None,
-             repeat: int | str = 1) -> None:
+             repeat: int | str = 1, depth: int = 0) -> None:
         scopes = self.scopes(g) if sub_scope is None else None
         for i, node in enumerate(g.node):
             local = node.name or f"{node.op_type}_{i}"
             name = self.unique(prefix + local)
+            key = op_key(node)
             scope = sub_scope if scopes is None else scopes[i]
             ins = tuple(self.spec(x) if x else None for x in node.input)
             while ins and ins[-1] is None:
                 ins = ins[:-1]
-            if node.op_type in _ALIAS and ins and ins[0] is not None and ins[0].role is not Role.ACTIVATION:
-                for o in node.output:  # a view of a weight (or of the KV cache) is still that weight in memory
-                    self.roles.setdefault(o, ins[0].role)
-            outs = [self.spec(o) if o else _ABSENT for o in node.output]
-            while outs and outs[-1] is _ABSENT:
-                outs.pop()
+            if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+                self.if_outputs(node, name)
+            outs = self.outputs(node, name, key)
             attrs = _attrs(node)
-            if repeat != 1:
-                attrs["repeat"] = repeat
+            if id(node) in self.folded_nodes:  # reads only weights / constants: folded once when the model loads
+                attrs[REPEAT] = 0
+            elif repeat != 1:
+                attrs[REPEAT] = repeat
+            unknown = [x for x in (*node.input, *node.output) if x and not self.shape_known(x)
+                       and x in self.specs]
+            if unknown and node.op_type not in ("If", "Loop", "Scan"):
+                attrs[SHAPE_UNKNOWN] = tuple(unknown)
             if node.op_type in _INT_COMPUTE and ins and ins[0] is not None:
                 # DynamicQuantizeMatMul takes a float A and quantizes it itself: its 8-bit B sets the GEMM dtype
                 src = ins[1] if node.op_type == "DynamicQuantizeMatMul" and len(ins) > 1 and ins[1] else ins[0]
                 attrs["compute_dtype"] = "int8" if src.dtype in ("int8", "uint8") else src.dtype
-            self.graph.add_op(OpNode(name, op_key(node), ins, tuple(outs), attrs, scope),
+            self.graph.add_op(OpNode(name, key, ins, tuple(outs), attrs, scope),
                               inputs=list(node.input), outputs=list(node.output))
             if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop", "Scan"):
-                self.control_flow(node, name, scope, repeat)
+                if depth >= _MAX_NESTING:
+                    raise FrontendError(f"{name} ({key}): control flow nested more than {_MAX_NESTING} deep")
+                self.control_flow(node, name, scope, repeat, depth)
 
-    def control_flow(self, node: onnx.NodeProto, name: str, scope: str, repeat: int | str) -> None:
+    def if_branch(self, node: onnx.NodeProto, name: str) -> tuple[str, str]:
+        """The branch of an If to count (the constant condition's, else the larger) and a note when guessed."""
+        subs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
+        cond = self.values.get(node.input[0]) if node.input else None
+        cond = cond.reshape(-1).tolist() if cond is not None and getattr(cond, "size", 0) == 1 else None
+        if cond:
+            return ("then_branch" if bool(cond[0]) else "else_branch"), ""
+        then_g, else_g = subs.get("then_branch"), subs.get("else_branch")
+        n_then = sum(len(x.node) for x in iter_graphs(then_g)) if then_g else 0
+        n_else = sum(len(x.node) for x in iter_graphs(else_g)) if else_g else 0
+        attr = "then_branch" if n_then >= n_else else "else_branch"
+        other = "else_branch" if attr == "then_branch" else "then_branch"
+        return attr, (f"If {name!r}: condition unknown before run time; counted its {attr} "
+                      f"({max(n_then, n_else)} ops), not its {other} ({min(n_then, n_else)} ops)")
+
+    def if_outputs(self, node: onnx.NodeProto, name: str) -> None:
+        """An If's outputs take the counted branch's output shapes where inference left them unknown (the
+        branches disagree, so ONNX gives ``unk__N``)."""
+        attr, _ = self.if_branch(node, name)
+        branch = next((a.g for a in node.attribute if a.name == attr and a.type == AttributeProto.GRAPH), None)
+        if branch is None:
+            return
+        for o, bo in zip(node.output, branch.output):
+            e, eb = self.table.get(o), self.table.get(bo.name)
+            if not o or eb is None or eb[1] is None or any(_is_placeholder(d) for d in eb[1]):
+                continue
+            if e is None or e[1] is None or any(_is_placeholder(d) for d in e[1]):
+                self.table[o] = (e[0] if e else eb[0], eb[1])
+
+    def control_flow(self, node: onnx.NodeProto, name: str, scope: str, repeat: int | str, depth: int) -> None:
         subs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
         short = re.sub(r"\W", "_", name.rsplit("/", 1)[-1]).strip("_") or node.op_type
         base = f"{scope}.{short}" if scope else short
         if node.op_type == "If":
-            cond = self.values.get(node.input[0]) if node.input else None
-            then_g, else_g = subs.get("then_branch"), subs.get("else_branch")
-            if cond:
-                attr = "then_branch" if bool(cond[0]) else "else_branch"
-            else:
-                n_then = sum(len(x.node) for x in iter_graphs(then_g)) if then_g else 0
-                n_else = sum(len(x.node) for x in iter_graphs(else_g)) if else_g else 0
-                attr = "then_branch" if n_then >= n_else else "else_branch"
-                other = "else_branch" if attr == "then_branch" else "then_branch"
-                self.notes.append(f"If {name!r}: condition unknown before run time; counted its {attr} "
-                                  f"({max(n_then, n_else)} ops), not its {other} ({min(n_then, n_else)} ops)")
+            attr, note = self.if_branch(node, name)
+            if note:
+                self.notes.append(note)
             if subs.get(attr) is not None:
-                self.walk(subs[attr], prefix=f"{name}/{attr}/", sub_scope=f"{base}_{attr}", repeat=repeat)
+                self.walk(subs[attr], prefix=f"{name}/{attr}/", sub_scope=f"{base}_{attr}", repeat=repeat,
+                          depth=depth + 1)
             return
         body = subs.get("body")
         if body is None:
             return
-        trips: int | str | None = None
         if node.op_type == "Loop":
-            m = self.values.get(node.input[0]) if node.input and node.input[0] else None
-            trips = int(m[0]) if m else None
-            what = "trip count"
+            trips = loop_trips(node, name, body, self.values, self.loop_trips)
         else:
-            attrs = _attrs(node)
-            n_scan = int(attrs.get("num_scan_inputs", 0))
-            axes = list(attrs.get("scan_input_axes", ())) or [0] * n_scan
-            scan_in = [x for x in node.input if x][-n_scan:] if n_scan else []
-            if scan_in:
-                shape = self.spec(scan_in[0]).shape
-                ax = axes[0] % len(shape) if shape else 0
-                trips = shape[ax] if shape and shape != (0,) else None
-            what = "scan length"
-        if trips is None:
-            msg = (f"{node.op_type} {name!r}: {what} unknown before run time; counted one iteration "
-                   "(multiply its body's cost by the real count)")
-            warnings.warn(msg, GraphroofWarning, stacklevel=4)
-            self.notes.append(msg)
-            trips = 1
-        self.walk(body, prefix=f"{name}/body/", sub_scope=f"{base}_body", repeat=_mul(repeat, trips))
+            trips = scan_trips(node, name, _attrs(node), lambda x: self.table.get(x, (None, None))[1], self.opset)
+            if trips is None:
+                n = self.loop_trips if self.loop_trips is not None else DEFAULT_LOOP_TRIPS
+                trips = Trips(n, False, f"Scan {name!r}: scan length unknown before run time; counted {n} "
+                                        f"iteration{'s' if n != 1 else ''} (set --loop-trips N for another count)",
+                              warn=True)
+        if trips.note:
+            self.notes.append(trips.note)
+            if trips.warn:
+                warnings.warn(trips.note, GraphroofWarning, stacklevel=5)
+        self.walk(body, prefix=f"{name}/body/", sub_scope=f"{base}_body", repeat=_mul(repeat, trips.count),
+                  depth=depth + 1)
 
 
 def _producer(model: onnx.ModelProto) -> str:
     return " ".join(x for x in (model.producer_name, model.producer_version) if x) or "unknown"
 
 
+def _prepare(model: onnx.ModelProto, name: str, allow_symbolic: bool
+             ) -> tuple[bytes | None, TypeTable, dict[str, Any], list[str]] | None:
+    """The guarded step: inline local functions, then infer shapes; returns the inlined model (serialised, or
+    ``None`` when nothing was inlined), the type table, the folded values and the notes."""
+    inlined = None
+    if model.functions:
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+            inlined = model.SerializeToString()
+        except Exception as e:  # noqa: BLE001 - keep the calls as (unknown) ops then
+            warnings.warn(f"{name}: could not inline its local functions ({str(e).splitlines()[0] if str(e) else e});"
+                          " counting calls as ops", GraphroofWarning, stacklevel=2)
+    notes: list[str] = []
+    try:
+        table, values = infer(model, notes, allow_symbolic)
+    except NeedsSymbolic:
+        return None
+    return inlined, table, values, notes
+
+
 def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               input_shapes: Mapping[str, Sequence[int]] | Sequence[Sequence[int]] | None = None,
+              loop_trips: int | None = None, infer_time_s: float | None = None, infer_mem_gb: float | None = None,
               **ignored: Any) -> OpGraph:
     """Load an ``.onnx`` file into an OpGraph without reading its weights.
 
@@ -374,33 +564,62 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     path : the ``.onnx`` file (its external data file may be absent).
     dims : values for the model's symbolic dims, ``{"batch": 8, "seq": 512}`` (``--dim``).
     input_shapes : ``{"input_ids": (1, 512)}`` or positional ``[(1, 3, 224, 224)]`` (``--input``).
+    loop_trips : iterations to count for a Loop / Scan whose count is unknown before run time or only
+        bounded (``--loop-trips``; default 1, see :mod:`graphroof.frontends.onnx_control`).
+    infer_time_s, infer_mem_gb : budget of the shape-inference step (a child process, see
+        :mod:`graphroof.frontends.onnx_guard`; defaults from ``GRAPHROOF_INFER_TIME_S`` / ``_MEM_GB``).
 
     Dims nobody bound stay symbolic (``str``) in the shapes; binding them later (``graphroof.graph.bind``,
-    or ``analyze(..., dims=...)``) is enough, and counting an unbound one raises ``UnboundDimError``.
+    or ``analyze(..., dims=...)``) is enough, and counting an unbound one raises ``UnboundDimError`` naming the
+    op, the tensor and where the dim comes from.
     """
     path = Path(path).expanduser()
+    if loop_trips is not None and (isinstance(loop_trips, bool) or not isinstance(loop_trips, int) or loop_trips < 0):
+        raise InputError(f"--loop-trips must be an integer >= 0, got {loop_trips!r}")
     model = _read_model(path)
+    clean_names(model)
     opset = _check_versions(model, path)
-    if model.functions:
-        try:
-            model = onnx.inliner.inline_local_functions(model)
-        except Exception as e:  # noqa: BLE001 - keep the calls as (unknown) ops then
-            warnings.warn(f"{path.name}: could not inline its local functions ({e}); counting calls as ops",
-                          GraphroofWarning, stacklevel=2)
+    precheck(model)
     warn_unused_dims(dims, model)
     for flag in ("batch", "seq"):
         if ignored.get(flag) is not None:
             warnings.warn(f"--{flag} applies to zoo and config models; bind an ONNX model's dims with --dim NAME=VALUE "
                           "or --input NAME=SHAPE", GraphroofWarning, stacklevel=2)
     bound = bind_inputs(model, dims, input_shapes)
-    notes: list[str] = []
-    inferred, table = infer(model, notes)
-    b = _Builder(inferred, table, notes)
-    b.walk(inferred.graph)
+    budget = default_budget()
+    if infer_time_s is not None:
+        budget.time_s = float(infer_time_s)
+    if infer_mem_gb is not None:
+        budget.mem_bytes = int(float(infer_mem_gb) * 1e9)
+    step = "ONNX shape inference"
+    out = run_guarded(_prepare, model, path.name, False, step=step, budget=budget)
+    if out is None:  # onnxruntime's symbolic inference is needed: load it here once, so children inherit it
+        ssi_class()
+        out = run_guarded(_prepare, model, path.name, True, step=f"{step} (with onnxruntime's symbolic inference)",
+                          budget=budget)
+    inlined, table, values, notes = out
+    if inlined is not None:
+        model = onnx.ModelProto()
+        model.ParseFromString(inlined)
+    b = _Builder(model, table, values, notes, opset, loop_trips)
+    b.walk(model.graph)
+    if b.dropped:
+        notes.append(f"{len(b.dropped)} output(s) nothing reads have sizes unknown before run time and are not "
+                     f"counted (e.g. {b.dropped[0]})")
     if b.unknown_types:
         notes.append(f"{len(b.unknown_types)} tensor(s) have no shape after inference (e.g. "
-                     f"{b.unknown_types[0]!r}); counted as 0 bytes")
+                     f"{b.unknown_types[0]!r}); the ops touching them are counted as estimated bytes only")
+    if b.derived:
+        notes.append(f"{b.derived} op(s) compute only from weights and constants (weights built at run time; "
+                     "runtimes fold them once when the model loads): not counted per run, and their outputs count as weights")
     g = b.graph
+    if b.bounded:
+        notes.append(f"{len(b.bounded)} size(s) depend on input values and are counted at their upper bound "
+                     f"(estimated; set them with --dim): {'; '.join(b.bounded[:5])}")
+        g.meta["default_dims"] = dict(b.bounds)
+        for op in g.ops():
+            if any(isinstance(d, str) and d in b.bounds for t in (*op.inputs, *op.outputs) if t for d in t.shape):
+                op.attrs[ESTIMATED] = "size counted at an upper bound"
     g.name = path.stem
     g.nx.graph["name"] = path.stem
     external = sum(1 for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)
@@ -413,7 +632,7 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               + (f" ({external} in external data)" if external else ""))
     g.meta.update({
         "capture": "onnx", "model": path.stem, "producer": _producer(model), "opset": opset,
-        "ir_version": model.ir_version, "notes": [header, *notes],
+        "ir_version": model.ir_version, "notes": [header, *notes], "dim_origins": dict(b.origins),
     })
     if bound:
         g.meta["dims"] = dict(bound)

@@ -21,13 +21,15 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
 from ..errors import FrontendError, GraphroofWarning, InputError, UnboundDimError
 from ..graph import resolve_dim
+from .onnx_fold import MAX_ELEMS, fold_values, small_value, to_initializer
 
-__all__ = ["TypeTable", "ONNX_DTYPES", "bind_inputs", "infer", "real_inputs", "iter_graphs"]
+__all__ = ["TypeTable", "ONNX_DTYPES", "bind_inputs", "infer", "real_inputs", "iter_graphs", "precheck"]
 
 #: ONNX TensorProto element type -> graphroof canonical dtype.
 ONNX_DTYPES: dict[int, str] = {
@@ -60,6 +62,31 @@ def real_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     """Graph inputs that are fed at run time (old IR versions also list the initializers as inputs)."""
     inits = {t.name for t in graph.initializer}
     return [i for i in graph.input if i.name not in inits]
+
+
+_TERM = r"[A-Za-z]*(?:\.\.\.)?[A-Za-z]*"
+_EINSUM = re.compile(rf"^{_TERM}(?:,{_TERM})*(?:->{_TERM})?$")
+#: No tensor has this many dims; a larger axis attribute is malformed (and crashes ONNX's inference).
+_MAX_AXIS = 1 << 16
+
+
+def precheck(model: onnx.ModelProto) -> None:
+    """Refuse, before shape inference sees them, attributes known to hang or crash it: a malformed ``Einsum``
+    equation, an ``axis`` / ``axes`` beyond any rank."""
+    for g in iter_graphs(model.graph):
+        for node in g.node:
+            where = f"{node.name or node.output[0] if node.output else node.op_type} ({node.op_type})"
+            for a in node.attribute:
+                if node.op_type == "Einsum" and a.name == "equation":
+                    eq = a.s.decode("utf-8", errors="replace") if isinstance(a.s, bytes) else str(a.s)
+                    if len(eq) > 1000 or not _EINSUM.match(re.sub(r"\s", "", eq)):
+                        raise FrontendError(f"{where}: Einsum equation {eq[:80]!r} is malformed (letters, ',', "
+                                            "'->' and '...' only)")
+                elif a.name in ("axis", "axes") and a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS):
+                    vals = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
+                    bad = next((v for v in vals if abs(v) > _MAX_AXIS), None)
+                    if bad is not None:
+                        raise FrontendError(f"{where}: attribute {a.name} = {bad} is out of range for any tensor")
 
 
 def _shape_text(vi: onnx.ValueInfoProto) -> str:
@@ -249,9 +276,8 @@ def _onnx_infer(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _symbolic_infer(model: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto | None:
     """onnxruntime's symbolic shape inference, driven step by step so a failure writes no temp file."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-    except ImportError:
+    SymbolicShapeInference = ssi_class()
+    if SymbolicShapeInference is None:
         notes.append("some shapes stayed unknown after ONNX shape inference and onnxruntime is not installed "
                      "(pip install onnxruntime) for its symbolic shape inference")
         return None
@@ -261,7 +287,11 @@ def _symbolic_infer(model: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto
     try:
         ssi = SymbolicShapeInference(2**31 - 1, True, True, 0)
         ssi._preprocess(model)
-        while ssi.run_:
+        rounds = 0
+        while ssi.run_:  # it re-runs while new symbolic dims appear; a malformed graph can make that endless
+            rounds += 1
+            if rounds > _SYMBOLIC_ROUNDS:
+                raise RuntimeError(f"no fixed point after {_SYMBOLIC_ROUNDS} rounds")
             ssi._infer_impl()
         ssi._update_output_from_vi()
         return ssi.out_mp_
@@ -271,6 +301,10 @@ def _symbolic_infer(model: onnx.ModelProto, notes: list[str]) -> onnx.ModelProto
         return None
     finally:
         log.setLevel(level)
+
+
+#: Rounds of onnxruntime's symbolic inference before giving up (it needs 1-3 on real models).
+_SYMBOLIC_ROUNDS = 8
 
 
 def _placeholder(d: int | str, name: str) -> bool:
@@ -292,12 +326,46 @@ def _merge(table: TypeTable, new: TypeTable) -> None:
             table[name] = (old[0], merged)
 
 
+_SSI: list[Any] = []
+
+
+def ssi_class() -> Any:
+    """onnxruntime's ``SymbolicShapeInference`` class (``None`` without onnxruntime), loaded from its file:
+    ``import onnxruntime.tools`` would import torch (3 s) for a helper this never uses.  Cached."""
+    if not _SSI:
+        cls = None
+        try:
+            import importlib.util
+            import os
+            import sys
+
+            spec = importlib.util.find_spec("onnxruntime")
+            locs = list(spec.submodule_search_locations or []) if spec else []
+            path = next((p for p in (f"{loc}/tools/symbolic_shape_infer.py" for loc in locs)
+                         if os.path.exists(p)), None)
+            if path:
+                mspec = importlib.util.spec_from_file_location("graphroof._ort_symbolic_shape_infer", path)
+                mod = importlib.util.module_from_spec(mspec)
+                sys.modules[mspec.name] = mod
+                mspec.loader.exec_module(mod)
+                cls = mod.SymbolicShapeInference
+        except Exception:  # noqa: BLE001 - missing or changed onnxruntime: ONNX's inference only
+            cls = None
+        _SSI.append(cls)
+    return _SSI[0]
+
+
+def ssi_loaded() -> bool:
+    return bool(_SSI)
+
+
 def _known_ops() -> set[tuple[str, str]]:
     """(domain, op) pairs onnxruntime's symbolic shape inference handles (empty without onnxruntime)."""
+    cls = ssi_class()
+    if cls is None:
+        return set()
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        ops = SymbolicShapeInference(2**31 - 1, True, True, 0).dispatcher_
+        ops = cls(2**31 - 1, True, True, 0).dispatcher_
     except Exception:  # noqa: BLE001 - no onnxruntime, or its internals moved: rely on ONNX's schemas
         return set()
     return {(d, op) for op in ops for d in ("", "com.microsoft")}
@@ -313,12 +381,24 @@ def _unknown_op(node: onnx.NodeProto, ort_ops: set[tuple[str, str]]) -> bool:
         return True
 
 
-def infer(model: onnx.ModelProto, notes: list[str]) -> tuple[onnx.ModelProto, TypeTable]:
-    """Run the inference steps of the module docstring; returns the inferred model and its type table."""
+class NeedsSymbolic(Exception):
+    """Raised by :func:`infer` with ``allow_symbolic=False`` when onnxruntime's step is needed: the caller
+    loads it (:func:`ssi_class`, once per process) and runs :func:`infer` again."""
+
+
+def infer(model: onnx.ModelProto, notes: list[str], allow_symbolic: bool = True) -> tuple[TypeTable, dict[str, Any]]:
+    """Run the inference steps of the module docstring; returns the type table and the folded small values
+    (name -> numpy array: shape arithmetic, trip counts, conditions)."""
     inferred = _onnx_infer(model)
     table = _read_types(inferred)
+    values = _initial_values(model)
     if not _gaps(inferred, table):
-        return inferred, table
+        return table, values
+    inferred = _fold_loop(model, inferred, table, values)
+    if not _gaps(inferred, table):
+        return table, values
+    if not allow_symbolic and not ssi_loaded():
+        raise NeedsSymbolic()
     ort_ops = _known_ops()
     inferred = _guess_loop(inferred, table, notes, lambda n: _unknown_op(n, ort_ops))
     if _gaps(inferred, table):
@@ -327,7 +407,82 @@ def infer(model: onnx.ModelProto, notes: list[str]) -> tuple[onnx.ModelProto, Ty
             _merge(table, _read_types(sym))
         else:  # no onnxruntime help: every op ONNX has no schema for gets its first input's shape
             inferred = _guess_loop(inferred, table, notes, lambda n: _unknown_op(n, set()))
-    return inferred, table
+    return table, values
+
+
+def _initial_values(model: onnx.ModelProto) -> dict[str, Any]:
+    """Small inline initializers and Constant outputs of every graph, by name."""
+    values: dict[str, Any] = {}
+    for vi in real_inputs(model.graph):  # an empty input's value is known from its shape alone (axes = [])
+        e = _vi_type(vi)
+        if e and e[1] is not None and 0 in e[1] and all(isinstance(d, int) for d in e[1]):
+            np_dt = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+            values[vi.name] = np.zeros(e[1], dtype=np_dt)
+    for g in iter_graphs(model.graph):
+        for t in g.initializer:
+            v = small_value(t)
+            if v is not None:
+                values[t.name] = v
+        for node in g.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+                v = _constant_value(node)
+                if v is not None:
+                    values[node.output[0]] = v
+    return values
+
+
+def _constant_value(node: onnx.NodeProto) -> Any:
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return small_value(a.t)
+        if a.name in ("value_int", "value_ints", "value_float", "value_floats") and \
+                len(a.ints) + len(a.floats) <= MAX_ELEMS:
+            v = onnx.helper.get_attribute_value(a)
+            return np.array(v, dtype=np.int64 if "int" in a.name else np.float32)
+    return None
+
+
+def _fold_loop(model: onnx.ModelProto, inferred: onnx.ModelProto, table: TypeTable,
+               values: dict[str, Any]) -> onnx.ModelProto:
+    """Fold shape arithmetic (see :mod:`.onnx_fold`) and re-infer a copy where it is constant, a few rounds."""
+    opsets = {(i.domain if i.domain != "ai.onnx" else ""): i.version for i in model.opset_import}
+
+    def static_shape(name: str) -> tuple[int, ...] | None:
+        e = table.get(name)
+        if e is None or e[1] is None or any(not isinstance(d, int) or d < 0 for d in e[1]):
+            return None
+        return tuple(e[1])
+
+    inputs = {vi.name for vi in real_inputs(model.graph)}
+    folded_all: dict[str, Any] = {k: v for k, v in values.items() if k in inputs}  # empty inputs
+    for rnd in range(4):
+        folded = fold_values(model.graph, opsets, static_shape, values)
+        if not folded and (rnd > 0 or not folded_all):
+            break
+        folded_all.update(folded)
+        trial = onnx.ModelProto()
+        trial.CopyFrom(model)
+        keep = [n for n in trial.graph.node if not (n.output and all(o in folded_all for o in n.output if o))]
+        del trial.graph.node[:]
+        trial.graph.node.extend(keep)
+        kept_inputs = [vi for vi in trial.graph.input if vi.name not in folded_all]
+        del trial.graph.input[:]
+        trial.graph.input.extend(kept_inputs)
+        have = {t.name for t in trial.graph.initializer}
+        for name, arr in folded_all.items():
+            t = to_initializer(name, arr)
+            if t is not None and name not in have:
+                trial.graph.initializer.append(t)
+                if trial.ir_version < 4:
+                    trial.graph.input.append(onnx.helper.make_tensor_value_info(name, t.data_type, list(t.dims)))
+        try:
+            new = _onnx_infer(trial)
+        except FrontendError:
+            break
+        _merge(table, _read_types(new))
+        if not _gaps(inferred, table):
+            break
+    return inferred
 
 
 def _guess_loop(model: onnx.ModelProto, table: TypeTable, notes: list[str], which) -> onnx.ModelProto:

@@ -50,7 +50,9 @@ def _both(module, args, tmp_path, kwargs=None, **settings):
 def _agree(t, o):
     assert t.flops == pytest.approx(o.flops, rel=0.01)
     assert t.matrix_flops == pytest.approx(o.matrix_flops, rel=0.01)
-    assert t.weight_bytes == pytest.approx(o.weight_bytes, rel=0.01)
+    # ONNX: tensors computed only from weights / constants (rotary tables, masks; optimize=False keeps them in
+    # the graph) are folded at load and read as weights; torch computes them per forward: within 2 %
+    assert t.weight_bytes == pytest.approx(o.weight_bytes, rel=0.02)
 
 
 @pytest.mark.parametrize("make, shape", [(SmallCNN, (2, 3, 16, 16)), (TinyViTish, (2, 17, 64))])
