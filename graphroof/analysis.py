@@ -124,6 +124,7 @@ class Analysis:
                     "dtype": compute_dtype(node), "n_ops": node.attrs.get("n_ops", 1),
                     "ops": list(node.attrs.get("ops", (node.name,))), "gemm_mnk": node.attrs.get("gemm_mnk"),
                     **cost_fields(cost), "intensity": b.intensity, "peak_used": b.peak_used,
+                    "attainable_flops_per_s": b.attainable_flops_per_s, "peak_flops_per_s": b.peak_flops_per_s,
                     "t_compute_s": b.t_compute_s, "t_memory_s": b.t_memory_s, "t_network_s": b.t_network_s,
                     "time_s": b.t_s, "time_realistic_s": b.t_realistic_s, "t_launch_s": b.t_launch_s,
                     "time_model": b.time_model, "bound": b.bound, "share": b.t_s / total_t,

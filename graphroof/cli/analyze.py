@@ -22,6 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
     p.add_argument("--ops", action="store_true", help="also list every op (terminal / markdown); csv: op rows")
     p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest ops")
+    p.add_argument("--runtime", default=None, choices=("eager", "compiled", "serving"),
+                   help="fusion + launch preset the kernels are priced under (default: compiled for models, eager "
+                   "for op tables); the eager figure is shown beside it")
+    p.add_argument("--kernels", action="store_true", help="also list every kernel (terminal / markdown)")
+    p.add_argument("--loop-trips", type=int, default=None, metavar="N",
+                   help="ONNX: iterations to count for a Loop whose trip count is unknown or unbounded (default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,9 +39,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS)}")
     hw = hw_from_args(args)
     opts = frontend_opts(args)
+    if args.loop_trips is not None:
+        if args.loop_trips < 0:
+            raise InputError("--loop-trips must be >= 0")
+        opts["loop_trips"] = args.loop_trips
     progress = Progress(quiet=args.quiet)
     a = analyze(args.model, hw=hw, strict=args.strict, depth=args.depth, attention=args.attention,
-                causal=args.causal, progress=progress, **opts)
+                causal=args.causal, runtime=args.runtime, progress=progress, **opts)
     progress(f"writing the {args.format} report")
-    write_report(a, args.format, args.output, ops=args.ops, top=args.top)
+    write_report(a, args.format, args.output, ops=args.ops, top=args.top, kernels=args.kernels)
     return 0

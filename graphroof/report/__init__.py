@@ -115,7 +115,7 @@ def chart_image_path(out: str | os.PathLike) -> Path:
 
 
 def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
-                  top: int | None = None) -> list[tuple[str | bytes, str]]:
+                  top: int | None = None, kernels: bool = False) -> list[tuple[str | bytes, str]]:
     """Render *phases* (an Analysis or ``[(name, Analysis), ...]``) as ``[(data, path), ...]`` to write.
 
     A markdown report written to a path gets the roofline PNG beside it (when matplotlib is installed).
@@ -141,16 +141,16 @@ def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "
         return [(text, str(out)), *files]
     opts: dict[str, Any] = {}
     if fmt == "terminal":
-        opts = {"ops": ops, "top": top}
+        opts = {"ops": ops, "top": top, "kernels": kernels}
     elif fmt == "csv":
         opts = {"ops": ops}
     return [(render_text(phases, fmt, **opts), str(out))]
 
 
 def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
-                 top: int | None = None) -> list[str]:
+                 top: int | None = None, kernels: bool = False) -> list[str]:
     """Render and write; returns the paths written (``-`` for stdout)."""
-    files = render_report(phases, fmt, out, ops=ops, top=top)
+    files = render_report(phases, fmt, out, ops=ops, top=top, kernels=kernels)
     write_outputs(files)
     return [p for _, p in files]
 

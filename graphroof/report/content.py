@@ -127,9 +127,15 @@ def header_facts(phases: list[Phase]) -> list[tuple[str, str]]:
 def totals_facts(a) -> list[tuple[str, str]]:
     t = a.totals
     c = t.cost
+    p = a.time_parts()
+    e = a.eager_totals
     facts = [
-        ("roofline time", f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per op)"),
-        ("realistic time", f"{fmt_time(t.t_realistic_s)} (efficiencies + launch overhead)"),
+        ("runtime preset", f"{a.runtime} ({len(a.graph)} ops -> {len(a.timed_graph)} kernels); eager: roofline "
+                           f"{fmt_time(e.t_lower_s)}, realistic {fmt_time(e.t_realistic_s)}"),
+        ("floor", f"{fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels)"),
+        ("roofline time", f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per kernel)"),
+        ("realistic time", f"{fmt_time(t.t_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} "
+                           f"+ launch {fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels)"),
         ("no-overlap bound", f"{fmt_time(t.t_upper_s)} (Σ Tc + Tm)"),
         ("bound", t.bound),
         ("FLOPs", f"{fmt_flops(c.flops)} (matrix {fmt_flops(c.matrix_flops)}, vector {fmt_flops(c.vector_flops)})"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .columns import LAYER_LEAD, ROOF_COLUMNS, col, fmt_ai_terminal, table
 
-__all__ = ["render", "layer_table", "op_table", "header_lines", "footer_lines"]
+__all__ = ["render", "layer_table", "op_table", "kernel_table", "header_lines", "footer_lines", "runtime_line",
+           "time_line"]
 
 #: Leading columns of the op table (the roofline columns follow: :data:`.columns.ROOF_COLUMNS`).
 OP_LEAD = (col("op", "name"), col("type", "op"), col("dtype", "dtype"))
@@ -29,9 +30,34 @@ def header_lines(a) -> list[str]:
         f"model: {h['model']}" + (f" ({dims})" if dims else "") + (f"; capture: {h['capture']}" if h["capture"] else ""),
         f"hardware: {h['hardware']}; memory bandwidth {fmt_rate(h['mem_bw_bytes_per_s'], 'B/s')}; peaks used: {peaks}",
         f"ridge point (FLOP/byte): {ridges}",
+        runtime_line(a),
         f"conventions: {h['conventions']}",
     ]
     return lines
+
+
+def runtime_line(a) -> str:
+    """``runtime preset: compiled (1752 ops -> 357 kernels); eager (one kernel per op): ...``."""
+    e = a.eager_totals
+    return (f"runtime preset: {a.runtime} ({len(a.graph)} ops -> {len(a.timed_graph)} kernels); eager, one "
+            f"kernel per op: roofline {fmt_time(e.t_lower_s)}, realistic {fmt_time(e.t_realistic_s)}")
+
+
+def time_line(a) -> str:
+    """The totals' times, each named for what it is, and the parts of the realistic time."""
+    t, p = a.totals, a.time_parts()
+    coll = f", collectives {fmt_time(p['time_collectives_s'])} of it" if p["time_collectives_s"] else ""
+    return (f"time: floor {fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels); kernel roofline "
+            f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per kernel); no overlap {fmt_time(t.t_upper_s)} (Σ Tc + Tm); "
+            f"realistic {fmt_time(t.t_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} + launch "
+            f"{fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels){coll}; overall {t.bound}-bound")
+
+
+def kernel_table(rows: list[dict], markdown: bool, top: int | None = None) -> str:
+    rows = sorted(rows, key=lambda r: -r["time_realistic_s"])[:top] if top else rows
+    lead = (col("kernel", "name"), col("kind", "kind"), col("ops", "n_ops"), col("dtype", "dtype"),
+            col("model", "time_model"))
+    return table(rows, (*lead, *ROOF_COLUMNS), "markdown" if markdown else "terminal")
 
 
 def footer_lines(a) -> list[str]:
@@ -41,10 +67,7 @@ def footer_lines(a) -> list[str]:
         f"total: {fmt_flops(c.flops)} (matrix {fmt_flops(c.matrix_flops)}, vector {fmt_flops(c.vector_flops)}); "
         f"{fmt_bytes(c.bytes)} (weights {fmt_bytes(c.weight_bytes)}, activations {fmt_bytes(c.act_bytes)}, "
         f"KV {fmt_bytes(c.kv_bytes)}); AI {fmt_ai_terminal(c.intensity)} FLOP/B",
-        f"time: roofline lower bound {fmt_time(t.t_lower_s)} (Σ max(Tc, Tm)); upper bound {fmt_time(t.t_upper_s)} "
-        f"(Σ Tc + Tm, no overlap); realistic {fmt_time(t.t_realistic_s)} (efficiencies "
-        f"matrix {a.hw.matrix_efficiency:g}, vector {a.hw.vector_efficiency:g}, memory {a.hw.mem_bw_efficiency:g}, "
-        f"launch {fmt_time(a.hw.launch_overhead_s)}/op); overall {t.bound}-bound",
+        time_line(a),
     ]
     if c.net_bytes:
         lines.append(f"network: {fmt_bytes(c.net_bytes)} over {a.hw.interconnect_name or 'interconnect'}, "
@@ -56,7 +79,7 @@ def footer_lines(a) -> list[str]:
     return lines
 
 
-def render(a, markdown: bool = False, ops: bool = False, top: int | None = None) -> str:
+def render(a, markdown: bool = False, ops: bool = False, top: int | None = None, kernels: bool = False) -> str:
     """The whole report: header, layer table, optional op table, footer."""
     if markdown:  # the full markdown report (same content as the HTML one) lives in markdown.py
         from .markdown import render_markdown
@@ -66,6 +89,9 @@ def render(a, markdown: bool = False, ops: bool = False, top: int | None = None)
     out.extend(header_lines(a))
     out.append("")
     out.append(layer_table(a.layers, False))
+    if kernels:
+        out.append("")
+        out.append(kernel_table(a.kernel_rows, False, top))
     if ops:
         out.append("")
         out.append(op_table(a.ops, False, top))
