@@ -22,7 +22,8 @@ __all__ = ["analyze", "compare", "analyze_on_profiles", "resolve_hardware", "cou
 
 
 def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_s: float | None = None,
-                     mem_bw_bytes_per_s: float | None = None, ideal: bool = False) -> HardwareProfile:
+                     mem_bw_bytes_per_s: float | None = None, ideal: bool = False,
+                     matmul_precision: str | None = None) -> HardwareProfile:
     """A profile by name / path / object, with what-if overrides; no name plus both numbers = ad-hoc device."""
     if hw is None:
         if peak_flops_per_s is None or mem_bw_bytes_per_s is None:
@@ -31,9 +32,11 @@ def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_
             else:
                 raise InputError("an ad-hoc device needs both --peak-flops and --mem-bw (or name a profile with --hw)")
         else:
-            return adhoc_profile(peak_flops_per_s, mem_bw_bytes_per_s).with_overrides(ideal=ideal)
+            return adhoc_profile(peak_flops_per_s, mem_bw_bytes_per_s).with_overrides(
+                ideal=ideal, matmul_precision=matmul_precision)
     prof = load_hardware(hw)
-    return prof.with_overrides(peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s, ideal=ideal)
+    return prof.with_overrides(peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s, ideal=ideal,
+                               matmul_precision=matmul_precision)
 
 
 def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule | None] | None = None,
@@ -89,6 +92,7 @@ def analyze(
     attention: str = "flash",
     causal: str = "kernel",
     runtime: str | None = None,
+    matmul_precision: str | None = None,
     progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> Analysis:
@@ -111,6 +115,8 @@ def analyze(
     runtime : fusion preset, ``"eager"`` | ``"compiled"`` | ``"serving"`` (:mod:`graphroof.fuse.runtimes`);
         default ``compiled`` for models, ``eager`` for op tables.  Totals and layers are per kernel; the op
         rows and ``eager_totals`` keep the unfused view.
+    matmul_precision : ``"high"`` (default: fp32 matmuls on TF32 units where the device has them, as PyTorch's
+        cuDNN convolutions) or ``"highest"`` (fp32 math).
     progress : called with a short stage message ("tracing ...", "counting N ops") before each long step
         (the CLI's :class:`graphroof.cli.progress.Progress`).
 
@@ -123,7 +129,7 @@ def analyze(
     """
     settings = CountSettings(attention=attention, causal=causal)
     prof = resolve_hardware(hw, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
-                            ideal=ideal)
+                            ideal=ideal, matmul_precision=matmul_precision)
     opts = dict(frontend_opts)
     if dims:
         opts.setdefault("dims", dict(dims))

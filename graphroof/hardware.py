@@ -79,6 +79,9 @@ class HardwareProfile:
     path: str = ""
     timing: KernelTiming | None = None            # [timing]: kernel-level model (graphroof.timing)
     collectives: CollectiveParams | None = None   # [collectives]: alpha-beta collective model
+    #: fp32 matmuls: ``high`` (default, as PyTorch's cuDNN convolutions) run on TF32 matrix units where the
+    #: profile lists them; ``highest`` keeps fp32 math (vector units unless fp32 matrix units exist)
+    matmul_precision: str = "high"
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
@@ -86,6 +89,11 @@ class HardwareProfile:
         table = self.matrix_peak_flops_per_s if unit == "matrix" else self.vector_peak_flops_per_s
         if not table and unit == "vector":  # no vector table (TPUs): the matrix units are all there is
             table, unit = self.matrix_peak_flops_per_s, "matrix"
+        if unit == "matrix" and canonical_dtype(dtype) == "fp32" and self.matmul_precision == "high" \
+                and table.get("tf32"):
+            return table["tf32"], "matrix.tf32"  # TF32 tensor cores for fp32 matmuls (see matmul_precision)
+        if unit == "matrix" and canonical_dtype(dtype) == "tf32" and not table.get("tf32"):
+            dtype = "fp32"  # no TF32 units: fp32 math
         if unit == "matrix" and canonical_dtype(dtype) in ("fp32", "fp64") and canonical_dtype(dtype) not in table:
             # an fp32 / fp64 matmul without matrix units for it runs on the vector units (TF32 is opt-in)
             vec = self.vector_peak_flops_per_s.get(canonical_dtype(dtype))
@@ -106,9 +114,14 @@ class HardwareProfile:
         return self.display_name or self.name
 
     def with_overrides(self, *, peak_flops_per_s: float | None = None, mem_bw_bytes_per_s: float | None = None,
-                       ideal: bool = False) -> HardwareProfile:
+                       ideal: bool = False, matmul_precision: str | None = None) -> HardwareProfile:
         """What-if copy: every peak set to *peak_flops_per_s*, bandwidth replaced; ``ideal`` zeroes overheads."""
         p = self
+        if matmul_precision is not None:
+            if matmul_precision not in ("high", "highest"):
+                raise HardwareProfileError(f"matmul precision {matmul_precision!r}: use high (TF32 for fp32 matmuls "
+                                           "where the device has it) or highest (fp32 math)")
+            p = replace(p, matmul_precision=matmul_precision)
         if peak_flops_per_s is not None:
             p = replace(p, matrix_peak_flops_per_s={k: float(peak_flops_per_s) for k in (p.matrix_peak_flops_per_s or {"fp32": 0})},
                         vector_peak_flops_per_s={k: float(peak_flops_per_s) for k in (p.vector_peak_flops_per_s or {"fp32": 0})},

@@ -58,6 +58,9 @@ def add_hw_options(p: argparse.ArgumentParser) -> None:
                    ".toml/.yaml path (default: a100, or an ad-hoc device when --peak-flops and --mem-bw are given)")
     p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this (e.g. 4.6T, 4608e9)")
     p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth (e.g. 96GB/s, 2.039e12)")
+    p.add_argument("--matmul-precision", default=None, choices=("high", "highest"),
+                   help="fp32 matmuls: high = TF32 matrix units where the device has them (default, as PyTorch's "
+                   "cuDNN convolutions); highest = fp32 math")
     p.add_argument("--ideal", action="store_true", help="100%% efficiency and no launch overhead in the realistic time")
 
 
@@ -85,7 +88,8 @@ def hw_from_args(args: argparse.Namespace):
     for flag, v in (("--peak-flops", peak), ("--mem-bw", bw)):
         if v is not None and v <= 0:
             raise InputError(f"{flag} must be > 0")
-    return resolve_hardware(args.hw, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw, ideal=args.ideal)
+    return resolve_hardware(args.hw, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw, ideal=args.ideal,
+                            matmul_precision=getattr(args, "matmul_precision", None))
 
 
 def frontend_opts(args: argparse.Namespace) -> dict:

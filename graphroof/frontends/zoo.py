@@ -112,7 +112,8 @@ def build_zoo_module(name: str, dtype: str | None = None):
                 "vit-b-16": lambda: vit("b"), "vit-l-16": lambda: vit("l")}
     from ..dtypes import canonical_dtype
 
-    tdtype = TORCH_DTYPES[canonical_dtype(dtype or m.dtype)]
+    cd = canonical_dtype(dtype or m.dtype)
+    tdtype = TORCH_DTYPES["fp32" if cd == "tf32" else cd]  # tf32: fp32 storage, TF32 matmuls (matmul_precision)
     with torch.device("meta"):
         module = builders[m.name]().to(tdtype)
     return module, [(1, *VISION_INPUT)]

@@ -130,7 +130,7 @@ def totals_facts(a) -> list[tuple[str, str]]:
     p = a.time_parts()
     e = a.eager_totals
     facts = [
-        ("runtime preset", f"{a.runtime} ({len(a.graph)} ops -> {len(a.timed_graph)} kernels); eager: roofline "
+        ("runtime preset", f"{a.runtime} ({len(a.graph)} ops in {len(a.timed_graph)} kernels); eager: roofline "
                            f"{fmt_time(e.t_lower_s)}, realistic {fmt_time(e.t_realistic_s)}"),
         ("floor", f"{fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels)"),
         ("roofline time", f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per kernel)"),

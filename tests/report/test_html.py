@@ -56,7 +56,7 @@ def test_html_structure_of_tiny_model(tiny):
     assert "2 FLOPs per multiply-add" in text and "dense" in text
     assert "unknown: custom.Mystery×1" in text          # unknown-op summary in the header
     assert "hand-built test graph" in text               # capture method
-    assert "4.5 ms (Σ max(Tc, Tm) per op)" in text       # 0.5 + 2 + 2 + 0.004 = 4.504 ms
+    assert "4.5 ms (Σ max(Tc, Tm) per kernel)" in text   # 0.5 + 2 + 2 + 0.004 = 4.504 ms
     # one tbody per layer (emb, blk.mlp, blk.attn), the ops under them, the view collapsed
     tbodies = [a for t, a in tree.tags if t == "tr" and "l" in (a.get("class") or "").split()]
     assert [a["data-name"] for a in tbodies] == ["emb", "blk.mlp", "blk.attn"]
