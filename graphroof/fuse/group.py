@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..counters.cost import Cost
 from ..errors import UnboundDimError
@@ -83,7 +84,7 @@ class KernelGraph:
         ``compute_dtype``."""
         kg = OpGraph(graph.name, {**graph.meta, "runtime": self.runtime.name, "op_graph_size": len(graph)})
         for k in self.kernels:
-            attrs = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops), "n_ops": k.n_ops,
+            attrs: dict[str, Any] = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops), "n_ops": k.n_ops,
                      "folded": tuple(k.folded), "compute_dtype": k.dtype,
                      "op_keys": tuple(sorted({graph.node(n).op for n in k.ops}))}
             counts: dict[str, int] = {}
@@ -235,7 +236,8 @@ class _Grouper:
         if rt.fold_batch_norm and is_batch_norm(df.nodes[n]):
             src = df.src.get((n, 0), (None, None))
             p = src[0]
-            if p is not None and df.cls[p] == "gemm" and is_conv(df.nodes[p]) and df.consumers[src] == {n}:
+            if p is not None and df.cls[p] == "gemm" and is_conv(df.nodes[p]) \
+                    and df.consumers.get((p, src[1] or ""), set()) == {n}:
                 self._join(n, self.kernel_of[p])
                 self.folded.add(n)
                 return True
@@ -382,9 +384,9 @@ def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph
         mnk = None
         if kind == "gemm":
             gemms = [n for n in ops if df.cls[n] == "gemm"]
-            shapes = [gemm_mnk(df.nodes[n], df.costs[n]) for n in gemms]
-            if shapes and all(s is not None for s in shapes):
-                mnk = (shapes[0][0], sum(s[1] for s in shapes), shapes[0][2])
+            shapes = [sh for n in gemms if (sh := gemm_mnk(df.nodes[n], df.costs[n])) is not None]
+            if shapes and len(shapes) == len(gemms):
+                mnk = (shapes[0][0], sum(sh[1] for sh in shapes), shapes[0][2])
         for n in ops:
             op_kernel[n] = len(kernels)
         ins, outs = _boundary(df, ops)
