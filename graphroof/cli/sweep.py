@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(quiet=args.quiet)
     opts = {"dtype": args.dtype} if args.dtype else {}
     if _is_llm(args.model) or prompts or gens:
+        from .precheck import check_llm_args
+
+        check_llm_args(args.model, prompts or [1024], gens or [256], tps)
         from ..llm.sweep import sweep
 
         r = sweep(args.model, hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],

@@ -182,3 +182,29 @@ def test_batch_sweep_onnx_solved_batch_matches_direct_analyses(tmp_path):
     text = render(r, "terminal")
     assert "compute-bound batch" in text and "samples/s" in text
     assert "<svg" in render(r, "html")
+
+
+# -- early errors: from argv and the config alone, nothing built -----------------------------------------------
+
+@pytest.mark.parametrize("argv, msg", [
+    (["llm", "llama-2-7b", "--prompt", "9000"], "maximum of 4096 positions"),
+    (["llm", "llama-2-7b", "--prompt", "4000", "--gen", "200"], "lower --gen to <= 96"),
+    (["llm", "llama-2-7b", "--tp", "3"], "--tp 3 does not divide the model's 32 attention heads"),
+    (["llm", "llama-2-7b", "-o", "/nonexistent-dir/r.txt"], "does not exist"),
+    (["sweep", "llama-3-8b", "--tp", "1,3"], "--tp 3 does not divide"),
+    (["sweep", "llama-3-8b", "--prompt", "512,9000"], "maximum of 8192 positions"),
+    (["analyze", "gpt2", "--seq", "2048"], "at most 1024 tokens"),
+    (["analyze", "resnet50", "-o", "/nonexistent-dir/r.json"], "does not exist"),
+])
+def test_errors_known_from_argv_and_config_come_before_building(monkeypatch, capsys, argv, msg):
+    def boom(*a, **k):
+        raise AssertionError("built the model")
+
+    import graphroof.api
+
+    monkeypatch.setattr(importlib.import_module("graphroof.llm.estimate"), "open_source", boom)
+    monkeypatch.setattr(graphroof.api, "analyze", boom)
+    monkeypatch.setattr(graphroof.api, "load", boom)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("graphroof: error:") and msg in err and len(err.strip().splitlines()) == 1
