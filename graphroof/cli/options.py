@@ -10,7 +10,21 @@ from ..errors import InputError
 from ..units import parse_quantity
 
 __all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
-           "frontend_opts", "check_output_path"]
+           "frontend_opts", "check_output_path", "module_doc"]
+
+
+def module_doc(name: str) -> str:
+    """The docstring of module *name* read from its source, without importing it (``--help`` epilogs quote the
+    measurement modules, which pull in the whole pipeline)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]  # the graphroof package (find_spec would import the parents)
+    path = root.joinpath(*name.split(".")[1:]).with_suffix(".py")
+    try:
+        return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except OSError:
+        return ""
 
 
 def check_output_path(out: str) -> None:
