@@ -152,6 +152,7 @@ class SweepResult:
     ideal: bool = False
     notes: list[str] = field(default_factory=list)
     traces: int = 0
+    trace_s: float = 0.0      # wall time of the traces (graphs built), of the whole sweep
 
     @property
     def devices(self) -> list[str]:
@@ -177,7 +178,7 @@ class SweepResult:
             "schema_version": SCHEMA_VERSION, "kind": "llm_sweep", "model": self.model,
             "mode": "ideal" if self.ideal else "realistic", "hardware": self.hw_labels,
             "slo": {"max_ttft_s": self.max_ttft_s, "max_tpot_s": self.max_tpot_s},
-            "traces": self.traces, "notes": self.notes,
+            "traces": self.traces, "trace_s": self.trace_s, "notes": self.notes,
             "points": [p.to_dict() for p in self.points],
             "frontier": {d: [self.points.index(p) for p in f] for d, f in self.frontier().items()},
             "best": {d: (None if p is None else self.points.index(p)) for d, p in best.items()},
@@ -198,6 +199,7 @@ class _SharedTraces:
     def __init__(self, src: Any):
         self._src = src
         self._graphs: dict[tuple[str, int, int], Any] = {}
+        self.trace_s = 0.0   # wall time spent tracing (the rest of a sweep is counting and evaluation)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._src, name)
@@ -205,8 +207,12 @@ class _SharedTraces:
     def _get(self, phase: str, batch: int, x: int):
         key = (phase, batch, x)
         if key not in self._graphs:
+            import time
+
             fn = self._src.decode_graph if phase == "decode" else self._src.prefill_graph
+            t0 = time.perf_counter()
             self._graphs[key] = fn(batch, x)
+            self.trace_s += time.perf_counter() - t0
         return self._graphs[key]
 
     def prefill_graph(self, batch: int, seq: int):
@@ -317,7 +323,7 @@ def sweep(
                 points.append(_point(src, pipe, pr, b, p_, g_, t, ideal, (w, a, k), prices.get(pr.name)))
     return SweepResult(model=raw_src.name, points=points, hw_labels={pr.name: pr.label for pr in profs},
                        max_ttft_s=max_ttft_s, max_tpot_s=max_tpot_s, ideal=ideal, notes=notes,
-                       traces=len(src._graphs))
+                       traces=len(src._graphs), trace_s=src.trace_s)
 
 
 def _pipeline(src, prof, quant, tp, settings, rules, strict, progress):
@@ -337,12 +343,19 @@ def _pipeline(src, prof, quant, tp, settings, rules, strict, progress):
 
 
 def _point(src, pipe, prof, b, prompt, gen, tp, ideal, dtypes, price) -> SweepPoint:
+    """One point.  What does not depend on ``gen`` (the prefill phase, the activation peak, the cache bytes per
+    token) is kept on the pipeline per (batch, prompt), so a sweep over ``--gen`` evaluates it once."""
     from .estimate import _Run
     from .memory import activation_peak_bytes, resident_weight_bytes
 
     run = _Run(src, pipe, prompt, gen, None, True, ideal)
-    pre = pipe.phase("prefill", "prefill", b, prompt, prompt, 0, {"model": src.name})
-    ttft = pre.t_ideal_s if ideal else pre.t_realistic_s
+    per_prompt = pipe.__dict__.setdefault("_sweep_by_prompt", {})
+    if (b, prompt) not in per_prompt:
+        pre = pipe.phase("prefill", "prefill", b, prompt, prompt, 0, {"model": src.name})
+        per_prompt[b, prompt] = (pre.t_ideal_s if ideal else pre.t_realistic_s, pre.analysis.totals.bound,
+                                 activation_peak_bytes(pipe.counted("prefill", b, prompt).graph),
+                                 run.kv_bytes_per_token(b))
+    ttft, pbound, act, kv_tok = per_prompt[b, prompt]
     tpot, dbound = None, None
     if gen > 1:
         dec = run.decode_phase(b)
@@ -351,10 +364,8 @@ def _point(src, pipe, prof, b, prompt, gen, tp, ideal, dtypes, price) -> SweepPo
     if "_params" not in src.__dict__:
         src.__dict__["_params"] = run.params()
     weights = resident_weight_bytes(src.__dict__["_params"], pipe.quant, tp, pipe.plan)
-    kv_tok = run.kv_bytes_per_token(b)
-    act = activation_peak_bytes(pipe.counted("prefill", b, prompt).graph)
     mem = weights + kv_tok * b * (prompt + gen) + act
     return SweepPoint(hw=prof.name, batch=b, prompt=prompt, gen=gen, tp=tp, ttft_s=ttft, tpot_s=tpot,
-                      prefill_bound=pre.analysis.totals.bound, decode_bound=dbound, memory_bytes=mem,
+                      prefill_bound=pbound, decode_bound=dbound, memory_bytes=mem,
                       capacity_bytes=prof.mem_capacity_bytes, weights=dtypes[0], activations=dtypes[1],
                       kv=dtypes[2], usd_per_hour=price)
