@@ -319,6 +319,9 @@ def sweep(
     for (w, a, k, quant), t in itertools.product(quants, tps):
         pipes = [_pipeline(src, pr, quant, t, settings, rules, strict, progress) for pr in profs]
         for pr, pipe in zip(profs, pipes):
+            if progress:
+                progress(f"evaluating {len(prompts) * len(gens) * len(batches)} points on {pr.name}, TP {t}, "
+                         f"dtypes {quant.describe()}")
             for p_, g_, b in itertools.product(prompts, gens, batches):
                 points.append(_point(src, pipe, pr, b, p_, g_, t, ideal, (w, a, k), prices.get(pr.name)))
     return SweepResult(model=raw_src.name, points=points, hw_labels={pr.name: pr.label for pr in profs},
