@@ -95,6 +95,8 @@ def test_sweep_json_csv_markdown():
     assert "| tok/s/GPU" in md and "$/Mtok" in md and "cheapest under the SLO" in md
     html = render(r, "html")
     assert "<svg" in html and "b8 tp1 native" in html
+    pytest.importorskip("matplotlib")
+    assert render(r, "png")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_sweep_errors_before_anything_is_built(monkeypatch):
