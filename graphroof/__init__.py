@@ -9,9 +9,6 @@ Public API::
 """
 
 from ._version import __version__
-from .analysis import Analysis
-from .api import analyze, compare
-from .counters import FLOPS_PER_MAC, REGISTRY, Cost, CountSummary, count, register_rule
 from .errors import (
     FrontendError,
     GraphroofError,
@@ -23,18 +20,38 @@ from .errors import (
     UnboundDimError,
     UnsupportedOpError,
 )
-from .graph import OpGraph, OpNode, Role, TensorSpec, bind
-from .hardware import HardwareProfile, list_profiles, load_hardware
-from .report import render
-from .roofline import Bound, evaluate
+
+#: Public name -> the submodule that defines it.  Imported on first use (PEP 562), so ``graphroof hw list`` and
+#: the CLI start without loading the counting pipeline, networkx or any frontend.
+_LAZY = {
+    "Analysis": "analysis", "analyze": "api", "compare": "api",
+    "FLOPS_PER_MAC": "counters", "REGISTRY": "counters", "Cost": "counters", "CountSummary": "counters",
+    "count": "counters", "register_rule": "counters",
+    "OpGraph": "graph", "OpNode": "graph", "Role": "graph", "TensorSpec": "graph", "bind": "graph",
+    "HardwareProfile": "hardware", "list_profiles": "hardware", "load_hardware": "hardware",
+    "render": "report", "Bound": "roofline", "evaluate": "roofline",
+}
 
 __all__ = [
     "__version__", "analyze", "compare", "render", "Analysis", "OpGraph", "OpNode", "TensorSpec", "Role", "bind", "Cost",
     "CountSummary", "count", "register_rule", "REGISTRY", "FLOPS_PER_MAC", "HardwareProfile", "load_hardware",
     "list_profiles", "Bound", "evaluate", "GraphroofError", "InputError", "FrontendError", "UnsupportedOpError",
-    "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning",
+    "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning", "llm",
 ]
 
-from . import llm  # noqa: E402  (graphroof.llm.estimate: LLM serving estimates)
 
-__all__ += ["llm"]
+def __getattr__(name: str):
+    import importlib
+
+    if name == "llm":  # graphroof.llm.estimate: LLM serving estimates
+        return importlib.import_module(".llm", __name__)
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphroof' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import GraphroofError
-from . import analyze, calibrate, compare, hw, llm, plot, profile, rules, zoo
+from . import analyze, calibrate, compare, hw, llm, plot, profile, rules, sweep, zoo
 
 __all__ = ["main", "build_parser", "entry", "COMMANDS"]
 
 #: Sub-command name -> its module.
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, llm, zoo, calibrate,
-                                                       profile)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, llm, sweep, zoo,
+                                                       calibrate, profile)}
 
 
 def build_parser() -> argparse.ArgumentParser:

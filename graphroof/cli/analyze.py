@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args
+from .options import add_hw_options, check_output_path, add_model_options, frontend_opts, hw_from_args
 
 NAME = "analyze"
 HELP = "per-op and per-layer roofline of a model"
@@ -37,8 +37,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.format not in FORMATS:
         raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS)}")
+    from .precheck import check_seq
+
+    check_output_path(args.output)
     hw = hw_from_args(args)
     opts = frontend_opts(args)
+    check_seq(args.model, args.seq)
     if args.loop_trips is not None:
         if args.loop_trips < 0:
             raise InputError("--loop-trips must be >= 0")

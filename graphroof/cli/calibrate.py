@@ -27,10 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 2; quick 1)")
     p.add_argument("--gemm-sizes", default=None, help="GEMM sizes n (n x n x n), comma-separated (default 1024,2048)")
     p.add_argument("--dtypes", default=None, help="dtypes to try, comma-separated from fp64,fp32,bf16,fp16 (default all)")
-    from ..measure import calibrate
+    from .options import module_doc
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "what is measured:" + calibrate.__doc__.split("What is measured", 1)[1].split(":", 1)[1].split(
+    p.epilog = "what is measured:" + module_doc("graphroof.measure.calibrate").split("What is measured", 1)[1].split(":", 1)[1].split(
         "Timing goes through")[0]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import hw_from_args, parse_dims
+from .options import check_output_path, hw_from_args, parse_dims
 
 __all__ = ["parse_batches"]
 
@@ -74,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report import render, write_output
     from .progress import Progress
 
+    from .precheck import check_llm_args
+
+    check_output_path(args.output)
+    batches = parse_batches(args.batch)
+    check_llm_args(args.model, [args.prompt], [args.gen], [args.tp])
     progress = Progress(quiet=args.quiet)
     hw = hw_from_args(args)
     opts: dict = {}
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         opts["dims"] = dims
     if args.dtype:
         opts["dtype"] = args.dtype
-    r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=parse_batches(args.batch),
+    r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
                  strict=args.strict, progress=progress, **opts)

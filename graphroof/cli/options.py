@@ -10,7 +10,35 @@ from ..errors import InputError
 from ..units import parse_quantity
 
 __all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
-           "frontend_opts"]
+           "frontend_opts", "check_output_path", "module_doc"]
+
+
+def module_doc(name: str) -> str:
+    """The docstring of module *name* read from its source, without importing it (``--help`` epilogs quote the
+    measurement modules, which pull in the whole pipeline)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]  # the graphroof package (find_spec would import the parents)
+    path = root.joinpath(*name.split(".")[1:]).with_suffix(".py")
+    try:
+        return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except OSError:
+        return ""
+
+
+def check_output_path(out: str) -> None:
+    """``-o PATH`` checked before any work: its folder must exist and it must not be a folder itself."""
+    if str(out) == "-":
+        return
+    from pathlib import Path
+
+    path = Path(out).expanduser()
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot write {out}: directory {parent} does not exist; create it or choose another -o path")
+    if path.is_dir():
+        raise InputError(f"cannot write {out}: it is a directory; give a file name with -o")
 
 
 def parse_dims(items: Sequence[str] | None) -> dict[str, int]:

@@ -13,10 +13,10 @@ HELP = "run a model on this machine and compare measured with predicted time per
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..measure import run as measured_run
+    from .options import module_doc
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "definitions:" + measured_run.__doc__.split("Definitions (also printed with the report):", 1)[1]
+    p.epilog = "definitions:" + module_doc("graphroof.measure.run").split("Definitions (also printed with the report):", 1)[1]
     p.add_argument("model", help="an .onnx file (run with onnxruntime), 'pkg.module:factory', a zoo name or a "
                    "transformers config.json (built with random weights, run with PyTorch eager)")
     add_hw_options(p)

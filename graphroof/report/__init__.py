@@ -39,6 +39,7 @@ FORMATS_BY_KIND = {
     "compare": ("terminal", "markdown", "json", "csv", "html"),
     "llm": ("terminal", "markdown", "json"),
     "measured": ("terminal", "markdown", "json", "html"),
+    "sweep": ("terminal", "markdown", "json", "csv", "html", "png"),
 }
 
 
@@ -53,6 +54,8 @@ def _kind(result: Any) -> str:
         return "llm"
     if isinstance(result, MeasuredComparison):
         return "measured"
+    if hasattr(result, "frontier") and hasattr(result, "points"):  # a sweep (LLM or batch): see report/sweep.py
+        return "sweep"
     return "analysis"  # an Analysis, or phases: {name: Analysis} / [(name, Analysis), ...]
 
 
@@ -67,6 +70,10 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
         return render_text(result, fmt, **opts)
     if fmt == "json":
         return result.to_json() + "\n"
+    if kind == "sweep":
+        from .sweep import render_sweep
+
+        return render_sweep(result, fmt)
     if kind == "compare":
         from .compare import render_compare
 

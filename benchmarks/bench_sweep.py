@@ -1,0 +1,78 @@
+"""``graphroof sweep`` cost per point: wall, time beyond the traces, peak RSS, 100 -> 1,000 -> 10,000 points.
+
+The model is the hand-built toy decoder of the tests (graphs built by binding symbolic dims, so "tracing" is
+cheap and the table shows the sweep's own cost: counting, per-point evaluation, memory fit).  Reference in the
+same run: the same 100 points through ``graphroof.llm.estimate`` one call per point (what a script would do
+without ``sweep``).  Columns: points, wall s, of which traces s, beyond traces s, ms per point (beyond traces),
+ratio of that per-point cost to the 100-point sweep's, peak RSS MB (whole process, so far).
+
+Run: ``python benchmarks/bench_sweep.py [--max-points 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tabulate import tabulate  # noqa: E402
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def grid(n: int) -> dict:
+    """A sweep of about *n* points over batch x prompt x gen x devices x weight dtypes."""
+    if n <= 100:
+        return dict(hw=["a100"], batch=[1, 2, 4, 8, 16], prompt=[64, 128, 256, 512, 1024], gen=[16, 32, 64, 128])
+    if n <= 1000:
+        return dict(hw=["a100"], batch=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+                    prompt=[64 * k for k in range(1, 11)], gen=[16 * k for k in range(1, 11)])
+    return dict(hw=["a100", "h100", "mi300x", "l40s", "h200"], weights=[None, "int4"],
+                batch=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], prompt=[64 * k for k in range(1, 11)],
+                gen=[16 * k for k in range(1, 11)])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-points", type=int, default=10000)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    from graphroof.llm import estimate
+    from graphroof.llm.sweep import sweep
+    from tests.llm.toy import RULES, toy_source
+
+    rows = []
+    g = grid(100)
+    t0 = time.perf_counter()
+    n_ref = 0
+    for b in g["batch"]:
+        for p in g["prompt"]:
+            for n in g["gen"]:
+                estimate(toy_source(), hw="a100", batch=b, prompt=p, gen=n, rules=RULES)
+                n_ref += 1
+    ref_s = time.perf_counter() - t0
+    rows.append(["estimate() per point (reference)", n_ref, ref_s, None, None, 1e3 * ref_s / n_ref, None, rss_mb()])
+    base = None
+    for size in (100, 1000, 10000):
+        if size > args.max_points:
+            break
+        t0 = time.perf_counter()
+        r = sweep(toy_source(), rules=RULES, **grid(size))
+        wall = time.perf_counter() - t0
+        beyond = wall - r.trace_s
+        per = 1e3 * beyond / len(r.points)
+        base = base or per
+        rows.append([f"sweep ({r.traces} graphs)", len(r.points), wall, r.trace_s, beyond, per, per / base, rss_mb()])
+    print(tabulate(rows, headers=["run", "points", "wall s", "traces s", "beyond traces s", "ms/point",
+                                  "per-point vs 100", "peak RSS MB"], floatfmt=".3g", missingval="-"))
+
+
+if __name__ == "__main__":
+    main()

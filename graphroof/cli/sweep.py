@@ -1,0 +1,176 @@
+"""``graphroof sweep MODEL --hw a100,h100 --batch 1,8,64 --prompt 512,2048 --gen 256 --weights bf16,fp8 --tp 1,2
+--max-tpot 50ms --usd-per-hour a100=1.8,h100=3.2``: every point, the frontier per device, the SLO picks.
+
+A language model (zoo LLM, decoder config.json, ONNX with a KV cache, or any model with ``--prompt`` / ``--gen``
+given) is swept as an LLM (:func:`graphroof.llm.sweep.sweep`); any other model over ``--batch`` only
+(:func:`graphroof.sweep.batch_sweep`: bound, latency, throughput per batch, the compute-bound batch solved).
+Everything checkable from the arguments is checked before the model is built or traced.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import InputError
+from ..units import parse_quantity
+from .llm import parse_batches
+from .options import check_output_path
+
+NAME = "sweep"
+HELP = "sweep batch / prompt / gen / dtypes / TP / devices: every point, the throughput-latency frontier, SLO picks"
+
+FORMATS = ("terminal", "markdown", "json", "csv", "html", "png")
+
+
+def _csv(text: str | None) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()] if text else []
+
+
+def _ints(text: str | None, flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    out = []
+    for t in _csv(text):
+        try:
+            v = int(t)
+        except ValueError:
+            raise InputError(f"{flag} {text!r}: expected integers separated by commas") from None
+        if v < 1:
+            raise InputError(f"{flag} {text!r}: values must be >= 1")
+        out.append(v)
+    if not out:
+        raise InputError(f"{flag} needs at least one value")
+    return out
+
+
+def _seconds(text: str | None, flag: str) -> float | None:
+    """``50ms``, ``0.05``, ``200us``, ``2s`` -> seconds."""
+    if text is None:
+        return None
+    s = str(text).strip().lower()
+    scale = 1.0
+    for suffix, f in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)):
+        if s.endswith(suffix):
+            s, scale = s[: -len(suffix)], f
+            break
+    try:
+        v = float(s) * scale
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: expected a time such as 50ms, 0.05 or 2s") from None
+    if not v > 0:
+        raise InputError(f"{flag} must be > 0, got {text!r}")
+    return v
+
+
+def parse_prices(text: str | None, devices: list[str]) -> dict[str, float]:
+    """``a100=1.8,h100=3.2`` (or one number when one device is swept) -> ``{"a100": 1.8, "h100": 3.2}``."""
+    out: dict[str, float] = {}
+    for item in _csv(text):
+        name, sep, val = item.rpartition("=")
+        if not sep:
+            if len(devices) != 1:
+                raise InputError(f"--usd-per-hour {item!r}: with several devices give DEVICE=PRICE for each, "
+                                 "e.g. --usd-per-hour a100=1.8,h100=3.2")
+            name, val = devices[0], item
+        out[name.strip()] = parse_quantity(val.strip().lstrip("$"), f"--usd-per-hour {name}")
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="zoo name, config.json (or folder), .onnx, op table or 'pkg.module:factory'")
+    p.add_argument("--hw", default="a100", help="hardware profiles, comma-separated (default a100)")
+    p.add_argument("--batch", default="1,4,16,64", help="batch sizes, comma-separated (default 1,4,16,64)")
+    p.add_argument("--prompt", default=None, help="LLM prompt lengths, comma-separated (default 1024)")
+    p.add_argument("--gen", default=None, help="LLM generated tokens, comma-separated (default 256)")
+    p.add_argument("--weights", default=None, help="what-if weight dtypes, comma-separated (e.g. bf16,fp8,int4)")
+    p.add_argument("--activations", default=None, help="what-if activation dtypes, comma-separated")
+    p.add_argument("--kv", default=None, help="what-if KV-cache dtypes, comma-separated")
+    p.add_argument("--tp", default="1", help="tensor-parallel degrees, comma-separated (default 1)")
+    p.add_argument("--dtype", default=None, help="model dtype for zoo / config models (default: the config's)")
+    p.add_argument("--max-ttft", default=None, help="SLO: time to first token, e.g. 500ms")
+    p.add_argument("--max-tpot", default=None, help="SLO: time per output token, e.g. 50ms")
+    p.add_argument("--usd-per-hour", default=None, help="price per GPU-hour: a100=1.8,h100=3.2 (or one number "
+                   "for one device): adds $ per million output tokens")
+    p.add_argument("--ideal", action="store_true", help="ideal roofline only (100%% of peaks, no launch overhead)")
+    p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
+    p.add_argument("--format", "-f", default="terminal", choices=FORMATS,
+                   help="terminal | markdown | json | csv | html (frontier chart + table) | png (frontier chart)")
+    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import render, write_output
+    from .progress import Progress
+
+    check_output_path(args.output)
+    if args.format == "png" and args.output == "-":
+        raise InputError("--format png writes an image: give a file with -o, e.g. -o frontier.png")
+    devices = _csv(args.hw)
+    if not devices:
+        raise InputError("--hw needs at least one hardware profile")
+    batches = parse_batches(args.batch)
+    tps = _ints(args.tp, "--tp")
+    prompts, gens = _ints(args.prompt, "--prompt"), _ints(args.gen, "--gen")
+    max_ttft, max_tpot = _seconds(args.max_ttft, "--max-ttft"), _seconds(args.max_tpot, "--max-tpot")
+    prices = parse_prices(args.usd_per_hour, devices)
+    progress = Progress(quiet=args.quiet)
+    opts = {"dtype": args.dtype} if args.dtype else {}
+    if _is_llm(args.model) or prompts or gens:
+        from .precheck import check_llm_args
+
+        check_llm_args(args.model, prompts or [1024], gens or [256], tps)
+        from ..llm.sweep import sweep
+
+        r = sweep(args.model, hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],
+                  weights=_csv(args.weights) or None, activations=_csv(args.activations) or None,
+                  kv=_csv(args.kv) or None, tp=tps, ideal=args.ideal, usd_per_hour=prices, max_ttft_s=max_ttft,
+                  max_tpot_s=max_tpot, strict=args.strict, progress=progress, **opts)
+    else:
+        for flag in ("weights", "activations", "kv", "max_ttft", "max_tpot", "usd_per_hour"):
+            if getattr(args, flag):
+                raise InputError(f"--{flag.replace('_', '-')} applies to language models; {args.model} is swept "
+                                 "over --batch only (give --prompt/--gen to sweep it as an LLM)")
+        if tps != [1]:
+            raise InputError("--tp applies to language models; give --prompt/--gen to sweep this model as an LLM")
+        from ..sweep import batch_sweep
+
+        r = batch_sweep(args.model, hw=devices, batch=batches, ideal=args.ideal, strict=args.strict,
+                        progress=progress, **opts)
+    progress(f"writing the {args.format} report")
+    write_output(render(r, args.format), args.output)
+    progress.done()
+    return 0
+
+
+def _is_llm(model: str) -> bool:
+    """A zoo language model, or a config.json of a decoder (``...ForCausalLM`` / ``LMHead``)."""
+    from ..frontends import classify
+
+    ref = classify(model)
+    if ref.kind == "zoo":
+        from ..frontends import frontend
+
+        try:
+            return frontend("zoo").resolve(str(model)).family == "llm"
+        except InputError:
+            raise
+    if ref.kind == "hf_config":
+        import json
+
+        try:
+            data = json.loads(ref.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read {ref.path}: {e}") from None
+        archs = " ".join(data.get("architectures") or [])
+        return "CausalLM" in archs or "LMHead" in archs or bool(data.get("is_decoder"))
+    return ref.kind == "onnx" and _onnx_has_cache(ref.path)
+
+
+def _onnx_has_cache(path) -> bool:
+    try:
+        import onnx
+
+        m = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - an unreadable file is reported by the loader with its own message
+        return False
+    return any("past" in i.name for i in m.graph.input)
