@@ -53,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv", default=None, help="what-if dtype of the KV cache (fp8, int8, bf16 ...)")
     p.add_argument("--dtype", default=None, help="model dtype for zoo / config models (default: the config's)")
     p.add_argument("--tp", type=_int("--tp"), default=1, help="tensor-parallel degree (Megatron split; default 1)")
+    p.add_argument("--runtime", default="serving", choices=("eager", "compiled", "serving"),
+                   help="fusion + launch preset the kernels are priced under (default serving: fused norms, rotary, "
+                   "activations, QKV and gate+up GEMMs, decode under CUDA graphs)")
     p.add_argument("--ideal", action="store_true", help="report the ideal roofline only (100%% of peaks, no launch "
                    "overhead); default: realistic with the ideal beside it")
     p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this")
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
-                 strict=args.strict, progress=progress, **opts)
+                 strict=args.strict, runtime=args.runtime, progress=progress, **opts)
     write_output(render(r, args.format), args.output)
     progress.done()
     return 0

@@ -7,6 +7,8 @@ import io
 import json
 from typing import Any
 
+from ..errors import csv_safe
+
 from .content import as_phases
 
 __all__ = ["render_csv", "render_json", "csv_text"]
@@ -31,8 +33,13 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str] | None = None) -> st
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: _flat(r.get(k)) for k in cols})
+        w.writerow({k: _cell(_flat(r.get(k))) for k in cols})
     return buf.getvalue()
+
+
+def _cell(v: Any) -> Any:
+    """Strings from the model (op and layer names) cannot start a spreadsheet formula."""
+    return csv_safe(v) if isinstance(v, str) else v
 
 
 def render_csv(phases: Any, ops: bool = False) -> str:
