@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+import types as types_mod
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +65,8 @@ def _keep_table() -> dict[Any, Any]:
     for fn in (getattr(F, "grouped_mm", None), getattr(torch, "_grouped_mm", None)):
         if fn is not None:
             t[fn] = _A._grouped_mm.default
+    for rnn in ("lstm", "gru", "rnn_tanh", "rnn_relu"):  # nn.LSTM / GRU / RNN call _VF.<rnn> (= torch.<rnn>)
+        t[getattr(torch, rnn)] = getattr(_A, rnn).input
     return t
 
 
@@ -71,6 +74,7 @@ _KEEP: dict[Any, Any] | None = None
 _SIGS: dict[Any, inspect.Signature | None] = {}
 _WITH_INDICES = {_A.max_pool2d.default: _A.max_pool2d_with_indices.default,
                  _A.max_pool3d.default: _A.max_pool3d_with_indices.default}
+_RNN_DATA = {getattr(_A, r).input: getattr(_A, r).data for r in ("lstm", "gru", "rnn_tanh", "rnn_relu")}
 _PADDING_OVERLOAD = {"conv1d": _A.conv1d.padding, "conv2d": _A.conv2d.padding, "conv3d": _A.conv3d.padding}
 
 
@@ -165,6 +169,9 @@ class _Capture:
             if isinstance(pad, str):
                 op = _PADDING_OVERLOAD[op._opname]
                 bound = _bind_call(fn, op, args, kwargs)
+        if op in _RNN_DATA and len(args) > 2 and not isinstance(args[2], (list, tuple)):  # a packed sequence
+            op = _RNN_DATA[op]
+            bound = bind(op, args, kwargs)
         if op in _WITH_INDICES and (kwargs.get("return_indices") or (len(args) > 6 and args[6])):
             op = _WITH_INDICES[op]
             bound = _bind_call(fn, op, args[:6], {k: v for k, v in kwargs.items() if k != "return_indices"})
@@ -198,16 +205,39 @@ def _grouped_mm_any_dtype(fn: Callable, args: tuple, kwargs: dict) -> Any:
     return out.to(a.dtype)
 
 
+#: calls a Python-level torch function with this mode active inside it (``None`` on a torch without it)
+_REDISPATCH = getattr(torch.overrides, "redispatch_function", None)
+
+
+def _reenter(func: Any) -> bool:
+    """A torch function written in Python whose body calls other torch functions (``torch.nn.functional``)."""
+    return _REDISPATCH is not None and isinstance(func, types_mod.FunctionType) and \
+        (getattr(func, "__module__", None) or "").startswith(("torch.nn.functional", "torch.functional"))
+
+
 class _Keeper(TorchFunctionMode):
+    """Records the kept high-level calls whole.  A torch function implemented in Python
+    (``F.multi_head_attention_forward``, ``F.interpolate`` ...) is run with this mode re-entered, so the kept
+    calls nested in it (its ``linear`` / ``scaled_dot_product_attention``) are kept whole too: a mode is
+    otherwise switched off while its own handler runs."""
+
     def __init__(self, cap: _Capture):
         super().__init__()
         self.cap = cap
+        self.active: set[Any] = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         op = _KEEP.get(func) if not self.cap.depth else None
         if op is None:
-            return func(*args, **kwargs)
+            if self.cap.depth or not _reenter(func) or func in self.active:
+                return func(*args, **kwargs)
+            self.active.add(func)
+            try:
+                with self:
+                    return _REDISPATCH(func, types, args, kwargs)
+            finally:
+                self.active.discard(func)
         self.cap.depth += 1
         try:
             try:
