@@ -32,6 +32,12 @@ def dtype_name(dt: torch.dtype) -> str:
 
 
 def _dim(d: Any) -> int | str:
+    if isinstance(d, torch.SymInt):  # never int(): that would fix a data-dependent size at its traced value
+        expr = d.node.expr
+        if getattr(expr, "is_number", False):
+            return int(expr)
+        from .torch_symbols import sym_text
+        return sym_text(expr)
     try:
         return int(d)
     except (TypeError, ValueError):  # an unbacked / symbolic size
@@ -73,7 +79,10 @@ def plain(v: Any) -> Any:
         return tuple(plain(x) for x in v)
     if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         try:
-            return type(v.node.hint)(v) if v.node.hint is not None else str(v)
+            if v.node.hint is not None:
+                return type(v.node.hint)(v)
+            from .torch_symbols import sym_text
+            return sym_text(v.node.expr)
         except Exception:
             return str(v)
     if isinstance(v, enum.Enum):

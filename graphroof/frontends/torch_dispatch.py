@@ -27,6 +27,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..graph import OpGraph, Role
 from .torch_common import GraphBuilder, Ref, bind, is_view_op, op_key, spec_of, storage_key
+from .torch_symbols import DataDims, candidates_of, quiet_shape_logs, set_value
 
 __all__ = ["capture_dispatch", "MAYBE_ALIAS"]
 
@@ -103,8 +104,11 @@ def _bind_call(fn: Any, op: Any, args: tuple, kwargs: dict) -> list[tuple[str, s
 
 class _Capture:
     def __init__(self, root: torch.nn.Module, builder: GraphBuilder, refs: WeakIdKeyDictionary,
-                 causal_masks: bool):
+                 causal_masks: bool, shape_env: Any = None, data_dims: DataDims | None = None):
         self.b = builder
+        self.shape_env = shape_env
+        self.dd = data_dims if data_dims is not None else DataDims()
+        self.sym_values: dict[Any, int] = {}
         self.refs = refs
         self.depth = 0
         self.scopes = [""]
@@ -129,6 +133,27 @@ class _Capture:
         if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
             return [self.ref(x) if isinstance(x, torch.Tensor) else x for x in v]
         return v
+
+    # -- data-dependent sizes ---------------------------------------------------------------------------
+    def hint(self, d: Any) -> int:
+        if isinstance(d, torch.SymInt):
+            return int(d.node.expr.xreplace(self.sym_values))
+        return int(d)
+
+    def name_sizes(self, func: Any, args: tuple, out: Any) -> None:
+        """Name the unbacked sizes *func* returned (``nonzero_0`` ...) and trace on with their assumed value."""
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if not isinstance(o, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in o.shape):
+                continue
+            for sym in free_unbacked_symbols(o.shape):
+                if sym in self.sym_values:
+                    continue
+                ins = [a for a in args if isinstance(a, torch.Tensor)]
+                n, value = self.dd.name(sym, func, candidates_of(sym, self.shape_env, ins, self.hint),
+                                        self.scopes[-1], op_key(func) if hasattr(func, "_opname") else "")
+                self.sym_values[sym] = value
+                set_value(self.shape_env, sym, value)
 
     # -- recording --------------------------------------------------------------------------------------
     def record(self, op: Any, bound: list[tuple[str, str, Any]], out: Any, extra: dict | None = None) -> None:
@@ -192,6 +217,8 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.cap.shape_env is not None:
+            self.cap.name_sizes(func, args, out)
         if not self.cap.depth:
             self.cap.record(func, bind(func, args, kwargs), out)
         return out
@@ -254,9 +281,11 @@ class _Keeper(TorchFunctionMode):
 
 def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_mode: FakeTensorMode,
                      input_refs: dict[int, tuple[torch.Tensor, Ref]], name: str, meta: dict[str, Any],
-                     causal_masks: bool = False) -> OpGraph:
+                     causal_masks: bool = False, dims: Any = None) -> OpGraph:
     """Record ``root(*args, **kwargs)``; *args* / *kwargs* hold fake tensors from *fake_mode*, *input_refs*
-    maps ``id(tensor)`` of each input tensor (including those inside input objects) to ``(tensor, Ref)``."""
+    maps ``id(tensor)`` of each input tensor (including those inside input objects) to ``(tensor, Ref)``.
+    With a ShapeEnv on *fake_mode* data-dependent sizes become named dims (:mod:`.torch_symbols`), traced
+    with the values in *dims* where given."""
     global _KEEP
     if _KEEP is None:
         _KEEP = _keep_table()
@@ -270,7 +299,8 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
             refs[buf] = Ref(spec_of(buf, Role.CONST), bname)
     for t, r in input_refs.values():
         refs[t] = r
-    cap = _Capture(root, builder, refs, causal_masks)
+    shape_env = getattr(fake_mode, "shape_env", None)
+    cap = _Capture(root, builder, refs, causal_masks, shape_env, DataDims(dims))
 
     def pre(mod, _args):
         n = cap.names.get(id(mod))
@@ -283,9 +313,9 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
     hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
              torch.nn.modules.module.register_module_forward_hook(post, always_call=True)]
     try:
-        with torch.no_grad(), fake_mode, _Recorder(cap), _Keeper(cap):
+        with torch.no_grad(), quiet_shape_logs(), fake_mode, _Recorder(cap), _Keeper(cap):
             root(*args, **kwargs)
     finally:
         for h in hooks:
             h.remove()
-    return builder.graph
+    return cap.dd.apply(builder.graph)

@@ -37,6 +37,7 @@ from .torch_common import one_line
 from .torch_dispatch import capture_dispatch
 from .torch_fx import capture_export
 from .torch_inputs import prepare_inputs
+from .torch_symbols import shape_fake_mode
 
 __all__ = ["load_module", "load_factory", "EXPORT_MAX_MODULES", "CAPTURES"]
 
@@ -44,14 +45,19 @@ __all__ = ["load_module", "load_factory", "EXPORT_MAX_MODULES", "CAPTURES"]
 EXPORT_MAX_MODULES = 256
 CAPTURES = ("auto", "export", "dispatch")
 CAPTURE_NAMES = {"export": "torch.export (non-strict)", "dispatch": "dispatch (fake tensors)"}
-_TORCH_DIR = str(Path(torch.__file__).parent)
+#: torch's package folder with a trailing separator: ``site-packages/torchvision`` is not inside it
+_TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
+
+
+def _in_torch(filename: str) -> bool:
+    return filename.startswith(_TORCH_DIR)
 
 
 def _user_frame(exc: BaseException) -> str:
-    """``file.py:42`` of the innermost frame outside torch, where the model's own code raised."""
+    """``file.py:42`` of the innermost frame outside torch (the model's code, torchvision's, torchaudio's ...)."""
     where = ""
     for fs in traceback.extract_tb(exc.__traceback__):
-        if not fs.filename.startswith(_TORCH_DIR) and "/graphroof/" not in fs.filename.replace(os.sep, "/"):
+        if not _in_torch(fs.filename) and "/graphroof/" not in fs.filename.replace(os.sep, "/"):
             where = f"{Path(fs.filename).name}:{fs.lineno}"
     return where
 
@@ -98,8 +104,9 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     if capture not in CAPTURES:
         raise InputError(f"capture {capture!r} unknown; use one of {', '.join(CAPTURES)}")
     name = name or type(module).__name__
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode, kv_inputs)
+    # each capture gets its own fake mode (the dispatch one with a ShapeEnv for data-dependent sizes)
+    args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims,
+                                              FakeTensorMode(allow_non_fake_inputs=True), kv_inputs)
     if capture == "auto":
         order = ["export", "dispatch"] if _count_modules(module) <= EXPORT_MAX_MODULES else ["dispatch"]
     else:
@@ -120,10 +127,13 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
             try:
                 if how == "export":
                     g = capture_export(module, args, kwargs, input_refs=refs, name=name, meta=meta,
-                                       causal_masks=causal_masks)
+                                       causal_masks=causal_masks, dims=dims)
                 else:
+                    fake_mode = shape_fake_mode()
+                    args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode,
+                                                              kv_inputs)
                     g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
-                                         meta=meta, causal_masks=causal_masks)
+                                         meta=meta, causal_masks=causal_masks, dims=dims)
                 _attention_notes(g)
                 return g
             except GraphroofError:
