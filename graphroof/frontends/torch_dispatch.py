@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 import types as types_mod
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..graph import OpGraph, Role
 from .torch_common import GraphBuilder, Ref, bind, is_view_op, op_key, spec_of, storage_key
+from .torch_quantized import QuantHandler, is_quant_op, real_scalar
 from .torch_symbols import DataDims, candidates_of, quiet_shape_logs, set_value
 
 __all__ = ["capture_dispatch", "MAYBE_ALIAS"]
@@ -109,6 +111,7 @@ class _Capture:
         self.shape_env = shape_env
         self.dd = data_dims if data_dims is not None else DataDims()
         self.sym_values: dict[Any, int] = {}
+        self.q = QuantHandler()
         self.refs = refs
         self.depth = 0
         self.scopes = [""]
@@ -178,7 +181,11 @@ class _Capture:
             if id(o) in in_ids and o in self.refs:  # in place: same tensor, new producer
                 out_refs.append(self.refs[o])
                 continue
-            r = Ref(spec_of(o, inherit), name if len(outs) == 1 else f"{name}:{i}")
+            spec = spec_of(o, inherit)
+            qd = self.q.dtypes.get(o) if len(self.q.dtypes) else None
+            if qd is not None:  # a float stand-in for a quantized tensor
+                spec = replace(spec, dtype=qd)
+            r = Ref(spec, name if len(outs) == 1 else f"{name}:{i}")
             self.refs[o] = r
             out_refs.append(r)
         extra = dict(extra or {})
@@ -216,7 +223,26 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        value = real_scalar(func, args)
+        if value is not None:  # float(self.scale) of a real buffer: its value, not a fake
+            return value
+        q = self.cap.q
+        if is_quant_op(func):
+            out, bound, attrs, qd = q.run(func, args, kwargs, self.cap.scopes[-1])
+            if qd is not None:
+                for o in (out if isinstance(out, (list, tuple)) else (out,)):
+                    q.dtypes[o] = qd
+            if not self.cap.depth:
+                self.cap.record(func, bound, out, attrs)
+            return out
         out = func(*args, **kwargs)
+        if len(q.dtypes):  # ops on a quantized stand-in (relu, max_pool2d, flatten ...) stay quantized
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            qd = q.dtypes.get(first) if first is not None else None
+            if qd is not None:
+                for o in (out if isinstance(out, (list, tuple)) else (out,)):
+                    if isinstance(o, torch.Tensor) and o.is_floating_point():
+                        q.dtypes[o] = qd
         if self.cap.shape_env is not None:
             self.cap.name_sizes(func, args, out)
         if not self.cap.depth:

@@ -112,12 +112,14 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     else:
         order = [capture]
     notes = list(notes or [])
+    n_params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
     training = {m: m.training for m in module.modules()}
     module.eval()
     errors: list[str] = []
     try:
         for how in order:
-            meta = {"capture": CAPTURE_NAMES[how], "model": name, "inputs": desc, "notes": list(notes)}
+            meta = {"capture": CAPTURE_NAMES[how], "model": name, "inputs": desc, "notes": list(notes),
+                    "module_params": n_params}
             if errors:
                 meta["notes"].append(f"torch.export failed ({errors[-1]}); captured op by op instead")
             elif capture == "auto" and how == "dispatch":
@@ -148,14 +150,22 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
                         "check the input shapes (--input) and that forward runs on them")
 
 
-def load_factory(target: str, inputs: Any = None, *, device: str = "meta", **opts: Any) -> OpGraph:
-    """``"pkg.module:factory"``: call the factory (a function or an nn.Module class, no arguments) with
-    ``torch.device(device)`` active, so parameters are created on the meta device, then :func:`load_module`.
+def load_factory(target: Any, inputs: Any = None, *, device: str = "meta", **opts: Any) -> OpGraph:
+    """A factory -> :func:`load_module`.  *target*: ``"pkg.module:factory"`` or the factory itself (a function,
+    an nn.Module class, a ``functools.partial``; API users: ``load_factory(torchvision.models.regnet_y_400mf,
+    [(1, 3, 224, 224)])``).  It is called with no arguments with ``torch.device(device)`` active, so
+    parameters are created on the meta device; a factory that cannot build on meta (RegNet's builder calls
+    ``.tolist()``, quantized builders calibrate) is called again on the CPU and the report says so.
     The factory may return ``(module, example_inputs)``."""
     built = build_module(target, device=device)
     notes = list(opts.pop("notes", []) or []) + built.notes
     module = built.module
     if built.example is not None and inputs is None and opts.get("input_shapes") is None:
         inputs = built.example
-    opts.setdefault("name", target)
+    opts.setdefault("name", target if isinstance(target, str) else _callable_label(target))
     return load_module(module, inputs, notes=notes, **opts)
+
+
+def _callable_label(fn: Any) -> str:
+    from .factory import _callable_name
+    return _callable_name(fn)
