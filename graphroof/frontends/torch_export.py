@@ -70,6 +70,19 @@ def _reason(exc: BaseException) -> str:
     return f"{text} (at {where})" if where else text
 
 
+def _count_params(module: torch.nn.Module) -> int:
+    """Parameters, plus the packed weights of quantized modules (which hold no nn.Parameter)."""
+    n = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+    for m in module.modules():
+        wb = getattr(m, "_weight_bias", None)
+        if callable(wb) and type(m).__module__.startswith("torch.ao.nn.quantized"):
+            try:
+                n += sum(t.numel() for t in wb() if t is not None)
+            except Exception:  # noqa: BLE001 - a module built without real packed params
+                pass
+    return n
+
+
 def _count_modules(module: torch.nn.Module) -> int:
     return sum(1 for _ in module.modules())
 
@@ -112,7 +125,7 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     else:
         order = [capture]
     notes = list(notes or [])
-    n_params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+    n_params = _count_params(module)
     training = {m: m.training for m in module.modules()}
     module.eval()
     errors: list[str] = []

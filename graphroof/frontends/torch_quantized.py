@@ -110,8 +110,8 @@ class QuantHandler:
         packed = next((a for a in args if _script_obj(a)), None)
         if packed is not None and ("linear" in name or "conv" in name):
             return self._weighted(name, x, packed, args, scope)
-        if name == "cat":
-            xs, dim = list(args[0]), int(args[3] if len(args) > 3 else kwargs.get("dim", 0))
+        if name in ("cat", "cat_relu"):  # cat(Tensor[] qx, int dim, float? scale, int? zero_point)
+            xs, dim = list(args[0]), int(args[1] if len(args) > 1 else kwargs.get("dim", 0))
             out = torch.cat([torch.empty_like(t, dtype=torch.float32) for t in xs], dim=dim)
             return out, [("tensors", "tensors", xs)], {"dim": dim}, self.dtypes.get(xs[0], "uint8")
         tensors = [a for a in args if isinstance(a, torch.Tensor)]

@@ -47,12 +47,13 @@ def shape_fake_mode() -> Any:
 
 @contextmanager
 def quiet_shape_logs() -> Iterator[None]:
-    """The ShapeEnv logs a warning each time a size test is decided by the assumed value."""
+    """The ShapeEnv logs a warning each time a size test is decided by the assumed value, fake tensors log
+    the traceback of a failing meta kernel: the caller reports failures in one line."""
     loggers = [logging.getLogger(n) for n in ("torch.fx.experimental.symbolic_shapes",
                                                "torch._subclasses.fake_tensor")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        lg.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
