@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..graph import OpGraph, Role
-from .torch_common import GraphBuilder, Ref, bind, is_view_op, op_key, spec_of, storage_key
+from .torch_common import BROADCAST_VIEWS, GraphBuilder, Ref, bind, broadcast_view, is_view_op, op_key, spec_of, storage_key
 from .torch_quantized import QuantHandler, is_quant_op, real_scalar
 from .torch_symbols import DataDims, candidates_of, quiet_shape_logs, set_value
 
@@ -185,6 +185,8 @@ class _Capture:
             qd = self.q.dtypes.get(o) if len(self.q.dtypes) else None
             if qd is not None:  # a float stand-in for a quantized tensor
                 spec = replace(spec, dtype=qd)
+            if key in BROADCAST_VIEWS and in_refs and i == 0:
+                spec = broadcast_view(in_refs[0].spec, spec)
             r = Ref(spec, name if len(outs) == 1 else f"{name}:{i}")
             self.refs[o] = r
             out_refs.append(r)

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import FrontendError
 from ..graph import OpGraph, Role
-from .torch_common import GraphBuilder, Ref, bind, clean_scope, is_view_op, op_key, spec_of, storage_key
+from .torch_common import BROADCAST_VIEWS, GraphBuilder, Ref, bind, broadcast_view, clean_scope, is_view_op, op_key, spec_of, storage_key
 from .torch_dispatch import MAYBE_ALIAS
 from .torch_symbols import DataDims
 
@@ -113,6 +113,8 @@ def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder, dd: Da
                                      for r in (v if isinstance(v, list) else []) if isinstance(r, Ref)):
             role = Role.KV_CACHE
         out = _val_refs(n, n.name, role)
+        if key in BROADCAST_VIEWS and in_refs and isinstance(out, Ref):
+            out = Ref(broadcast_view(in_refs[0].spec, out.spec), out.name)
         env[n.name] = out
         outs = [o for o in (out if isinstance(out, list) else [out]) if o is not None]
         extra = {}
