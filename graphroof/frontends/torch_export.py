@@ -8,9 +8,11 @@ Captures (``capture=``):
   (``linear``, ``scaled_dot_product_attention``, ``layer_norm``, ``conv2d`` ...) stay whole in its graph.
 * ``"dispatch"``: op by op over fake tensors (:mod:`graphroof.frontends.torch_dispatch`), with the same
   high-level ops kept whole.  Much faster on deep models and tolerant of data-dependent Python.
-* ``"auto"`` (default): ``export`` for models of up to :data:`EXPORT_MAX_MODULES` submodules, ``dispatch``
-  for deeper ones (exporting a 32-layer LLM takes ~4 s against ~0.6 s op by op); when export fails the
-  dispatch capture is tried and the report says so.  If every capture fails: one error with the last reason.
+* ``"auto"`` (default): ``dispatch`` first, ``export`` when it fails (the report says so).  Both keep the
+  same high-level ops whole and give identical totals on every model both capture (tested), and dispatch
+  takes a fraction of export's time (exporting a 32-layer LLM ~4 s against ~0.6 s op by op; the torchvision
+  benchmark's median: see benchmarks/torchvision_models.py).  If every capture fails: one error with the
+  last reason.
 
 Inputs (:mod:`graphroof.frontends.torch_inputs`): tensors (real, meta or fake: only shapes and dtypes are
 used) or shapes, ``(shape, dtype)`` pairs or TensorSpecs; positional (a tuple / list) or by name (a dict).
@@ -39,10 +41,11 @@ from .torch_fx import capture_export
 from .torch_inputs import prepare_inputs
 from .torch_symbols import shape_fake_mode
 
-__all__ = ["load_module", "load_factory", "EXPORT_MAX_MODULES", "CAPTURES"]
+__all__ = ["load_module", "load_factory", "AUTO_ORDER", "CAPTURES"]
 
-#: ``capture="auto"`` exports models with at most this many submodules and records deeper ones op by op.
-EXPORT_MAX_MODULES = 256
+#: ``capture="auto"``: the dispatch capture first (same totals as export on every model both capture, see
+#: tests/frontends/test_torch_capture_agree.py, at a fraction of the time), torch.export where it fails.
+AUTO_ORDER = ("dispatch", "export")
 CAPTURES = ("auto", "export", "dispatch")
 CAPTURE_NAMES = {"export": "torch.export (non-strict)", "dispatch": "dispatch (fake tensors)"}
 #: torch's package folder with a trailing separator: ``site-packages/torchvision`` is not inside it
@@ -117,36 +120,28 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     if capture not in CAPTURES:
         raise InputError(f"capture {capture!r} unknown; use one of {', '.join(CAPTURES)}")
     name = name or type(module).__name__
-    # each capture gets its own fake mode (the dispatch one with a ShapeEnv for data-dependent sizes)
-    args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims,
-                                              FakeTensorMode(allow_non_fake_inputs=True), kv_inputs)
-    if capture == "auto":
-        order = ["export", "dispatch"] if _count_modules(module) <= EXPORT_MAX_MODULES else ["dispatch"]
-    else:
-        order = [capture]
+    order = list(AUTO_ORDER) if capture == "auto" else [capture]
     notes = list(notes or [])
     n_params = _count_params(module)
     training = {m: m.training for m in module.modules()}
     module.eval()
     errors: list[str] = []
+    desc = ""
     try:
         for how in order:
+            # each capture gets its own fake mode (the dispatch one with a ShapeEnv for data-dependent sizes)
+            fake_mode = shape_fake_mode() if how == "dispatch" else FakeTensorMode(allow_non_fake_inputs=True)
+            args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode, kv_inputs)
             meta = {"capture": CAPTURE_NAMES[how], "model": name, "inputs": desc, "notes": list(notes),
                     "module_params": n_params}
             if errors:
-                meta["notes"].append(f"torch.export failed ({errors[-1]}); captured op by op instead")
-            elif capture == "auto" and how == "dispatch":
-                meta["notes"].append(f"captured op by op: {_count_modules(module)} submodules > "
-                                     f"{EXPORT_MAX_MODULES} (torch.export is slow on deep models; "
-                                     "capture='export' forces it)")
+                meta["notes"].append(f"the {CAPTURE_NAMES[order[0]]} capture failed ({errors[-1]}); "
+                                     f"captured by {CAPTURE_NAMES[how]} instead")
             try:
                 if how == "export":
                     g = capture_export(module, args, kwargs, input_refs=refs, name=name, meta=meta,
                                        causal_masks=causal_masks, dims=dims)
                 else:
-                    fake_mode = shape_fake_mode()
-                    args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode,
-                                                              kv_inputs)
                     g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
                                          meta=meta, causal_masks=causal_masks, dims=dims)
                 _attention_notes(g)
