@@ -101,3 +101,24 @@ def test_quantized_elementwise_rules_by_hand():
     assert c.vector_flops == 0 and c.act_write_bytes == 32
     c = qr.quantize_cost(_node("aten.quantize_per_tensor", [TensorSpec((2, 8))], [a]))
     assert c.vector_flops == 48 and c.act_read_bytes == 64 and c.act_write_bytes == 16
+
+
+def test_fx_quantized_model():
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(144, 10)).eval()
+    ex = (torch.randn(1, 3, 8, 8),)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = prepare_fx(m, get_default_qconfig_mapping("fbgemm"), ex)
+        p(*ex)
+        q = convert_fx(p)
+    g = load_module(q, [(1, 3, 8, 8)])
+    assert [n.op for n in g.ops() if n.op.startswith("quantized.")] == ["quantized.conv2d_relu", "quantized.linear"]
+    a = graphroof.analyze(g, hw="a100")
+    # conv+relu fused: 2 * 144 outputs * 27 = 7,776; linear 2 * 10 * 144 = 2,880
+    assert a.totals.cost.matrix_flops == 7776 + 2880 and not a.summary.unknown
+    # int8 weights 108 + 1,440 and fp32 biases (4 + 10) * 4
+    assert a.totals.cost.weight_bytes == 108 + 1440 + 56
