@@ -159,6 +159,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="regex on model names")
+    p.add_argument("--classes", help="comma-separated classes to run (classification, detection, segmentation, "
+                   "video, optical_flow, quantized, timm)")
     p.add_argument("--capture", default="auto", choices=["auto", "export", "dispatch"])
     p.add_argument("--hw", default="a100")
     p.add_argument("--timm", type=int, default=0, help="also run this many timm architectures (one per family)")
@@ -172,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs += _timm_jobs(a.timm)
     if a.only:
         jobs = [j for j in jobs if re.search(a.only, j["name"])]
+    if a.classes:
+        jobs = [j for j in jobs if j["class"] in a.classes.split(",")]
     print(f"{'model':<40} {'class':<14} {'GMACs':>9} {'_ops':>9} {'err':>7}  params / num_params  "
           f"weight bytes / params  capture time")
     rows = []

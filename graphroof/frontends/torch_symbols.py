@@ -8,7 +8,10 @@ symbol (``u0``); this module names each one after the op that made it (``nonzero
 
 * **default: half the candidates, rounded up**: ``ceil(n / 2)`` where ``n`` is the most rows the op can return
   (``numel`` of ``nonzero``'s input, of the mask, of ``unique``'s input; the boxes given to NMS).  A mask with no
-  information either way keeps about half; a user who knows better binds the name: ``dims={"nonzero_0": 37}``
+  information either way keeps about half.  ``unique`` is the exception: at most :data:`UNIQUE_DEFAULT_MAX`
+  (8) distinct values, since its size usually counts classes a Python loop then walks (torchvision's
+  batched NMS loops over the unique labels), not rows of work.  A user who knows better binds the name:
+  ``dims={"nonzero_0": 37}``
   / ``--dim nonzero_0=37``.  The value is also used while tracing, to decide Python branches on the size
   (``if boxes.numel() == 0``), so a bound value steers the trace as the real data would.
 * The graph's ``meta["default_dims"]`` holds the defaults (the pipeline binds them unless the caller sets the
@@ -32,6 +35,8 @@ from ..graph import OpGraph, TensorSpec, resolve_dim
 __all__ = ["DataDims", "shape_fake_mode", "quiet_shape_logs", "DEFAULT_ASSUMPTION"]
 
 DEFAULT_ASSUMPTION = "half the candidates, rounded up"
+#: ``unique``'s assumed size: half its candidates, at most this many distinct values
+UNIQUE_DEFAULT_MAX = 8
 _UNBOUNDED = 2 ** 40  # a range bound above this is "no bound" (sys.maxsize, oo)
 _SYM = re.compile(r"\bu\d+\b")
 
@@ -110,6 +115,8 @@ class DataDims:
         n = f"{base}_{i}"
         self.names[s] = n
         default = max(1, math.ceil(candidates / 2)) if candidates else 1
+        if base.startswith("unique"):
+            default = min(default, UNIQUE_DEFAULT_MAX)
         self.defaults[n] = default
         self.values[n] = self.user.get(n, default)
         where = f"rows of {key or base}" + (f" in {scope}" if scope else "")
@@ -161,6 +168,7 @@ class DataDims:
         traced = {n: v for n, v in self.values.items() if v != self.defaults[n]}
         notes = g.meta.setdefault("notes", [])
         notes.append(f"{len(used)} data-dependent size(s) kept symbolic, each assumed {DEFAULT_ASSUMPTION} "
+                     f"({UNIQUE_DEFAULT_MAX} at most for unique) "
                      f"unless set with --dim / dims=: {listed}{more}")
         if traced:
             notes.append("traced with the data-dependent sizes given: " +
