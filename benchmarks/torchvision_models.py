@@ -105,6 +105,8 @@ def run_one(job: dict[str, Any], capture: str, hw: str) -> dict[str, Any]:
     module_params = g.meta.get("module_params")
     row.update(ok=True, time_s=time.perf_counter() - t0, capture=g.meta.get("capture", ""),
                gmacs=c.matrix_flops / 2e9, weight_bytes=c.weight_bytes, n_ops=len(g),
+               totals={"matrix_flops": c.matrix_flops, "vector_flops": c.vector_flops,
+                       "weight_bytes": c.weight_bytes, "act_bytes": c.act_bytes},
                params=module_params, data_dims=g.meta.get("default_dims", {}),
                unknown=sorted(a.summary.unknown))
     if job["ops_g"]:
