@@ -78,7 +78,7 @@ def _count_params(module: torch.nn.Module) -> int:
     n = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
     for m in module.modules():
         wb = getattr(m, "_weight_bias", None)
-        if callable(wb) and type(m).__module__.startswith("torch.ao.nn.quantized"):
+        if callable(wb) and "quantized" in type(m).__module__ and "PackedParams" not in type(m).__name__:
             try:
                 n += sum(t.numel() for t in wb() if t is not None)
             except Exception:  # noqa: BLE001 - a module built without real packed params

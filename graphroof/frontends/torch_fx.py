@@ -112,6 +112,9 @@ def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder, dd: Da
         if key == "aten.cat" and any(r.spec.role is Role.KV_CACHE for _, _, v in bound
                                      for r in (v if isinstance(v, list) else []) if isinstance(r, Ref)):
             role = Role.KV_CACHE
+        if role in (Role.WEIGHT, Role.CONST) and key in MAYBE_ALIAS and isinstance(val, torch.Tensor) and \
+                in_refs[0].spec.is_bound and val.numel() > in_refs[0].spec.numel:
+            role = Role.ACTIVATION  # reshaping a broadcast weight copies it (dispatch records clone + view)
         out = _val_refs(n, n.name, role)
         if key in BROADCAST_VIEWS and in_refs and isinstance(out, Ref):
             out = Ref(broadcast_view(in_refs[0].spec, out.spec), out.name)
