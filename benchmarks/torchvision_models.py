@@ -52,6 +52,11 @@ def _torchvision_jobs() -> list[dict[str, Any]]:
             kwargs: dict[str, Any] = {"weights": None}
             if cls == "classification" or cls == "quantized":
                 inputs: Any = [(1, 3, side, side)]
+                if name.startswith("vit_") and side != 224:  # the SWAG weights' resolution
+                    kwargs["image_size"] = side
+                if "googlenet" in name:  # published without the training-only aux heads (inception_v3 with)
+                    kwargs["aux_logits"] = False
+                    kwargs["init_weights"] = False
             elif cls == "segmentation":
                 inputs = [(1, 3, 520, 520)]
                 kwargs["weights_backbone"] = None
