@@ -57,7 +57,8 @@ def load_ref(ref: ModelRef, inputs: Any = None, **opts: Any) -> OpGraph:
     if ref.kind == "module":
         return frontend("torch_export").load_module(ref.model, inputs, **opts)
     if ref.kind == "factory":
-        return frontend("torch_export").load_factory(ref.target, inputs, **opts)
+        target = ref.model if callable(ref.model) else ref.target
+        return frontend("torch_export").load_factory(target, inputs, **opts)
     if ref.kind == "onnx":
         return frontend("onnx").load_onnx(ref.path, **opts)
     if ref.kind == "hf_config":

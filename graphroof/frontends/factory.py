@@ -77,17 +77,21 @@ class Built:
     notes: list[str] = field(default_factory=list)
 
 
-def build_module(target: str, *, device: str = "meta", fallback_real: bool = True) -> Built:
-    """Import *target* and call it with ``torch.device(device)`` active.
+def build_module(target: Any, *, device: str = "meta", fallback_real: bool = True) -> Built:
+    """Import *target* (``"pkg.module:factory"``; or the factory itself: a function, a class, a
+    ``functools.partial``) and call it with ``torch.device(device)`` active.
 
-    On the meta device a factory that needs real tensors (one that loads a checkpoint, or calls ``.tolist()``)
-    raises; with *fallback_real* it is then called again on the CPU, and a note says so.
+    On the meta device a factory that needs real tensors (one that loads a checkpoint, or calls ``.tolist()``
+    as torchvision's RegNet builder does, or quantizes its model) raises; with *fallback_real* it is then
+    called again on the CPU, and a note says so.  Real weights are then held in memory but never computed
+    with: the captures run over fake tensors.
     """
     try:
         import torch
     except ModuleNotFoundError:
         raise FrontendError("a module factory needs the torch package: pip install 'graphroof[torch]'") from None
-    fn = import_target(target)
+    fn = import_target(target) if isinstance(target, str) else target
+    label = target if isinstance(target, str) else _callable_name(target)
     notes: list[str] = []
     if isinstance(fn, torch.nn.Module):
         made: Any = fn
@@ -99,17 +103,22 @@ def build_module(target: str, *, device: str = "meta", fallback_real: bool = Tru
             raise
         except Exception as e:  # noqa: BLE001 - any failure of the user's factory
             if device != "meta" or not fallback_real:
-                raise FrontendError(f"factory {target!r} raised {error_line(e)}") from None
+                raise FrontendError(f"factory {label!r} raised {error_line(e)}") from None
             try:
                 made = fn()
             except Exception as e2:  # noqa: BLE001
-                raise FrontendError(f"factory {target!r} raised {error_line(e2)}") from None
+                raise FrontendError(f"factory {label!r} raised {error_line(e2)}") from None
             notes.append(f"built with real weights: on the meta device the factory raised {error_line(e, 120)}")
     else:
-        raise InputError(f"{target!r} is a {type(fn).__name__}, not a factory or an nn.Module")
+        raise InputError(f"{label!r} is a {type(fn).__name__}, not a factory or an nn.Module")
     example = None
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         made, example = made
     if not isinstance(made, torch.nn.Module):
-        raise InputError(f"factory {target!r} returned a {type(made).__name__}, not a torch.nn.Module")
+        raise InputError(f"factory {label!r} returned a {type(made).__name__}, not a torch.nn.Module")
     return Built(made, example, notes)
+
+
+def _callable_name(fn: Any) -> str:
+    inner = getattr(fn, "func", fn)  # functools.partial
+    return getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or type(fn).__name__

@@ -111,6 +111,8 @@ def classify(model: Any) -> ModelRef:
         return ModelRef("graph", model)
     if is_torch_module(model):
         return ModelRef("module", model)
+    if callable(model) and not isinstance(model, (str, Path)):  # a factory function or nn.Module class
+        return ModelRef("factory", model, target=getattr(model, "__qualname__", type(model).__name__))
     if not isinstance(model, (str, Path)):
         raise InputError(f"cannot analyse a {type(model).__name__}; pass an nn.Module, an .onnx / op-table path, "
                          "a config.json, 'module:factory' or a zoo name")

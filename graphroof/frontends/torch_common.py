@@ -17,7 +17,7 @@ import torch
 from ..dtypes import canonical_dtype
 from ..graph import OpGraph, OpNode, Role, TensorSpec
 
-__all__ = ["Ref", "spec_of", "dtype_name", "op_key", "plain", "schema_plan", "bind", "GraphBuilder",
+__all__ = ["Ref", "spec_of", "BROADCAST_VIEWS", "broadcast_view", "dtype_name", "op_key", "plain", "schema_plan", "bind", "GraphBuilder",
            "clean_scope", "is_view_op", "storage_key", "one_line"]
 
 _DTYPES: dict[torch.dtype, str] = {}
@@ -32,6 +32,12 @@ def dtype_name(dt: torch.dtype) -> str:
 
 
 def _dim(d: Any) -> int | str:
+    if isinstance(d, torch.SymInt):  # never int(): that would fix a data-dependent size at its traced value
+        expr = d.node.expr
+        if getattr(expr, "is_number", False):
+            return int(expr)
+        from .torch_symbols import sym_text
+        return sym_text(expr)
     try:
         return int(d)
     except (TypeError, ValueError):  # an unbacked / symbolic size
@@ -40,6 +46,20 @@ def _dim(d: Any) -> int | str:
 
 def spec_of(t: torch.Tensor, role: Role = Role.ACTIVATION) -> TensorSpec:
     return TensorSpec(tuple(_dim(d) for d in t.shape), dtype_name(t.dtype), role)
+
+
+#: views that repeat their input along new or size-1 dims without copying it (stride 0)
+BROADCAST_VIEWS = frozenset({"aten.expand", "aten.expand_as", "aten.broadcast_to", "aten.expand_copy"})
+
+
+def broadcast_view(src: TensorSpec, out: TensorSpec) -> TensorSpec:
+    """The spec a broadcast view of a weight / constant is recorded with: the underlying tensor, its shape
+    left-padded with 1s to the view's rank (``[C]`` expanded to ``[B, N, C]`` -> ``[1, 1, C]``), so a
+    consumer reads the weight's bytes once, not once per broadcast copy; elementwise consumers broadcast it
+    back and matrix rules take their sizes from the output and the contracted (last) dim."""
+    if src.role not in (Role.WEIGHT, Role.CONST) or len(src.shape) > len(out.shape):
+        return out
+    return TensorSpec((1,) * (len(out.shape) - len(src.shape)) + tuple(src.shape), out.dtype, src.role)
 
 
 class Ref:
@@ -73,7 +93,10 @@ def plain(v: Any) -> Any:
         return tuple(plain(x) for x in v)
     if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         try:
-            return type(v.node.hint)(v) if v.node.hint is not None else str(v)
+            if v.node.hint is not None:
+                return type(v.node.hint)(v)
+            from .torch_symbols import sym_text
+            return sym_text(v.node.expr)
         except Exception:
             return str(v)
     if isinstance(v, enum.Enum):

@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
+import types as types_mod
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +27,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..graph import OpGraph, Role
-from .torch_common import GraphBuilder, Ref, bind, is_view_op, op_key, spec_of, storage_key
+from .torch_common import BROADCAST_VIEWS, GraphBuilder, Ref, bind, broadcast_view, is_view_op, op_key, spec_of, storage_key
+from .torch_quantized import QuantHandler, is_quant_op, real_scalar
+from .torch_symbols import DataDims, candidates_of, quiet_shape_logs, set_value
 
 __all__ = ["capture_dispatch", "MAYBE_ALIAS"]
 
@@ -64,6 +68,8 @@ def _keep_table() -> dict[Any, Any]:
     for fn in (getattr(F, "grouped_mm", None), getattr(torch, "_grouped_mm", None)):
         if fn is not None:
             t[fn] = _A._grouped_mm.default
+    for rnn in ("lstm", "gru", "rnn_tanh", "rnn_relu"):  # nn.LSTM / GRU / RNN call _VF.<rnn> (= torch.<rnn>)
+        t[getattr(torch, rnn)] = getattr(_A, rnn).input
     return t
 
 
@@ -71,6 +77,7 @@ _KEEP: dict[Any, Any] | None = None
 _SIGS: dict[Any, inspect.Signature | None] = {}
 _WITH_INDICES = {_A.max_pool2d.default: _A.max_pool2d_with_indices.default,
                  _A.max_pool3d.default: _A.max_pool3d_with_indices.default}
+_RNN_DATA = {getattr(_A, r).input: getattr(_A, r).data for r in ("lstm", "gru", "rnn_tanh", "rnn_relu")}
 _PADDING_OVERLOAD = {"conv1d": _A.conv1d.padding, "conv2d": _A.conv2d.padding, "conv3d": _A.conv3d.padding}
 
 
@@ -99,8 +106,12 @@ def _bind_call(fn: Any, op: Any, args: tuple, kwargs: dict) -> list[tuple[str, s
 
 class _Capture:
     def __init__(self, root: torch.nn.Module, builder: GraphBuilder, refs: WeakIdKeyDictionary,
-                 causal_masks: bool):
+                 causal_masks: bool, shape_env: Any = None, data_dims: DataDims | None = None):
         self.b = builder
+        self.shape_env = shape_env
+        self.dd = data_dims if data_dims is not None else DataDims()
+        self.sym_values: dict[Any, int] = {}
+        self.q = QuantHandler()
         self.refs = refs
         self.depth = 0
         self.scopes = [""]
@@ -126,6 +137,27 @@ class _Capture:
             return [self.ref(x) if isinstance(x, torch.Tensor) else x for x in v]
         return v
 
+    # -- data-dependent sizes ---------------------------------------------------------------------------
+    def hint(self, d: Any) -> int:
+        if isinstance(d, torch.SymInt):
+            return int(d.node.expr.xreplace(self.sym_values))
+        return int(d)
+
+    def name_sizes(self, func: Any, args: tuple, out: Any) -> None:
+        """Name the unbacked sizes *func* returned (``nonzero_0`` ...) and trace on with their assumed value."""
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if not isinstance(o, torch.Tensor) or not any(isinstance(d, torch.SymInt) for d in o.shape):
+                continue
+            for sym in free_unbacked_symbols(o.shape):
+                if sym in self.sym_values:
+                    continue
+                ins = [a for a in args if isinstance(a, torch.Tensor)]
+                n, value = self.dd.name(sym, func, candidates_of(sym, self.shape_env, ins, self.hint),
+                                        self.scopes[-1], op_key(func) if hasattr(func, "_opname") else "")
+                self.sym_values[sym] = value
+                set_value(self.shape_env, sym, value)
+
     # -- recording --------------------------------------------------------------------------------------
     def record(self, op: Any, bound: list[tuple[str, str, Any]], out: Any, extra: dict | None = None) -> None:
         outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
@@ -149,7 +181,13 @@ class _Capture:
             if id(o) in in_ids and o in self.refs:  # in place: same tensor, new producer
                 out_refs.append(self.refs[o])
                 continue
-            r = Ref(spec_of(o, inherit), name if len(outs) == 1 else f"{name}:{i}")
+            spec = spec_of(o, inherit)
+            qd = self.q.dtypes.get(o) if len(self.q.dtypes) else None
+            if qd is not None:  # a float stand-in for a quantized tensor
+                spec = replace(spec, dtype=qd)
+            if key in BROADCAST_VIEWS and in_refs and i == 0:
+                spec = broadcast_view(in_refs[0].spec, spec)
+            r = Ref(spec, name if len(outs) == 1 else f"{name}:{i}")
             self.refs[o] = r
             out_refs.append(r)
         extra = dict(extra or {})
@@ -165,6 +203,9 @@ class _Capture:
             if isinstance(pad, str):
                 op = _PADDING_OVERLOAD[op._opname]
                 bound = _bind_call(fn, op, args, kwargs)
+        if op in _RNN_DATA and len(args) > 2 and not isinstance(args[2], (list, tuple)):  # a packed sequence
+            op = _RNN_DATA[op]
+            bound = bind(op, args, kwargs)
         if op in _WITH_INDICES and (kwargs.get("return_indices") or (len(args) > 6 and args[6])):
             op = _WITH_INDICES[op]
             bound = _bind_call(fn, op, args[:6], {k: v for k, v in kwargs.items() if k != "return_indices"})
@@ -184,7 +225,28 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        value = real_scalar(func, args)
+        if value is not None:  # float(self.scale) of a real buffer: its value, not a fake
+            return value
+        q = self.cap.q
+        if is_quant_op(func):
+            out, bound, attrs, qd = q.run(func, args, kwargs, self.cap.scopes[-1])
+            if qd is not None:
+                for o in (out if isinstance(out, (list, tuple)) else (out,)):
+                    q.dtypes[o] = qd
+            if not self.cap.depth:
+                self.cap.record(func, bound, out, attrs)
+            return out
         out = func(*args, **kwargs)
+        if len(q.dtypes):  # ops on a quantized stand-in (relu, max_pool2d, flatten ...) stay quantized
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            qd = q.dtypes.get(first) if first is not None else None
+            if qd is not None:
+                for o in (out if isinstance(out, (list, tuple)) else (out,)):
+                    if isinstance(o, torch.Tensor) and o.is_floating_point():
+                        q.dtypes[o] = qd
+        if self.cap.shape_env is not None:
+            self.cap.name_sizes(func, args, out)
         if not self.cap.depth:
             self.cap.record(func, bind(func, args, kwargs), out)
         return out
@@ -198,16 +260,39 @@ def _grouped_mm_any_dtype(fn: Callable, args: tuple, kwargs: dict) -> Any:
     return out.to(a.dtype)
 
 
+#: calls a Python-level torch function with this mode active inside it (``None`` on a torch without it)
+_REDISPATCH = getattr(torch.overrides, "redispatch_function", None)
+
+
+def _reenter(func: Any) -> bool:
+    """A torch function written in Python whose body calls other torch functions (``torch.nn.functional``)."""
+    return _REDISPATCH is not None and isinstance(func, types_mod.FunctionType) and \
+        (getattr(func, "__module__", None) or "").startswith(("torch.nn.functional", "torch.functional"))
+
+
 class _Keeper(TorchFunctionMode):
+    """Records the kept high-level calls whole.  A torch function implemented in Python
+    (``F.multi_head_attention_forward``, ``F.interpolate`` ...) is run with this mode re-entered, so the kept
+    calls nested in it (its ``linear`` / ``scaled_dot_product_attention``) are kept whole too: a mode is
+    otherwise switched off while its own handler runs."""
+
     def __init__(self, cap: _Capture):
         super().__init__()
         self.cap = cap
+        self.active: set[Any] = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         op = _KEEP.get(func) if not self.cap.depth else None
         if op is None:
-            return func(*args, **kwargs)
+            if self.cap.depth or not _reenter(func) or func in self.active:
+                return func(*args, **kwargs)
+            self.active.add(func)
+            try:
+                with self:
+                    return _REDISPATCH(func, types, args, kwargs)
+            finally:
+                self.active.discard(func)
         self.cap.depth += 1
         try:
             try:
@@ -224,9 +309,11 @@ class _Keeper(TorchFunctionMode):
 
 def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_mode: FakeTensorMode,
                      input_refs: dict[int, tuple[torch.Tensor, Ref]], name: str, meta: dict[str, Any],
-                     causal_masks: bool = False) -> OpGraph:
+                     causal_masks: bool = False, dims: Any = None) -> OpGraph:
     """Record ``root(*args, **kwargs)``; *args* / *kwargs* hold fake tensors from *fake_mode*, *input_refs*
-    maps ``id(tensor)`` of each input tensor (including those inside input objects) to ``(tensor, Ref)``."""
+    maps ``id(tensor)`` of each input tensor (including those inside input objects) to ``(tensor, Ref)``.
+    With a ShapeEnv on *fake_mode* data-dependent sizes become named dims (:mod:`.torch_symbols`), traced
+    with the values in *dims* where given."""
     global _KEEP
     if _KEEP is None:
         _KEEP = _keep_table()
@@ -240,7 +327,8 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
             refs[buf] = Ref(spec_of(buf, Role.CONST), bname)
     for t, r in input_refs.values():
         refs[t] = r
-    cap = _Capture(root, builder, refs, causal_masks)
+    shape_env = getattr(fake_mode, "shape_env", None)
+    cap = _Capture(root, builder, refs, causal_masks, shape_env, DataDims(dims))
 
     def pre(mod, _args):
         n = cap.names.get(id(mod))
@@ -253,9 +341,9 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
     hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
              torch.nn.modules.module.register_module_forward_hook(post, always_call=True)]
     try:
-        with torch.no_grad(), fake_mode, _Recorder(cap), _Keeper(cap):
+        with torch.no_grad(), quiet_shape_logs(), fake_mode, _Recorder(cap), _Keeper(cap):
             root(*args, **kwargs)
     finally:
         for h in hooks:
             h.remove()
-    return builder.graph
+    return cap.dd.apply(builder.graph)

@@ -8,9 +8,11 @@ Captures (``capture=``):
   (``linear``, ``scaled_dot_product_attention``, ``layer_norm``, ``conv2d`` ...) stay whole in its graph.
 * ``"dispatch"``: op by op over fake tensors (:mod:`graphroof.frontends.torch_dispatch`), with the same
   high-level ops kept whole.  Much faster on deep models and tolerant of data-dependent Python.
-* ``"auto"`` (default): ``export`` for models of up to :data:`EXPORT_MAX_MODULES` submodules, ``dispatch``
-  for deeper ones (exporting a 32-layer LLM takes ~4 s against ~0.6 s op by op); when export fails the
-  dispatch capture is tried and the report says so.  If every capture fails: one error with the last reason.
+* ``"auto"`` (default): ``dispatch`` first, ``export`` when it fails (the report says so).  Both keep the
+  same high-level ops whole and give identical totals on every model both capture (tested), and dispatch
+  takes a fraction of export's time (exporting a 32-layer LLM ~4 s against ~0.6 s op by op; the torchvision
+  benchmark's median: see benchmarks/torchvision_models.py).  If every capture fails: one error with the
+  last reason.
 
 Inputs (:mod:`graphroof.frontends.torch_inputs`): tensors (real, meta or fake: only shapes and dtypes are
 used) or shapes, ``(shape, dtype)`` pairs or TensorSpecs; positional (a tuple / list) or by name (a dict).
@@ -37,21 +39,28 @@ from .torch_common import one_line
 from .torch_dispatch import capture_dispatch
 from .torch_fx import capture_export
 from .torch_inputs import prepare_inputs
+from .torch_symbols import shape_fake_mode
 
-__all__ = ["load_module", "load_factory", "EXPORT_MAX_MODULES", "CAPTURES"]
+__all__ = ["load_module", "load_factory", "AUTO_ORDER", "CAPTURES"]
 
-#: ``capture="auto"`` exports models with at most this many submodules and records deeper ones op by op.
-EXPORT_MAX_MODULES = 256
+#: ``capture="auto"``: the dispatch capture first (same totals as export on every model both capture, see
+#: tests/frontends/test_torch_capture_agree.py, at a fraction of the time), torch.export where it fails.
+AUTO_ORDER = ("dispatch", "export")
 CAPTURES = ("auto", "export", "dispatch")
 CAPTURE_NAMES = {"export": "torch.export (non-strict)", "dispatch": "dispatch (fake tensors)"}
-_TORCH_DIR = str(Path(torch.__file__).parent)
+#: torch's package folder with a trailing separator: ``site-packages/torchvision`` is not inside it
+_TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
+
+
+def _in_torch(filename: str) -> bool:
+    return filename.startswith(_TORCH_DIR)
 
 
 def _user_frame(exc: BaseException) -> str:
-    """``file.py:42`` of the innermost frame outside torch, where the model's own code raised."""
+    """``file.py:42`` of the innermost frame outside torch (the model's code, torchvision's, torchaudio's ...)."""
     where = ""
     for fs in traceback.extract_tb(exc.__traceback__):
-        if not fs.filename.startswith(_TORCH_DIR) and "/graphroof/" not in fs.filename.replace(os.sep, "/"):
+        if not _in_torch(fs.filename) and "/graphroof/" not in fs.filename.replace(os.sep, "/"):
             where = f"{Path(fs.filename).name}:{fs.lineno}"
     return where
 
@@ -62,6 +71,19 @@ def _reason(exc: BaseException) -> str:
         text += " (forward reads a tensor's value, e.g. .item() or `if x.any()`; graphroof traces without data)"
     where = _user_frame(exc)
     return f"{text} (at {where})" if where else text
+
+
+def _count_params(module: torch.nn.Module) -> int:
+    """Parameters, plus the packed weights of quantized modules (which hold no nn.Parameter)."""
+    n = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+    for m in module.modules():
+        wb = getattr(m, "_weight_bias", None)
+        if callable(wb) and "quantized" in type(m).__module__ and "PackedParams" not in type(m).__name__:
+            try:
+                n += sum(t.numel() for t in wb() if t is not None)
+            except Exception:  # noqa: BLE001 - a module built without real packed params
+                pass
+    return n
 
 
 def _count_modules(module: torch.nn.Module) -> int:
@@ -98,32 +120,30 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     if capture not in CAPTURES:
         raise InputError(f"capture {capture!r} unknown; use one of {', '.join(CAPTURES)}")
     name = name or type(module).__name__
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode, kv_inputs)
-    if capture == "auto":
-        order = ["export", "dispatch"] if _count_modules(module) <= EXPORT_MAX_MODULES else ["dispatch"]
-    else:
-        order = [capture]
+    order = list(AUTO_ORDER) if capture == "auto" else [capture]
     notes = list(notes or [])
+    n_params = _count_params(module)
     training = {m: m.training for m in module.modules()}
     module.eval()
     errors: list[str] = []
+    desc = ""
     try:
         for how in order:
-            meta = {"capture": CAPTURE_NAMES[how], "model": name, "inputs": desc, "notes": list(notes)}
+            # each capture gets its own fake mode (the dispatch one with a ShapeEnv for data-dependent sizes)
+            fake_mode = shape_fake_mode() if how == "dispatch" else FakeTensorMode(allow_non_fake_inputs=True)
+            args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode, kv_inputs)
+            meta = {"capture": CAPTURE_NAMES[how], "model": name, "inputs": desc, "notes": list(notes),
+                    "module_params": n_params}
             if errors:
-                meta["notes"].append(f"torch.export failed ({errors[-1]}); captured op by op instead")
-            elif capture == "auto" and how == "dispatch":
-                meta["notes"].append(f"captured op by op: {_count_modules(module)} submodules > "
-                                     f"{EXPORT_MAX_MODULES} (torch.export is slow on deep models; "
-                                     "capture='export' forces it)")
+                meta["notes"].append(f"the {CAPTURE_NAMES[order[0]]} capture failed ({errors[-1]}); "
+                                     f"captured by {CAPTURE_NAMES[how]} instead")
             try:
                 if how == "export":
                     g = capture_export(module, args, kwargs, input_refs=refs, name=name, meta=meta,
-                                       causal_masks=causal_masks)
+                                       causal_masks=causal_masks, dims=dims)
                 else:
                     g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
-                                         meta=meta, causal_masks=causal_masks)
+                                         meta=meta, causal_masks=causal_masks, dims=dims)
                 _attention_notes(g)
                 return g
             except GraphroofError:
@@ -138,14 +158,22 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
                         "check the input shapes (--input) and that forward runs on them")
 
 
-def load_factory(target: str, inputs: Any = None, *, device: str = "meta", **opts: Any) -> OpGraph:
-    """``"pkg.module:factory"``: call the factory (a function or an nn.Module class, no arguments) with
-    ``torch.device(device)`` active, so parameters are created on the meta device, then :func:`load_module`.
+def load_factory(target: Any, inputs: Any = None, *, device: str = "meta", **opts: Any) -> OpGraph:
+    """A factory -> :func:`load_module`.  *target*: ``"pkg.module:factory"`` or the factory itself (a function,
+    an nn.Module class, a ``functools.partial``; API users: ``load_factory(torchvision.models.regnet_y_400mf,
+    [(1, 3, 224, 224)])``).  It is called with no arguments with ``torch.device(device)`` active, so
+    parameters are created on the meta device; a factory that cannot build on meta (RegNet's builder calls
+    ``.tolist()``, quantized builders calibrate) is called again on the CPU and the report says so.
     The factory may return ``(module, example_inputs)``."""
     built = build_module(target, device=device)
     notes = list(opts.pop("notes", []) or []) + built.notes
     module = built.module
     if built.example is not None and inputs is None and opts.get("input_shapes") is None:
         inputs = built.example
-    opts.setdefault("name", target)
+    opts.setdefault("name", target if isinstance(target, str) else _callable_label(target))
     return load_module(module, inputs, notes=notes, **opts)
+
+
+def _callable_label(fn: Any) -> str:
+    from .factory import _callable_name
+    return _callable_name(fn)

@@ -22,8 +22,9 @@ import torch
 
 from ..errors import FrontendError
 from ..graph import OpGraph, Role
-from .torch_common import GraphBuilder, Ref, bind, clean_scope, is_view_op, op_key, spec_of, storage_key
+from .torch_common import BROADCAST_VIEWS, GraphBuilder, Ref, bind, broadcast_view, clean_scope, is_view_op, op_key, spec_of, storage_key
 from .torch_dispatch import MAYBE_ALIAS
+from .torch_symbols import DataDims
 
 __all__ = ["capture_export"]
 
@@ -37,8 +38,27 @@ def _val_refs(node, name: str, role: Role) -> Any:
     return None
 
 
-def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder) -> list[Any]:
+def _name_sizes(n: torch.fx.Node, dd: DataDims, ranges: dict, scope: str) -> None:
+    """Name the data-dependent sizes node *n* creates (``nonzero_0``), as the dispatch capture does."""
+    for sym in (n.meta.get("unbacked_bindings") or {}):
+        cands = None
+        vr = ranges.get(sym)
+        if vr is not None and vr.upper.is_finite and int(vr.upper) < 2 ** 40:
+            cands = int(vr.upper)
+        else:
+            first = next((a for a in n.args if isinstance(a, torch.fx.Node)), None)
+            val = first.meta.get("val") if first is not None else None
+            if isinstance(val, torch.Tensor) and val.dim() and isinstance(val.shape[0], int):
+                cands = val.shape[0]
+        dd.name(sym, n.target, cands, scope, op_key(n.target) if isinstance(n.target, torch._ops.OpOverload)
+                else "")
+
+
+def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder, dd: DataDims | None = None,
+          ranges: dict | None = None) -> list[Any]:
     """Append gm's ops to the builder; *env* maps fx node names to Refs.  Returns the graph's outputs."""
+    dd = dd if dd is not None else DataDims()
+    ranges = ranges or {}
     outputs: list[Any] = []
 
     def lookup(a: Any) -> Any:
@@ -70,16 +90,21 @@ def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder) -> lis
             sub = getattr(gm, n.args[sub_i].target)
             phs = [p for p in sub.graph.nodes if p.op == "placeholder"]
             sub_env = {p.name: lookup(a) for p, a in zip(phs, n.args[sub_i + 1:])}
-            res = _walk(sub, sub_env, b)
+            res = _walk(sub, sub_env, b, dd, ranges)
             env[n.name] = res
             continue
+        stack = n.meta.get("nn_module_stack") or {}
+        scope = clean_scope(list(stack.values())[-1][0]) if stack else ""
+        if n.meta.get("unbacked_bindings"):
+            _name_sizes(n, dd, ranges, scope)
         if not isinstance(tgt, torch._ops.OpOverload):
             if isinstance(n.meta.get("val"), torch.Tensor):
                 raise FrontendError(f"torch.export produced a call to {tgt!r}, which is not an ATen op")
             continue
         val = n.meta.get("val")
-        if val is None or (isinstance(val, (list, tuple)) and not any(isinstance(v, torch.Tensor) for v in val)):
-            continue  # assertions, shape queries
+        if not isinstance(val, torch.Tensor) and \
+                not (isinstance(val, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in val)):
+            continue  # assertions, shape queries (sym_size), scalars
         bound = bind(tgt, [lookup(a) for a in n.args], {k: lookup(v) for k, v in n.kwargs.items()})
         in_refs = [v for _, _, v in bound if isinstance(v, Ref)]
         role = in_refs[0].spec.role if in_refs and is_view_op(tgt) else Role.ACTIVATION
@@ -87,7 +112,12 @@ def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder) -> lis
         if key == "aten.cat" and any(r.spec.role is Role.KV_CACHE for _, _, v in bound
                                      for r in (v if isinstance(v, list) else []) if isinstance(r, Ref)):
             role = Role.KV_CACHE
+        if role in (Role.WEIGHT, Role.CONST) and key in MAYBE_ALIAS and isinstance(val, torch.Tensor) and \
+                in_refs[0].spec.is_bound and val.numel() > in_refs[0].spec.numel:
+            role = Role.ACTIVATION  # reshaping a broadcast weight copies it (dispatch records clone + view)
         out = _val_refs(n, n.name, role)
+        if key in BROADCAST_VIEWS and in_refs and isinstance(out, Ref):
+            out = Ref(broadcast_view(in_refs[0].spec, out.spec), out.name)
         env[n.name] = out
         outs = [o for o in (out if isinstance(out, list) else [out]) if o is not None]
         extra = {}
@@ -95,8 +125,6 @@ def _walk(gm: torch.fx.GraphModule, env: dict[str, Any], b: GraphBuilder) -> lis
             ins = [a.meta.get("val") for a in n.args if isinstance(a, torch.fx.Node)]
             if ins and isinstance(val, torch.Tensor) and storage_key(val) == storage_key(ins[0]):
                 extra["alias"] = True
-        stack = n.meta.get("nn_module_stack") or {}
-        scope = clean_scope(list(stack.values())[-1][0]) if stack else ""
         b.add(key, bound, outs, scope, name=b.fresh(n.name), extra=extra)
     return outputs if isinstance(outputs, list) else [outputs]
 
@@ -116,7 +144,7 @@ def _quiet() -> Iterator[None]:
         logging.disable(level)
 
 
-def capture_export(module, args, kwargs, *, input_refs, name, meta, causal_masks=False) -> OpGraph:
+def capture_export(module, args, kwargs, *, input_refs, name, meta, causal_masks=False, dims=None) -> OpGraph:
     with torch.no_grad(), _quiet():
         ep = torch.export.export(module, args, kwargs, strict=False)
     b = GraphBuilder(name, meta)
@@ -138,8 +166,9 @@ def capture_export(module, args, kwargs, *, input_refs, name, meta, causal_masks
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             env[node.name] = Ref(spec_of(val, role), spec.target or node.name)
-    _walk(ep.graph_module, env, b)
-    g = b.graph
+    dd = DataDims(dims)
+    _walk(ep.graph_module, env, b, dd, dict(ep.range_constraints))
+    g = dd.apply(b.graph)
     if causal_masks:
         g = g.map_ops(_mark_causal_masks)
     return g

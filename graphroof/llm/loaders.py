@@ -77,7 +77,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         nm = name or str(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
         return HFSource(data, name=nm, dtype=dtype, source=str(ref.path))
     if ref.kind == "factory":
-        built = frontend("factory").build_module(ref.target, fallback_real=False)
+        built = frontend("factory").build_module(ref.model if callable(ref.model) else ref.target, fallback_real=False)
         return _from_module(built.module, name or ref.target.rpartition(":")[2], opts)
     if ref.kind != "zoo":
         raise InputError(f"don't know how to read {ref.label!r} as an LLM; use a zoo name, a config.json (or its "

@@ -99,7 +99,7 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
     batch, seq = opts.pop("batch", 1), opts.pop("seq", None)
     ref = classify(model)
     if ref.kind == "factory":
-        built = build_module(ref.target, device="cpu")
+        built = build_module(ref.model if callable(ref.model) else ref.target, device="cpu")
         module, example = built.module, built.example
         if inputs is None:
             shapes = opts.get("input_shapes")

@@ -231,22 +231,24 @@ class CustomOut:
         self.t = t
 
 
-def test_auto_falls_back_to_dispatch_when_export_fails():
+def test_auto_tries_dispatch_first_then_export(monkeypatch):
+    g = load_module(nn.Linear(4, 4), [(2, 4)])
+    assert g.meta["capture"] == "dispatch (fake tensors)" and not g.meta["notes"]
+
+    def broken(*a, **k):
+        raise RuntimeError("dispatch broke on purpose")
+
+    monkeypatch.setattr(torch_export, "capture_dispatch", broken)
+    g = load_module(nn.Linear(4, 4), [(2, 4)])
+    assert g.meta["capture"] == "torch.export (non-strict)"
+    assert any("dispatch (fake tensors) capture failed" in n and "broke on purpose" in n for n in g.meta["notes"])
+    assert one(g, "aten.linear")
+
+
+def test_export_failure_is_reported_when_forced():
     m = Fn(lambda s, x: CustomOut(s.lin(x)))
     m.lin = nn.Linear(4, 4)
-    g = load_module(m, [(2, 4)])
-    assert g.meta["capture"] == "dispatch (fake tensors)"
-    assert any("torch.export failed" in n for n in g.meta["notes"])
-    assert one(g, "aten.linear")
-    g = load_module(nn.Linear(4, 4), [(2, 4)])
-    assert g.meta["capture"] == "torch.export (non-strict)" and not g.meta["notes"]
-
-
-def test_auto_uses_dispatch_for_deep_models(monkeypatch):
-    monkeypatch.setattr(torch_export, "EXPORT_MAX_MODULES", 2)
-    g = load_module(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)), [(2, 4)])
-    assert g.meta["capture"] == "dispatch (fake tensors)"
-    assert any("submodules" in n for n in g.meta["notes"])
+    assert one(load_module(m, [(2, 4)]), "aten.linear")          # dispatch takes any Python output
     g = load_module(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)), [(2, 4)], capture="export")
     assert g.meta["capture"] == "torch.export (non-strict)"
 
@@ -267,7 +269,7 @@ def test_analysis_object():
     r = repr(a)
     assert r.startswith("<Analysis Sequential on h100") and "FLOP" in r
     d = json.loads(a.to_json())
-    assert d["capture"] == "torch.export (non-strict)" and d["totals"]["flops"] == 2 * 4 * 8 * 8 + 32 + 5 * 32
+    assert d["capture"] == "dispatch (fake tensors)" and d["totals"]["flops"] == 2 * 4 * 8 * 8 + 32 + 5 * 32
     assert "| " in graphroof.render(a, "markdown")
     try:
         import pandas  # noqa: F401

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     movement,
     norm,
     quant,
+    quantized_torch,
     recurrent,
     reduce,
     table,
