@@ -21,7 +21,7 @@ CAPTURES = ["export", "dispatch"]
 
 
 def cost(g, **kw):
-    return graphroof.analyze(g, hw="a100", **kw).totals.cost
+    return graphroof.analyze(g, hw="a100", runtime="eager", **kw).totals.cost  # op-level counts
 
 
 def ops(g):
