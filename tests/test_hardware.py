@@ -74,7 +74,9 @@ def test_alias_and_overrides():
 
 
 def test_fp32_matmul_without_fp32_matrix_units_uses_cuda_cores():
-    # A100 lists TF32 (156 TFLOP/s) but no fp32 for its tensor cores; PyTorch keeps TF32 off for matmul by
-    # default, so an fp32 GEMM runs on the CUDA cores at 19.5 TFLOP/s
-    assert load_hardware("a100").peak("matrix", "fp32") == (19.5e12, "vector.fp32")
+    # A100 lists TF32 (156 TFLOP/s) but no fp32 for its tensor cores.  The default precision policy ("high", as
+    # PyTorch's cuDNN convolutions) runs fp32 matmuls on TF32; "highest" keeps fp32 math on the CUDA cores
+    assert load_hardware("a100").peak("matrix", "fp32") == (156e12, "matrix.tf32")
+    highest = load_hardware("a100").with_overrides(matmul_precision="highest")
+    assert highest.peak("matrix", "fp32") == (19.5e12, "vector.fp32")
     assert load_hardware("a100").peak("matrix", "tf32") == (156e12, "matrix.tf32")

@@ -14,6 +14,8 @@ Other dtypes are unaffected (bf16 runs at ``matrix.bf16`` ...).  ``dtype="tf32"`
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import TYPE_CHECKING
 
 from ..dtypes import canonical_dtype
@@ -47,7 +49,7 @@ def matmul_peak_key(dtype: str, precision: str, hw: HardwareProfile) -> str:
             return "matrix.tf32"
     if d == "tf32" and not table.get("tf32"):
         d = "fp32"  # no TF32 units: fp32 math
-    return hw.peak("matrix", d)[1]
+    return replace(hw, matmul_precision="highest" if precision == "highest" else "high").peak("matrix", d)[1]
 
 
 def matmul_peak(hw: HardwareProfile, dtype: str, precision: str = "high") -> tuple[float, str]:
@@ -57,4 +59,4 @@ def matmul_peak(hw: HardwareProfile, dtype: str, precision: str = "high") -> tup
     table = hw.matrix_peak_flops_per_s if unit == "matrix" else hw.vector_peak_flops_per_s
     if table.get(k):
         return table[k], key
-    return hw.peak(unit, k)
+    return replace(hw, matmul_precision="highest" if precision == "highest" else "high").peak(unit, k)
