@@ -9,8 +9,18 @@ from collections.abc import Sequence
 from ..errors import InputError
 from ..units import parse_quantity
 
-__all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
+__all__ = ["plain_text", "parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
            "frontend_opts"]
+
+
+def plain_text(doc: str) -> str:
+    """A docstring excerpt for ``--help``: reST roles and literals (``:class:`x` ``, ````x````, ``*x*``) as plain text."""
+    import re
+
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    doc = re.sub(r"``([^`]+)``", r"\1", doc)
+    doc = re.sub(r"(?<![\w*])\*\*?([^*\s][^*]*?)\*\*?(?![\w*])", r"\1", doc)
+    return doc
 
 
 def parse_dims(items: Sequence[str] | None) -> dict[str, int]:

@@ -16,7 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..measure import run as measured_run
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "definitions:" + measured_run.__doc__.split("Definitions (also printed with the report):", 1)[1]
+    from .options import plain_text
+
+    p.epilog = "definitions:" + plain_text(measured_run.__doc__.split("Definitions (also printed with the report):", 1)[1])
     p.add_argument("model", help="an .onnx file (run with onnxruntime), 'pkg.module:factory', a zoo name or a "
                    "transformers config.json (built with random weights, run with PyTorch eager)")
     add_hw_options(p)
@@ -59,4 +61,9 @@ def run(args: argparse.Namespace) -> int:
                       attention=args.attention, causal=args.causal, overhead_factor=args.overhead_factor,
                       strict=args.strict, **opts)
     write_output(render(c, args.format, ops=args.ops, top=args.top), args.output)
+    bad = c.summary.get("bad_profile")
+    if bad:
+        import sys
+
+        print(f"graphroof: warning: {bad['message']}", file=sys.stderr)
     return 0
