@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
     p.add_argument("--ops", action="store_true", help="also list every op (terminal / markdown); csv: op rows")
     p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest ops")
+    p.add_argument("--no-fold", dest="fold", action="store_false",
+                   help="one row per repeated block (default: identical blocks folded into one row, "
+                        "'model.layers.* ×32')")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
     a = analyze(args.model, hw=hw, strict=args.strict, depth=args.depth, attention=args.attention,
                 causal=args.causal, progress=progress, **opts)
     progress(f"writing the {args.format} report")
-    write_report(a, args.format, args.output, ops=args.ops, top=args.top)
+    write_report(a, args.format, args.output, ops=args.ops, top=args.top, fold=args.fold)
     return 0

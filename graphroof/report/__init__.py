@@ -98,7 +98,7 @@ def render_text(analysis, fmt: str = "terminal", **opts) -> str:
     if fmt == "html":
         from .html import render_html
 
-        return render_html(analysis)
+        return render_html(analysis, fold=opts.get("fold", True))
     if fmt == "markdown":
         from .markdown import render_markdown
 
@@ -115,7 +115,7 @@ def chart_image_path(out: str | os.PathLike) -> Path:
 
 
 def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
-                  top: int | None = None) -> list[tuple[str | bytes, str]]:
+                  top: int | None = None, fold: bool = True) -> list[tuple[str | bytes, str]]:
     """Render *phases* (an Analysis or ``[(name, Analysis), ...]``) as ``[(data, path), ...]`` to write.
 
     A markdown report written to a path gets the roofline PNG beside it (when matplotlib is installed).
@@ -137,20 +137,23 @@ def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "
                 image = img.name
             except ReportError as e:  # no matplotlib: the report still works without its picture
                 warnings.warn(f"{e}; the markdown report has no chart image", GraphroofWarning, stacklevel=2)
-        text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"))
+        text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"),
+                               fold=fold)
         return [(text, str(out)), *files]
     opts: dict[str, Any] = {}
     if fmt == "terminal":
-        opts = {"ops": ops, "top": top}
+        opts = {"ops": ops, "top": top, "fold": fold}
     elif fmt == "csv":
         opts = {"ops": ops}
+    elif fmt == "html":
+        opts = {"fold": fold}
     return [(render_text(phases, fmt, **opts), str(out))]
 
 
 def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
-                 top: int | None = None) -> list[str]:
+                 top: int | None = None, fold: bool = True) -> list[str]:
     """Render and write; returns the paths written (``-`` for stdout)."""
-    files = render_report(phases, fmt, out, ops=ops, top=top)
+    files = render_report(phases, fmt, out, ops=ops, top=top, fold=fold)
     write_outputs(files)
     return [p for _, p in files]
 

@@ -196,9 +196,11 @@ class ReportContent:
     assumptions: list[str]
 
 
-def build(phases: list[Phase]) -> ReportContent:
+def build(phases: list[Phase], fold: bool = True) -> ReportContent:
+    from .fold import display_layers
+
     a0 = phases[0].analysis
     title = f"{a0.model_name} on {a0.hw.label}"
-    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), p.analysis.layers,
+    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), display_layers(p.analysis, fold),
                         {r["name"]: r for r in p.analysis.ops}) for p in phases]
     return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases))

@@ -34,10 +34,10 @@ _OP_COLUMNS = (col("op", "name"), col("kind", "op"), col("dtype", "dtype"), *ROO
 
 
 def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
-                    chart_notes: list[str] | None = None) -> str:
+                    chart_notes: list[str] | None = None, fold: bool = True) -> str:
     """The report as markdown.  *image*: relative path of the chart image to link (written by the caller)."""
     ph = as_phases(phases)
-    c = build(ph)
+    c = build(ph, fold)
     multi = len(c.phases) > 1
     out = [f"# graphroof: {md_escape(c.title)}", "", f"_{md_escape(c.stamp)}_", ""]
     out += [f"- **{label}**: {md_escape(text)}" for label, text in c.header]

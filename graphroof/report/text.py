@@ -56,16 +56,18 @@ def footer_lines(a) -> list[str]:
     return lines
 
 
-def render(a, markdown: bool = False, ops: bool = False, top: int | None = None) -> str:
+def render(a, markdown: bool = False, ops: bool = False, top: int | None = None, fold: bool = True) -> str:
     """The whole report: header, layer table, optional op table, footer."""
     if markdown:  # the full markdown report (same content as the HTML one) lives in markdown.py
         from .markdown import render_markdown
 
-        return render_markdown(a, ops=ops, top=top)
+        return render_markdown(a, ops=ops, top=top, fold=fold)
     out: list[str] = []
     out.extend(header_lines(a))
     out.append("")
-    out.append(layer_table(a.layers, False))
+    from .fold import display_layers
+
+    out.append(layer_table(display_layers(a, fold), False))
     if ops:
         out.append("")
         out.append(op_table(a.ops, False, top))
