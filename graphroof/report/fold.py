@@ -18,7 +18,7 @@ from typing import Any
 
 from ..layers import TOP, layer_row, rollup
 
-__all__ = ["fold_name", "display_layers", "label_of"]
+__all__ = ["fold_name", "display_layers", "display_ops", "label_of"]
 
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
@@ -78,3 +78,34 @@ def display_layers(a, fold: bool = True) -> list[dict[str, Any]]:
     names = [r["name"] for r in rows]
     parents = {n for n in names if any(m.startswith(n + ".") for m in names)}
     return [{**r, "label": label_of(r, parents)} for r in rows]
+
+
+#: Per-op fields summed when identical ops of repeated blocks are grouped (the rest are equal in a group).
+_SUMMED = ("flops", "bytes", "matrix_flops", "vector_flops", "weight_bytes", "act_bytes", "kv_bytes", "net_bytes",
+           "t_compute_s", "t_memory_s", "t_network_s", "time_s", "time_realistic_s", "share")
+
+
+def display_ops(a, fold: bool = True) -> list[dict[str, Any]]:
+    """Op rows with their module path (``module``); with *fold*, identical ops (same op, dtype, FLOPs and bytes)
+    at the same place of repeated blocks (``model.layers.*.mlp``, the k-th op of that type there) are one row, times summed, ``repeat`` = count,
+    named after the first (``linear_4 ×32``), in first-seen order."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    seen: dict[tuple, int] = {}
+    for r in a.ops:
+        # the k-th op of this type in its own module: the same k in another block is "the same op"
+        k = seen[(r["scope"], r["op"])] = seen.get((r["scope"], r["op"]), -1) + 1
+        key = ((fold_name(r["scope"]), r["op"], k, r["dtype"], round(r["flops"], 3), round(r["bytes"], 3))
+               if fold else (r["name"],))
+        groups.setdefault(key, []).append(r)
+    out = []
+    for key, rs in groups.items():
+        first = rs[0]
+        row = dict(first)
+        for k in _SUMMED:
+            if k in first and all(isinstance(x.get(k), (int, float)) for x in rs):
+                row[k] = sum(x[k] for x in rs)
+        row["repeat"] = len(rs)
+        row["module"] = (fold_name(first["scope"]) if fold else first["scope"]) or TOP
+        row["label"] = first["name"] + (f" ×{len(rs)}" if len(rs) > 1 else "")
+        out.append(row)
+    return out

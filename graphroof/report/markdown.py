@@ -8,7 +8,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ..units import fmt_time
-from .columns import LAYER_LEAD, ROOF_COLUMNS, col, table
+from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, table
 from .content import as_phases, build
 
 __all__ = ["md_escape", "render_markdown"]
@@ -30,7 +30,9 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 _LAYER_COLUMNS = (*LAYER_LEAD, *ROOF_COLUMNS)
-_OP_COLUMNS = (col("op", "name"), col("kind", "op"), col("dtype", "dtype"), *ROOF_COLUMNS)
+_OP_COLUMNS = (Column("op", lambda r: r.get("label", r["name"]), "name"),
+               Column("module", lambda r: r.get("module") or r["scope"] or "(top)", "scope"),
+               col("kind", "op"), col("dtype", "dtype"), *ROOF_COLUMNS)
 
 
 def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
@@ -72,7 +74,10 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
         out += ["", f"## Layers{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
         out.append(table(p.layers, _LAYER_COLUMNS, "markdown", esc=md_escape))
         if ops:
-            rows_ = sorted(p.analysis.ops, key=lambda r: -r["time_s"])[:top] if top else p.analysis.ops
+            from .fold import display_ops
+
+            all_ops = display_ops(p.analysis, fold)
+            rows_ = sorted(all_ops, key=lambda r: -r["time_s"])[:top] if top else all_ops
             title = f"Slowest {top} ops" if top else "Ops"
             out += ["", f"## {title}{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
             out.append(table(rows_, _OP_COLUMNS, "markdown", esc=md_escape))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
-from .columns import LAYER_LEAD, ROOF_COLUMNS, col, fmt_ai_terminal, table
+from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, fmt_ai_terminal, table
 
 __all__ = ["render", "layer_table", "op_table", "header_lines", "footer_lines"]
 
 #: Leading columns of the op table (the roofline columns follow: :data:`.columns.ROOF_COLUMNS`).
-OP_LEAD = (col("op", "name"), col("type", "op"), col("dtype", "dtype"))
+OP_LEAD = (Column("op", lambda r: r.get("label", r["name"]), "name"), Column("module", lambda r: r.get("module") or r["scope"] or "(top)", "scope"),
+           col("type", "op"), col("dtype", "dtype"))
 
 
 def layer_table(rows: list[dict], markdown: bool) -> str:
@@ -65,12 +66,12 @@ def render(a, markdown: bool = False, ops: bool = False, top: int | None = None,
     out: list[str] = []
     out.extend(header_lines(a))
     out.append("")
-    from .fold import display_layers
+    from .fold import display_layers, display_ops
 
     out.append(layer_table(display_layers(a, fold), False))
     if ops:
         out.append("")
-        out.append(op_table(a.ops, False, top))
+        out.append(op_table(display_ops(a, fold), False, top))
     out.append("")
     out.extend(footer_lines(a))
     return "\n".join(out) + "\n"

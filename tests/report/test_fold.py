@@ -81,3 +81,34 @@ def test_cli_no_fold(capsys, tmp_path, round_hw):
 
     assert main(["-q", "analyze", str(GOLD / "ops_table.csv"), "--no-fold"]) == 0
     assert "layer" in capsys.readouterr().out
+
+
+def test_no_attention_note_without_attention_and_no_index_dtypes(round_hw):
+    from graphroof.report.content import as_phases, assumptions, header_facts
+
+    g = _decoder()
+    g.add_op(node("table.op", name="pos_ids", scope="model", flops=1e3, bytes=8e3, kind="vector",
+                  compute_dtype="int64"))
+    a = count_graph(g, round_hw, depth=2)
+    ph = as_phases(a)
+    settings = a.graph.meta.get("count_settings")
+    assert settings is not None
+    assert settings.describe() not in assumptions(ph)          # no attention op: no attention settings note
+    facts = dict(header_facts(ph))
+    assert "int64" in a.header()["dtypes"] and facts["compute dtypes"] == "bf16"
+
+
+def test_ops_view_groups_the_same_op_across_blocks(round_hw):
+    from graphroof.report.fold import display_ops
+
+    a = count_graph(_decoder(), round_hw, depth=2)
+    rows = {r["label"]: r for r in display_ops(a)}
+    # q0..q3: 2 GFLOP / 20 MB each in every block -> one row of 4, 8 GFLOP, 4 x 20 us = 80 us
+    q = rows["q0 ×4"]
+    assert q["module"] == "model.layers.*.attn" and q["flops"] == pytest.approx(8e9)
+    assert q["time_s"] == pytest.approx(80e-6)
+    # up0 is twice as big: its own row; up1..up3 group
+    assert "up0" in rows and rows["up1 ×3"]["flops"] == pytest.approx(12e9)
+    assert rows["flat"]["module"] == "(top)"
+    assert len(display_ops(a, fold=False)) == len(a.ops)
+    assert sum(r["time_s"] for r in display_ops(a)) == pytest.approx(a.totals.t_lower_s)
