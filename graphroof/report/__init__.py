@@ -65,6 +65,13 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
         raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(allowed)}")
     if kind == "analysis":
         return render_text(result, fmt, **opts)
+    if fmt == "json" and kind == "llm":
+        import json
+
+        from ..units import json_safe
+        from .advice import llm_advice
+
+        return json.dumps({**result.to_dict(), "next_steps": json_safe(llm_advice(result))}, indent=2) + "\n"
     if fmt == "json":
         return result.to_json() + "\n"
     if kind == "compare":

@@ -202,6 +202,7 @@ class ReportContent:
     header: list[tuple[str, str]]
     phases: list[PhaseContent]
     assumptions: list[str]
+    next_steps: list[dict[str, Any]] = field(default_factory=list)  # report.advice (derived, quantified)
 
 
 def build(phases: list[Phase], fold: bool = True) -> ReportContent:
@@ -211,4 +212,7 @@ def build(phases: list[Phase], fold: bool = True) -> ReportContent:
     title = f"{a0.model_name} on {a0.hw.label}"
     pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), display_layers(p.analysis, fold),
                         {r["name"]: r for r in p.analysis.ops}) for p in phases]
-    return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases))
+    from .advice import phases_advice
+
+    return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases),
+                         phases_advice(phases))

@@ -140,6 +140,12 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
                  f"critical batch = decode batch from which the layer is compute-bound, ideal roofline)")
         out.append(f"\n## {title[0].upper()}{title[1:]}\n" if markdown else f"\n{title}")
         out.append(layers_table(c, markdown, r.ideal))
+    from .advice import advice_lines, llm_advice
+
+    steps = advice_lines(llm_advice(r))
+    if steps:
+        out.append("\n## Next steps\n" if markdown else "\nnext steps (re-estimated under each change):")
+        out.extend(f"- {s}" if markdown else f"  - {s}" for s in steps)
     out.append("")
     for n in r.notes:
         out.append(f"{bullet}note: {n}")

@@ -82,6 +82,10 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
             out += ["", f"## {title}{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
             out.append(table(rows_, _OP_COLUMNS, "markdown", esc=md_escape))
 
+    if c.next_steps:
+        out += ["", "## Next steps", ""]
+        out += [f"- {md_escape(it['text'])}" for it in c.next_steps]
+
     out += ["", "## Assumptions", ""]
     out += [f"- {md_escape(a)}" for a in c.assumptions]
     if any(r.get("estimated") for p in c.phases for r in p.analysis.ops):

@@ -74,4 +74,9 @@ def render(a, markdown: bool = False, ops: bool = False, top: int | None = None,
         out.append(op_table(display_ops(a, fold), False, top))
     out.append("")
     out.extend(footer_lines(a))
+    from .advice import advice_lines, analysis_advice
+
+    steps = advice_lines(analysis_advice(a))
+    if steps:
+        out += ["", "next steps:", *(f"  - {s}" for s in steps)]
     return "\n".join(out) + "\n"
