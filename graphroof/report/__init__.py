@@ -37,7 +37,7 @@ def _check_format(fmt: str) -> None:
 FORMATS_BY_KIND = {
     "analysis": FORMATS,
     "compare": ("terminal", "markdown", "json", "csv", "html"),
-    "llm": ("terminal", "markdown", "json"),
+    "llm": ("terminal", "markdown", "json", "html"),
     "measured": ("terminal", "markdown", "json", "html"),
 }
 
@@ -78,6 +78,10 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
         from .compare import render_compare
 
         return render_compare(result, fmt)
+    if kind == "llm" and fmt == "html":
+        from .llm_html import render_llm_html
+
+        return render_llm_html(result)
     if kind == "llm":
         from .llm import render_llm
 

@@ -6,7 +6,7 @@ from ..llm.result import LLMConfig, LLMEstimate
 from ..units import fmt_bytes, fmt_rate, fmt_time
 from .columns import Column, table
 
-__all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines"]
+__all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines", "side_by_side", "sweep_columns"]
 
 
 def _fmt(fmt_fn, v):
@@ -58,10 +58,13 @@ _SWEEP_TAIL = (
 )
 
 
+def sweep_columns(r: LLMEstimate) -> tuple[Column, ...]:
+    return (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
+
+
 def sweep_table(r: LLMEstimate, markdown: bool) -> str:
     """One row per batch size (an :class:`LLMConfig`); the ideal columns only beside realistic times."""
-    columns = (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
-    return table(r.configs, columns, "markdown" if markdown else "terminal")
+    return table(r.configs, sweep_columns(r), "markdown" if markdown else "terminal")
 
 
 def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
@@ -103,6 +106,12 @@ def _critical(row) -> str:
 
 def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     """Prefill and decode side by side per layer (folded blocks: ``x`` = how many)."""
+    rows, columns = side_by_side(c, ideal)
+    return table(rows, columns, "markdown" if markdown else "terminal")
+
+
+def side_by_side(c: LLMConfig, ideal: bool) -> tuple[list[dict], tuple[Column, ...]]:
+    """The rows and columns of the prefill / decode layer table (terminal, markdown and HTML share them)."""
     pre = {r["name"]: r for r in c.layer_rows("prefill")}
     dec = {r["name"]: r for r in c.layer_rows("decode")}
     crit = {r["name"]: r for r in c.critical}
@@ -119,7 +128,7 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     columns = (Column("layer", lambda row: row["name"]), Column("x", lambda row: row["repeat"]),
                *_phase_cols("prefill", key, "prefill time"), *_phase_cols("decode", key, "decode time/step"),
                Column("critical batch", _critical))
-    return table(rows, columns, "markdown" if markdown else "terminal")
+    return rows, columns
 
 
 def render_llm(r: LLMEstimate, markdown: bool = False) -> str:

@@ -139,3 +139,28 @@ def test_zoo_reports_label_points_without_overlap(browser, tmp_path, model, expe
         docs.mkdir(parents=True, exist_ok=True)
         (docs / f"analyze-{model}.png").write_bytes(png)
     assert page.errors == []
+
+
+def test_llm_html_page(browser, tmp_path):
+    """``llm -f html``: sweep table + chart, a memory bar per batch, prefill / decode tables, next steps."""
+    import warnings
+
+    from graphroof.llm import estimate
+    from graphroof.report import render, write_output
+    from tests.llm.toy import RULES, toy_source
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = estimate(toy_source(L=2, H=1024, heads=8, kv_heads=4, I=4096, V=1000), hw="a100", prompt=64, gen=8,
+                     batch=[1, 4, 16], rules=RULES, ideal=True)
+    out = tmp_path / "llm.html"
+    write_output(render(r, "html"), out)
+    page = browser.open(out)
+    assert page.errors == [] and page.requests == [out.resolve().as_uri()]
+    assert page.eval("document.querySelectorAll('#sweep circle').length") == 6       # tok/s and TPOT per batch
+    assert page.eval("document.querySelectorAll('.bar').length") == 3
+    assert page.eval("document.querySelectorAll('section.layers table').length") == 3
+    assert page.eval("document.querySelectorAll('#next-steps li').length") >= 1
+    # the page never scrolls sideways at 1400 px (wide tables scroll inside their box)
+    page.screenshot(width=1400)
+    assert page.eval("document.documentElement.scrollWidth <= 1400")
