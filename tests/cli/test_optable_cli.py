@@ -121,7 +121,7 @@ def test_bad_tables_one_line_error(tmp_path, capsys, content, msg):
     (["analyze", "nope.csv"], "model file 'nope.csv' not found"),
     (["analyze", CSV, "--hw", "a1000"], "unknown hardware 'a1000' (did you mean"),
     (["analyze", CSV, "--hw", "missing.toml"], "hardware profile file 'missing.toml' not found"),
-    (["analyze", CSV, "--peak-flops", "4.6T"], "needs both --peak-flops and --mem-bw"),
+    (["analyze", CSV, "--peak-flops", "0"], "--peak-flops must be > 0"),  # one number alone: a100 + what-if
     (["analyze", CSV, "--mem-bw", "fast"], "--mem-bw: cannot parse 'fast'"),
     (["analyze", CSV, "--format", "pdf"], "unknown format 'pdf'"),
     (["analyze", CSV, "-o", "/nonexistent/dir/r.md"], "directory /nonexistent/dir does not exist"),

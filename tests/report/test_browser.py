@@ -93,6 +93,9 @@ def test_compare_page_loads_and_sorts(browser, round_hw, tmp_path):
     assert page.eval(order) == "round,round+peak+bw"
     page.eval("document.querySelectorAll('table.compare th')[1].click()")  # ascending: the faster one first
     assert page.eval(order) == "round+peak+bw,round"
+    # a wide table scrolls inside its box: the page itself never overflows a 1400 px window
+    page.screenshot(width=1400)
+    assert page.eval("document.documentElement.scrollWidth <= 1400")
 
 
 LABEL_BOXES = """Array.from(document.querySelectorAll('#chart g.pts[data-level=layer] .pt-lab'))
