@@ -8,7 +8,8 @@ FLOPs and bytes) into one row summing them, with ``repeat`` = how many were fold
 A row holding a parent module's own ops (``model``, the ops directly in ``model.layers.3`` when the table goes one
 level deeper: the residual adds) or the ops outside every module (``(top)``) is labelled with what it holds:
 ``model.layers.* ×32 (block's own ops: add ×2)``.  Rows keep the :attr:`graphroof.analysis.Analysis.layers` fields
-(re-rolled through the one rollup of :mod:`graphroof.layers`) plus ``repeat`` and ``label``.
+(re-rolled through the one rollup of :mod:`graphroof.layers`) plus ``repeat`` and ``label``, in the order their
+first op with work runs (topological order, whatever order an exporter listed constants in).
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ def display_layers(a, fold: bool = True) -> list[dict[str, Any]]:
             groups = rollup(a.graph, a.hw, a.depth, key=lambda s: key.get(s, s))
             rows = [{**layer_row(g, a.hw, a.totals.t_lower_s), "repeat": g.repeat} for g in groups]
     rows = [{**r, "repeat": r.get("repeat", 1)} for r in rows]
+    # topological order of the work: a layer sits where its first op with FLOPs or bytes runs (an exporter may
+    # hoist a later layer's constants or shape ops to the top of the graph, which must not move its row up)
+    pos = {r["name"]: i for i, r in enumerate(a.ops)}
+    work = {r["name"] for r in a.ops if r["flops"] or r["bytes"]}
+
+    def first_work(row):
+        idx = [pos[n] for n in row["ops"] if n in work and n in pos]
+        return min(idx) if idx else min((pos.get(n, 0) for n in row["ops"]), default=0)
+
+    rows.sort(key=first_work)
     names = [r["name"] for r in rows]
     parents = {n for n in names if any(m.startswith(n + ".") for m in names)}
     return [{**r, "label": label_of(r, parents)} for r in rows]

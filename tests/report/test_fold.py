@@ -112,3 +112,14 @@ def test_ops_view_groups_the_same_op_across_blocks(round_hw):
     assert rows["flat"]["module"] == "(top)"
     assert len(display_ops(a, fold=False)) == len(a.ops)
     assert sum(r["time_s"] for r in display_ops(a)) == pytest.approx(a.totals.t_lower_s)
+
+
+def test_rows_follow_the_first_op_with_work(round_hw):
+    # an exporter hoisted layer B's constant (no work) above layer A: B's row must still come after A's
+    g = OpGraph("hoisted")
+    g.add_op(node("table.op", name="b_const", scope="B", flops=0, bytes=0, kind="vector", compute_dtype="bf16"))
+    g.add_op(node("table.op", name="a_mm", scope="A", flops=1e9, bytes=1e6, kind="matrix", compute_dtype="bf16"))
+    g.add_op(node("table.op", name="b_mm", scope="B", flops=1e9, bytes=1e6, kind="matrix", compute_dtype="bf16"))
+    a = count_graph(g, round_hw, depth=1)
+    assert [r["name"] for r in a.layers] == ["B", "A"]              # first-seen rollup order
+    assert [r["name"] for r in display_layers(a)] == ["A", "B"]     # the report: order of the work
