@@ -197,18 +197,20 @@ _CHAR_W, _LINE_H = 6.2, 12.0   # 11 px system-ui: mean glyph advance and line bo
 _STRIP_H = 46                  # height of the no-FLOP / no-byte strip under the chart
 
 
-def text_box(x: float, y: float, text: str, anchor: str = "start") -> tuple[float, float, float, float]:
-    """(x0, y0, x1, y1) of an 11 px label with baseline at *y*."""
-    w = _CHAR_W * len(text)
+def text_box(x: float, y: float, text: str, anchor: str = "start", char_w: float = _CHAR_W,
+             line_h: float = _LINE_H) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) of a label with baseline at *y* (11 px SVG text by default)."""
+    w = char_w * len(text)
     x0 = x - w if anchor == "end" else (x - w / 2 if anchor == "middle" else x)
-    return (x0, y - _LINE_H + 3, x0 + w, y + 3)
+    return (x0, y - line_h + 3, x0 + w, y + 3)
 
 
 def _overlaps(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def place_labels(cands: list[dict[str, Any]], obstacles: list[tuple], area: tuple) -> list[dict[str, Any]]:
+def place_labels(cands: list[dict[str, Any]], obstacles: list[tuple], area: tuple, char_w: float = _CHAR_W,
+                 line_h: float = _LINE_H) -> list[dict[str, Any]]:
     """Greedy placement, biggest first: each candidate (``x``, ``y``, ``r``, ``text``) tries 8 spots around its
     point; the first whose box stays inside *area* and overlaps no obstacle and no placed label wins."""
     placed: list[dict[str, Any]] = []
@@ -219,7 +221,7 @@ def place_labels(cands: list[dict[str, Any]], obstacles: list[tuple], area: tupl
         spots = [(x + d, y + 4, "start"), (x - d, y + 4, "end"), (x, y - d - 2, "middle"), (x, y + d + 10, "middle"),
                  (x + d, y - d, "start"), (x - d, y - d, "end"), (x + d, y + d + 8, "start"), (x - d, y + d + 8, "end")]
         for lx, ly, anchor in spots:
-            box = text_box(lx, ly, c["text"], anchor)
+            box = text_box(lx, ly, c["text"], anchor, char_w, line_h)
             if box[0] < area[0] or box[2] > area[2] or box[1] < area[1] or box[3] > area[3]:
                 continue
             own = (x - r, y - r, x + r, y + r)
@@ -331,6 +333,33 @@ def _along(sx0: float, sy0: float, sx1: float, sy1: float, dist: float = 14.0, l
 
 # -- static image ----------------------------------------------------------------------------------------
 
+def _annotate_points(fig, ax, pts: list[Point], y0: int) -> None:
+    """Labels on the largest points of the PNG, placed in pixel space like the SVG's (no overlaps)."""
+    H = fig.get_size_inches()[1] * fig.dpi
+    pt_px = fig.dpi / 72.0
+    char_w, line_h = 7.0 * 0.55 * pt_px, 7.0 * 1.25 * pt_px
+    big = max((p.share for p in pts), default=1.0) or 1.0
+    items = []
+    for p in sorted(pts, key=lambda q: -q.share):
+        px, py = ax.transData.transform((p.intensity, max(p.perf, 10.0 ** y0)))
+        r = 1.2 * _radius(p.share, big) * fig.dpi / 72.0 / 2 * 1.1
+        items.append({"x": px, "y": H - py, "r": r, "text": p.label, "share": p.share})
+    bb = ax.get_window_extent()
+    area = (bb.x0 + 2, H - bb.y1 + 2, bb.x1 - 2, H - bb.y0 - 2)
+    obstacles = [(q["x"] - q["r"], q["y"] - q["r"], q["x"] + q["r"], q["y"] + q["r"]) for q in items]
+    for t in ax.texts:  # the roof labels
+        e = t.get_window_extent(fig.canvas.get_renderer())
+        obstacles.append((e.x0, H - e.y1, e.x1, H - e.y0))
+    leg = ax.get_legend()
+    if leg is not None:
+        e = leg.get_window_extent(fig.canvas.get_renderer())
+        obstacles.append((e.x0, H - e.y1, e.x1, H - e.y0))
+    cands = [q for q in items if q["share"] >= LABEL_MIN_SHARE][:LABEL_TOP]
+    for lab in place_labels(cands, obstacles, area, char_w, line_h):
+        x, y = ax.transData.inverted().transform((lab["lx"], H - lab["ly"]))
+        ax.annotate(lab["text"], (x, y), fontsize=7, color="#222", zorder=5,
+                    ha={"start": "left", "end": "right", "middle": "center"}[lab["anchor"]], va="baseline")
+
 def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: str = "") -> bytes:
     """The chart as PNG or SVG bytes, drawn with matplotlib's Agg canvas (no GUI, no pyplot state)."""
     if fmt not in ("png", "svg"):
@@ -358,8 +387,9 @@ def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: 
         ls = "-" if c.unit == "matrix" else "--"
         ax.plot([c.ridge, 10.0 ** x1], [c.peak_flops_per_s] * 2, color="#333" if c.used else "#999", lw=1.4, ls=ls)
         ax.plot([c.ridge], [c.peak_flops_per_s], marker="o", ms=4, color="#333", mfc="white")
-        ax.annotate(f"{c.key} {fmt_rate(c.peak_flops_per_s)} (ridge {c.ridge:.3g} FLOP/B)", (c.ridge, c.peak_flops_per_s),
-                    xytext=(4, 3), textcoords="offset points", ha="left", fontsize=7.5,
+        # the label sits above the right end of its roof, where points rarely are (none can be above a roof)
+        ax.annotate(f"{c.key} {fmt_rate(c.peak_flops_per_s)} (ridge {c.ridge:.3g} FLOP/B)", (10.0 ** x1, c.peak_flops_per_s),
+                    xytext=(-4, 3), textcoords="offset points", ha="right", fontsize=7.5,
                     color="#333" if c.used else "#888")
     pts = [p for p in cd.points if p.level == level]
     biggest = _biggest(cd).get(level, 1.0)
@@ -395,6 +425,7 @@ def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: 
                 xytext=(along * math.cos(theta) - above * math.sin(theta),
                         along * math.sin(theta) + above * math.cos(theta)),
                 fontsize=8, color="#333", rotation=math.degrees(theta), rotation_mode="anchor")
+    _annotate_points(fig, ax, pts, y0)
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None, "Creator": "graphroof"}
     fig.savefig(buf, format=fmt, metadata=meta)
