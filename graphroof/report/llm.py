@@ -89,6 +89,23 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     return [line]
 
 
+def memory_bar_text(c: LLMConfig, width: int = 50) -> str | None:
+    """``[█████████▓▓░·······]`` weights █, KV cache ▓, activations ░, free ·, ``|`` = capacity (when over it)."""
+    m = c.memory
+    if not m.capacity_bytes:
+        return None
+    scale = max(m.capacity_bytes, m.total_bytes)
+    cells = []
+    for ch, v in (("█", m.weight_bytes), ("▓", m.kv_cache_bytes), ("░", m.activation_peak_bytes)):
+        cells += [ch] * round(width * v / scale)
+    cap = round(width * m.capacity_bytes / scale)
+    cells += ["·"] * max(0, width - len(cells))
+    if m.total_bytes > m.capacity_bytes:
+        cells.insert(cap, "|")
+    return (f"[{''.join(cells[:width + 1])}] batch {c.batch}: weights █, KV cache ▓, activations ░, free · "
+            f"(bar = {fmt_bytes(scale)}{'; | = capacity' if m.total_bytes > m.capacity_bytes else ''})")
+
+
 def _phase_cols(phase: str, key: str, title: str) -> tuple[Column, ...]:
     def get(row):
         return row[phase]
@@ -142,6 +159,9 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     out.append("")
     for c in r.configs:
         out.extend(bullet + ln for ln in memory_lines(r, c))
+        bar = memory_bar_text(c)
+        if bar:
+            out.append(f"{bullet}`{bar}`" if markdown else bar)
     for c in r.configs:
         ctx = (f"decode past {c.decode.context[0]}..{c.decode.context[1]}" if r.kv_cache
                else f"decode recomputes seq {c.decode.context[0]}..{c.decode.context[1]}")

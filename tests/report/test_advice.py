@@ -98,3 +98,18 @@ def test_next_steps_in_every_format():
     assert "## Next steps" in render(r, "markdown")
     d = json.loads(render(r, "json"))
     assert {it["kind"] for it in d["next_steps"]} >= {"quantize", "batch"}
+
+
+def test_memory_bar_text():
+    from graphroof.report.llm import memory_bar_text
+
+    c = _est(batch=1).configs[0]
+    bar = memory_bar_text(c, width=50)
+    cells = bar[1:bar.index("]")]
+    # the toy's ~65 MB on an 80 GB A100 rounds to no full cell: all free
+    assert len(cells) == 50 and set(cells) == {"·"}
+    over = _est(batch=1, hw=_small_device(0.5 * c.memory.total_bytes)).configs[0]
+    bar = memory_bar_text(over, width=50)
+    cells = bar[1:bar.index("]")]
+    # scale = the total; capacity = half of it -> the | after cell 25; weights dominate the first cells
+    assert cells.index("|") == 25 and cells[0] == "█" and "| = capacity" in bar
