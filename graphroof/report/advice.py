@@ -241,11 +241,9 @@ def llm_advice(est, cfg=None) -> list[dict[str, Any]]:
 
 # -- rendering ------------------------------------------------------------------------------------------------
 
-def phases_advice(phases) -> list[dict[str, Any]]:
-    """Next steps of each phase of a report (the phase name is prefixed when there are several)."""
-    from .content import as_phases
-
-    ph = as_phases(phases)
+def phases_advice(ph) -> list[dict[str, Any]]:
+    """Next steps of each phase (``.name``, ``.analysis``) of a report; the phase name prefixes the text when
+    there are several."""
     out = []
     for p in ph:
         for it in analysis_advice(p.analysis):
