@@ -459,12 +459,35 @@ def calibrate(device: str = "cpu", plan: Plan | None = None, *, clock: Clock | N
         progress("probing each dtype at a small size")
     benches = _benchmarks(kernels, plan, skipped, clock, notes)
     results = run_interleaved(benches, clock, plan, progress)
+    _mark_emulated(results, plan, notes)
     if host is None:
         from .host_kernels import host_info
 
         host = host_info(device, threads)
         host.update(load_1min=load, cpus=os.cpu_count())
     return Calibration(device, plan, results, host, skipped, notes)
+
+
+def _mark_emulated(results: list[Measurement], plan: Plan, notes: list[str]) -> None:
+    """The probe can miss an emulated dtype (a noisy first call of fp32): check again on the measured medians,
+    and mark a dtype whose best rate is more than ``emulated_factor`` x below fp32's."""
+    from dataclasses import replace
+
+    for kind in ("matrix", "vector"):
+        best: dict[str, float] = {}
+        for m in results:
+            if m.bench.kind == kind:
+                best[m.bench.dtype] = max(best.get(m.bench.dtype, 0.0), m.rate)
+        ref = best.get("fp32")
+        for m in results:
+            dt = m.bench.dtype
+            if (m.bench.kind == kind and dt != "fp32" and ref and not m.bench.emulated
+                    and best[dt] * plan.emulated_factor < ref):
+                m.bench = replace(m.bench, emulated=True, detail=m.bench.detail + " [emulated]")
+                msg = (f"{kind}.{dt} is emulated ({ref / best[dt]:.0f}x slower than fp32 measured): do not expect "
+                       "it to be faster than fp32 on this device")
+                if msg not in notes:
+                    notes.append(msg)
 
 
 def _load_1min() -> float | None:

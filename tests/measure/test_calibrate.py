@@ -322,3 +322,21 @@ def test_calibrate_help_has_no_rst_markup(capsys):
     text = capsys.readouterr().out
     assert "``" not in text and ":class:" not in text and ":func:" not in text
     assert "2 * n**3 FLOPs" in text
+
+
+def test_emulated_dtype_missed_by_the_probe_is_marked_from_the_medians():
+    from graphroof.measure.calibrate import Calibration, Measurement, _mark_emulated
+
+    fp32 = Benchmark("matrix.fp32", "matrix", "fp32", 1e9, "mm", lambda: None)
+    bf16 = Benchmark("matrix.bf16", "matrix", "bf16", 1e9, "mm", lambda: None)
+    fp64 = Benchmark("matrix.fp64", "matrix", "fp64", 1e9, "mm", lambda: None)
+    # fp32 1e9 FLOP in 20 ms = 50 GFLOP/s; bf16 in 1 s = 1 GFLOP/s (50x slower: emulated); fp64 in 40 ms (2x: native)
+    ms = [Measurement(fp32, [0.02] * 3, 1), Measurement(bf16, [1.0] * 3, 1), Measurement(fp64, [0.04] * 3, 1)]
+    notes: list[str] = []
+    _mark_emulated(ms, Plan(), notes)
+    assert [m.bench.emulated for m in ms] == [False, True, False]
+    assert notes == ["matrix.bf16 is emulated (50x slower than fp32 measured): do not expect it to be faster than "
+                     "fp32 on this device"]
+    assert ms[1].bench.detail == "mm [emulated]"
+    rows = Calibration("cpu", Plan(), ms, HOST).rows()
+    assert [r[0] for r in rows] == ["matrix.fp32", "matrix.bf16 (emulated)", "matrix.fp64"]
