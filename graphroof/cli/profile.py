@@ -22,6 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="an .onnx file (run with onnxruntime), 'pkg.module:factory', a zoo name or a "
                    "transformers config.json (built with random weights, run with PyTorch eager)")
     add_hw_options(p)
+    for action in p._actions:  # profile compares against THIS machine: no default profile makes sense
+        if action.dest == "hw":
+            action.help = ("required: a profile of this machine (from `graphroof calibrate -o my-cpu.yaml`), "
+                           "or give both --peak-flops and --mem-bw")
     add_model_options(p)
     p.add_argument("--device", default="cpu", help="where to run: cpu (the only one measured for now)")
     p.add_argument("--runs", type=int, default=None,

@@ -26,3 +26,11 @@ def test_mem_bw_alone_overrides_the_default_a100(capsys):
     assert main(["-q", "analyze", CSV, "--mem-bw", "1TB/s"]) == 0
     out = capsys.readouterr().out
     assert "NVIDIA A100" in out and "(bandwidth overridden); memory bandwidth 1.00 TB/s" in out
+
+
+def test_profile_help_says_hw_is_required_and_has_no_rst(capsys):
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    out = capsys.readouterr().out
+    assert "required: a profile of this machine" in out
+    assert "``" not in out and ":class:" not in out and ":func:" not in out
