@@ -114,11 +114,24 @@ def test_zoo_reports_label_points_without_overlap(browser, tmp_path, model, expe
     the screenshots are kept under docs/ (docs/screenshots/analyze-MODEL.png)."""
     import warnings
 
-    import graphroof
+    from graphroof.analysis import compare_devices
+    from graphroof.api import analyze_on_profiles
+    from graphroof.hardware import load_hardware
+    from graphroof.report import render, write_output
 
+    names = ["a100", "h100-sxm", "mi300x-192gb-oam", "jetson-agx-orin-64gb", "t4-16gb-pcie"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = graphroof.analyze(model, hw="a100")
+        analyses = analyze_on_profiles(model, [load_hardware(n) for n in names])
+    a = analyses[0]
+    # the compare page of the same model on 5 devices: no errors, never wider than a 1400 px window
+    cmp_out = tmp_path / f"{model}-compare.html"
+    write_output(render(compare_devices(analyses), "html"), cmp_out)
+    cpage = browser.open(cmp_out)
+    assert cpage.errors == []
+    cpng = cpage.screenshot(width=1400)
+    assert cpage.eval("document.documentElement.scrollWidth <= 1400")
+    assert cpage.eval("document.querySelectorAll('table.compare tbody tr').length") == 5
     out = tmp_path / f"{model}.html"
     write_report(a, "html", out)
     page = browser.open(out)
@@ -141,6 +154,7 @@ def test_zoo_reports_label_points_without_overlap(browser, tmp_path, model, expe
         docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
         docs.mkdir(parents=True, exist_ok=True)
         (docs / f"analyze-{model}.png").write_bytes(png)
+        (docs / f"compare-{model}.png").write_bytes(cpng)
     assert page.errors == []
 
 
