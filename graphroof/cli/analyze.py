@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernels", action="store_true", help="also list every kernel (terminal / markdown)")
     p.add_argument("--loop-trips", type=int, default=None, metavar="N",
                    help="ONNX: iterations to count for a Loop whose trip count is unknown or unbounded (default 1)")
+    p.add_argument("--no-fold", dest="fold", action="store_false",
+                   help="one row per repeated block (default: identical blocks folded into one row, "
+                        "'model.layers.* ×32')")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
     a = analyze(args.model, hw=hw, strict=args.strict, depth=args.depth, attention=args.attention,
                 causal=args.causal, runtime=args.runtime, progress=progress, **opts)
     progress(f"writing the {args.format} report")
-    write_report(a, args.format, args.output, ops=args.ops, top=args.top, kernels=args.kernels)
+    write_report(a, args.format, args.output, ops=args.ops, top=args.top, kernels=args.kernels, fold=args.fold)
     return 0

@@ -21,16 +21,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=None, help="profile name (default: the output file's stem, else 'local')")
     p.add_argument("--compare", action="append", metavar="PROFILE", default=None,
                    help="also print measured vs this profile (name, alias or file; repeatable)")
-    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke test, < 1 s)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes and few repeats: a smoke test of the pipeline (about 1 s of measuring); the "
+                        "profile is marked as a smoke profile")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds per benchmark (warm-up + samples; default 4, quick 0.05): fewer samples, and GEMM "
+                        "sizes skipped, when a kernel is slow")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--repeats", type=int, default=None, help="timed samples per benchmark (default 7; quick 3)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 2; quick 1)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 2; quick 0)")
     p.add_argument("--gemm-sizes", default=None, help="GEMM sizes n (n x n x n), comma-separated (default 1024,2048)")
     p.add_argument("--dtypes", default=None, help="dtypes to try, comma-separated from fp64,fp32,bf16,fp16 (default all)")
     from .options import module_doc
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "what is measured:" + module_doc("graphroof.measure.calibrate").split("What is measured", 1)[1].split(":", 1)[1].split(
+    from .options import plain_text
+
+    p.epilog = "what is measured:" + plain_text(module_doc("graphroof.measure.calibrate")).split("What is measured", 1)[1].split(":", 1)[1].split(
         "Timing goes through")[0]
 
 
@@ -47,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise InputError("--threads must be >= 1")
     refs = [load_hardware(c) for c in (args.compare or [])]  # bad names fail before minutes of measuring
-    plan = default_plan(args.quick, repeats=args.repeats, warmup=args.warmup,
+    plan = default_plan(args.quick, repeats=args.repeats, warmup=args.warmup, budget_s=args.budget,
                         gemm_sizes=parse_sizes(args.gemm_sizes, "--gemm-sizes"), dtypes=parse_dtypes(args.dtypes))
     plan.check()
     check_device(args.device)
@@ -63,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
                    disable_numparse=True), file=report)
     for s in cal.skipped:
         print(f"skipped {s}", file=report)
+    for s in cal.notes:
+        print(f"note: {s}", file=report)
+    for w in cal.warnings:
+        print(f"graphroof: warning: {w}", file=sys.stderr)
     for ref in refs:
         print(f"\nmeasured vs {ref.label} [{ref.name}] (profile peaks, not derated by its efficiency factors)",
               file=report)

@@ -67,8 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", default="flash", choices=("flash", "naive"), help="attention byte model")
     p.add_argument("--causal", default="kernel", choices=("kernel", "full"), help="causal attention counting")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
-    p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json"),
-                   help="terminal | markdown | json (default terminal)")
+    p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json", "html"),
+                   help="terminal | markdown | json | html (default terminal; html: one page with the batch sweep "
+                        "chart, memory bars and prefill / decode layer tables side by side)")
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
 
 

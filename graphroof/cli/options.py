@@ -10,7 +10,7 @@ from ..errors import InputError
 from ..units import parse_quantity
 
 __all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
-           "frontend_opts", "check_output_path", "module_doc"]
+           "frontend_opts", "check_output_path", "module_doc", "plain_text"]
 
 
 def module_doc(name: str) -> str:
@@ -41,6 +41,16 @@ def check_output_path(out: str) -> None:
         raise InputError(f"cannot write {out}: it is a directory; give a file name with -o")
 
 
+def plain_text(doc: str) -> str:
+    """A docstring excerpt for ``--help``: reST roles and literals (``:class:`x` ``, ````x````, ``*x*``) as plain text."""
+    import re
+
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    doc = re.sub(r"``([^`]+)``", r"\1", doc)
+    doc = re.sub(r"(?<![\w*])\*\*?([^*\s][^*]*?)\*\*?(?![\w*])", r"\1", doc)
+    return doc
+
+
 def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
     """``["batch=8", "seq=512"]`` -> ``{"batch": 8, "seq": 512}``."""
     out: dict[str, int] = {}
@@ -48,7 +58,10 @@ def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
         name, sep, val = it.partition("=")
         if not sep or not name.strip():
             raise InputError(f"--dim {it!r}: expected NAME=VALUE, e.g. --dim seq=512")
-        v = parse_quantity(val, f"--dim {name}")
+        try:
+            v = parse_quantity(val, f"--dim {name}")
+        except InputError:
+            v = -1.0
         if v < 0 or v != int(v):
             raise InputError(f"--dim {name}: must be a non-negative integer, got {val!r}")
         out[name.strip()] = int(v)
@@ -116,12 +129,17 @@ def hw_from_args(args: argparse.Namespace):
     for flag, v in (("--peak-flops", peak), ("--mem-bw", bw)):
         if v is not None and v <= 0:
             raise InputError(f"{flag} must be > 0")
-    return resolve_hardware(args.hw, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw, ideal=args.ideal,
+    hw = args.hw
+    if hw is None and (peak is None) != (bw is None):
+        hw = "a100"  # one what-if number alone: applied to the default profile, as --hw's help says
+    return resolve_hardware(hw, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw, ideal=args.ideal,
                             matmul_precision=getattr(args, "matmul_precision", None))
 
 
 def frontend_opts(args: argparse.Namespace) -> dict:
     opts: dict = {}
+    if getattr(args, "depth", None) is not None and args.depth < 1:
+        raise InputError(f"--depth must be >= 1 (1 = the top-level modules), got {args.depth}")
     dims = parse_dims(args.dim)
     if dims:
         opts["dims"] = dims

@@ -16,10 +16,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .options import module_doc
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "definitions:" + module_doc("graphroof.measure.run").split("Definitions (also printed with the report):", 1)[1]
+    from .options import plain_text
+
+    p.epilog = "definitions:" + plain_text(module_doc("graphroof.measure.run").split("Definitions (also printed with the report):", 1)[1])
     p.add_argument("model", help="an .onnx file (run with onnxruntime), 'pkg.module:factory', a zoo name or a "
                    "transformers config.json (built with random weights, run with PyTorch eager)")
     add_hw_options(p)
+    for action in p._actions:  # profile compares against THIS machine: no default profile makes sense
+        if action.dest == "hw":
+            action.help = ("required: a profile of this machine (from `graphroof calibrate -o my-cpu.yaml`), "
+                           "or give both --peak-flops and --mem-bw")
     add_model_options(p)
     p.add_argument("--device", default="cpu", help="where to run: cpu (the only one measured for now)")
     p.add_argument("--runs", type=int, default=None,
@@ -59,4 +65,9 @@ def run(args: argparse.Namespace) -> int:
                       attention=args.attention, causal=args.causal, overhead_factor=args.overhead_factor,
                       strict=args.strict, **opts)
     write_output(render(c, args.format, ops=args.ops, top=args.top), args.output)
+    bad = c.summary.get("bad_profile")
+    if bad:
+        import sys
+
+        print(f"graphroof: warning: {bad['message']}", file=sys.stderr)
     return 0

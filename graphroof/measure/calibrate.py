@@ -20,6 +20,14 @@ so a sample lasts at least ``min_sample_s``); the rate is ``work / (sample / inn
 round-robin over the benchmarks (:func:`run_interleaved`), so a slow spell on a shared machine spreads over
 many benchmarks' samples, where the median discards it, instead of filling one benchmark's.
 
+Every benchmark has a time budget (``Plan.budget_s``: warm-up, autorange and samples together; fewer samples
+are taken when one is slow, and a GEMM size whose single call would not fit is skipped with a note), so a run
+ends in about ``budget_s`` x the number of benchmarks at most; the progress lines give an ETA.  Every dtype is
+first probed at a small size (two calls); one whose rate there is more than ``emulated_factor`` x below fp32's is
+marked *emulated* (no native kernels, e.g. bf16/fp16 GEMM on an AVX2-only CPU) and measured at the probe size
+only.  Warnings (a loaded machine, a spread above 30 %, a ``--quick`` smoke profile) are printed and kept in
+the profile's notes.
+
 Timing goes through a :class:`Clock` (``now`` + ``sync``) and kernels come from a kernel factory, so the
 logic is tested with a fake clock and fake kernels.  A CPU run never calls a CUDA API: the CUDA clock and
 kernels are only built for ``device="cuda"``, after ``torch.cuda.is_available()`` said yes.
@@ -28,6 +36,7 @@ kernels are only built for ``device="cuda"``, after ``torch.cuda.is_available()`
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -78,15 +87,21 @@ class Plan:
     warmup: int = 2
     repeats: int = 7
     min_sample_s: float = 0.02
+    budget_s: float | None = 4.0   # per benchmark: warm-up + autorange + samples (None: no limit)
+    emulated_factor: float = 8.0   # a dtype this many times slower than fp32 at the probe size is "emulated"
+    probe_gemm: int = 256          # GEMM size of the per-dtype probe (capped by the smallest GEMM size)
+    smoke: bool = False            # a --quick run: the profile says it is not representative
 
     @classmethod
     def quick(cls) -> Plan:
-        return cls(gemm_sizes=(256,), fma_bytes=(64 * 1024,), copy_bytes=16 * 10**6, warmup=1, repeats=3,
-                   min_sample_s=0.002)
+        return cls(gemm_sizes=(128,), fma_bytes=(32 * 1024,), copy_bytes=8 * 10**6, warmup=0, repeats=3,
+                   min_sample_s=0.001, budget_s=0.05, probe_gemm=128, smoke=True)
 
     def check(self) -> None:
         if self.repeats < 1 or self.warmup < 0:
             raise InputError("calibrate: --repeats must be >= 1 and --warmup >= 0")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise InputError("calibrate: --budget must be > 0 seconds")
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,7 @@ class Benchmark:
     work: float     # FLOPs or bytes per call (1 for "launch": the rate is calls/s)
     detail: str     # what ran, e.g. "torch.mm 2048x2048 @ 2048x2048"
     fn: Callable[[], Any]
+    emulated: bool = False  # far slower than fp32 at the probe size: no native kernels for this dtype
 
 
 @dataclass
@@ -140,10 +156,21 @@ def time_samples(fn: Callable[[], Any], clock: Clock, *, warmup: int, repeats: i
 
 def autorange(fn: Callable[[], Any], clock: Clock, min_sample_s: float, max_inner: int = 100_000) -> int:
     """Calls per sample so that one sample lasts at least *min_sample_s* (from one timed call)."""
+    return _autorange(fn, clock, min_sample_s, max_inner)[0]
+
+
+def _autorange(fn, clock: Clock, min_sample_s: float, max_inner: int = 100_000) -> tuple[int, float]:
     (t,) = time_samples(fn, clock, warmup=0, repeats=1)
     if t >= min_sample_s:
-        return 1
-    return int(min(max_inner, math.ceil(min_sample_s / max(t, 1e-9))))
+        return 1, t
+    return int(min(max_inner, math.ceil(min_sample_s / max(t, 1e-9)))), t
+
+
+def budget_repeats(plan: Plan, spent_s: float, sample_s: float) -> int:
+    """Samples that fit in what is left of the benchmark's budget (at least 1, at most ``plan.repeats``)."""
+    if plan.budget_s is None:
+        return plan.repeats
+    return max(1, min(plan.repeats, int((plan.budget_s - spent_s) / max(sample_s, 1e-12))))
 
 
 def run_benchmark(b: Benchmark, clock: Clock, plan: Plan) -> Measurement:
@@ -158,33 +185,103 @@ def run_interleaved(benches: Sequence[Benchmark], clock: Clock, plan: Plan,
     """Warm up and autorange every benchmark, then take the samples round-robin (sample k of every benchmark,
     then sample k + 1 ...), so a slow spell of a shared machine lands on a few samples of many benchmarks
     instead of all the samples of one, and the medians stay put."""
-    inners = []
-    for b in benches:
+    inners, reps = [], []
+    if progress and plan.budget_s is not None:
+        progress(f"{len(benches)} benchmarks, at most ~{plan.budget_s:g} s each: done in "
+                 f"< {_fmt_s(len(benches) * plan.budget_s)}")
+    for k, b in enumerate(benches, 1):
         if progress:
-            progress(f"{b.key}: {b.detail}")
+            progress(f"[{k}/{len(benches)}] {b.key}: {b.detail}")
+        t0 = clock.now()
         for _ in range(plan.warmup):
+            if plan.budget_s is not None and clock.now() - t0 > plan.budget_s / 3:
+                break  # a slow kernel: its first calls were warm-up enough
             b.fn()
-        inners.append(autorange(b.fn, clock, plan.min_sample_s))
+        inner, t1 = _autorange(b.fn, clock, plan.min_sample_s)
+        inners.append(inner)
+        reps.append((budget_repeats(plan, clock.now() - t0, inner * t1), inner * t1))
+    if progress:
+        eta = sum(n * c for n, c in reps)
+        progress(f"sampling round-robin ({max(n for n, _ in reps)} rounds): ETA ~{_fmt_s(eta)}")
     samples: list[list[float]] = [[] for _ in benches]
-    for _ in range(plan.repeats):
+    for r in range(plan.repeats):
         for i, b in enumerate(benches):
-            samples[i] += time_samples(b.fn, clock, warmup=0, repeats=1, inner=inners[i])
+            if r < reps[i][0]:
+                samples[i] += time_samples(b.fn, clock, warmup=0, repeats=1, inner=inners[i])
     return [Measurement(b, s, n) for b, s, n in zip(benches, samples, inners)]
 
 
-def _benchmarks(kern, plan: Plan, skipped: list[str]) -> list[Benchmark]:
-    """All benchmarks of *plan*; a dtype the device cannot run is dropped with a line in *skipped*."""
+def _fmt_s(t: float) -> str:
+    return f"{t:.1f} s" if t < 10 else f"{t:.0f} s" if t < 120 else f"{t / 60:.1f} min"
+
+
+def _first_call_s(fn, clock: Clock, calls: int = 3, cap_s: float | None = None) -> float:
+    """The fastest of up to *calls* timed calls (the first one pays one-time setup; stop once *cap_s* is spent)."""
+    out: list[float] = []
+    for _ in range(calls):
+        out += time_samples(fn, clock, warmup=0, repeats=1)
+        if cap_s is not None and sum(out) > cap_s:
+            break
+    return min(out)
+
+
+def _benchmarks(kern, plan: Plan, skipped: list[str], clock: Clock | None = None,
+                notes: list[str] | None = None) -> list[Benchmark]:
+    """All benchmarks of *plan*; a dtype the device cannot run is dropped with a line in *skipped*.
+
+    Each (kind, dtype) is probed first at a small size (the smallest GEMM size, at most ``plan.probe_gemm``; the
+    smallest FMA size), fp32 before the others; a dtype whose probe rate is more than ``plan.emulated_factor``
+    times below fp32's is *emulated*: measured at the probe size only, with a line in *notes*.  A size whose one
+    call (estimated from the probe rate) would take over half the budget is skipped with a note."""
+    clock = clock or WallClock()
+    notes = notes if notes is not None else []
     out: list[Benchmark] = []
-    for dt in plan.dtypes:
-        for kind, sizes, make in (("matrix", plan.gemm_sizes, kern.gemm), ("vector", plan.fma_bytes, kern.fma)):
-            for n in sizes:
-                try:
-                    fn, work, detail = make(n, dt)
-                    fn()  # a dtype without kernels on this device raises here
-                except (RuntimeError, NotImplementedError, TypeError) as e:
+    order = sorted(plan.dtypes, key=lambda d: d != "fp32")
+    for kind, sizes, make in (("matrix", plan.gemm_sizes, kern.gemm), ("vector", plan.fma_bytes, kern.fma)):
+        probe_n = min(min(sizes), plan.probe_gemm) if kind == "matrix" else min(sizes)
+        rates: dict[str, float] = {}
+        probes: dict[str, tuple] = {}
+        for dt in (["fp32"] if "fp32" not in order else []) + order:
+            try:
+                fn, work, detail = make(probe_n, dt)
+                t = _first_call_s(fn, clock, cap_s=(plan.budget_s or 10.0) / 4)  # a dtype without kernels on this device raises here
+            except (RuntimeError, NotImplementedError, TypeError) as e:
+                if dt in plan.dtypes:
                     skipped.append(f"{kind}.{dt}: {str(e).splitlines()[0][:120]}")
-                    break
-                out.append(Benchmark(f"{kind}.{dt}", kind, dt, work, detail, fn))
+                continue
+            rates[dt] = work / max(t, 1e-12)
+            probes[dt] = (fn, work, detail)
+        ref = rates.get("fp32")
+        by_dt: dict[str, list[Benchmark]] = {}
+        for dt in plan.dtypes:
+            if dt not in rates:
+                continue
+            key = f"{kind}.{dt}"
+            if dt != "fp32" and ref and rates[dt] * plan.emulated_factor < ref:
+                fn, work, detail = probes[dt]
+                slow = ref / rates[dt]
+                notes.append(f"{key} is emulated ({slow:.0f}x slower than fp32 at {detail}): measured briefly at "
+                             "that size only; do not expect it to be faster than fp32 on this device")
+                by_dt[dt] = [Benchmark(key, kind, dt, work, f"{detail} [emulated]", fn, emulated=True)]
+                continue
+            lst: list[Benchmark] = []
+            for n in sizes:
+                if n == probe_n:
+                    fn, work, detail = probes[dt]
+                else:
+                    fn, work, detail = make(n, dt)
+                    est = work / rates[dt]
+                    if plan.budget_s is not None and est * 2 > plan.budget_s:
+                        notes.append(f"{key} size {n} skipped: one call would take ~{_fmt_s(est)}, over half the "
+                                     f"{plan.budget_s:g} s budget")
+                        continue
+                lst.append(Benchmark(key, kind, dt, work, detail, fn))
+            if not lst:  # every size too slow: the probe size stands in
+                fn, work, detail = probes[dt]
+                lst.append(Benchmark(key, kind, dt, work, detail, fn))
+            by_dt[dt] = lst
+        for dt in plan.dtypes:
+            out += by_dt.get(dt, [])
     fn, work, detail = kern.copy(plan.copy_bytes)
     out.append(Benchmark("memory", "memory", "fp32", work, detail, fn))
     fn, work, detail = kern.tiny()
@@ -203,6 +300,27 @@ class Calibration:
     measurements: list[Measurement]
     host: dict[str, Any]
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # emulated dtypes, sizes over the budget
+
+    #: A benchmark whose samples spread more than this ((max - min) / median) gets a warning.
+    SPREAD_WARN = 0.30
+
+    @property
+    def warnings(self) -> list[str]:
+        """What makes this profile doubtful: a loaded machine, noisy benchmarks, a --quick smoke run."""
+        out = []
+        if self.plan.smoke:
+            out.append("smoke profile (--quick): tiny sizes and few samples; the rates are not representative of "
+                       "this device, use it to test the pipeline only")
+        load, cpus = self.host.get("load_1min"), self.host.get("cpus")
+        if load is not None and cpus and load > 0.75 * cpus:
+            out.append(f"the machine was loaded when calibrate started (1-min load average {load:.2f} on {cpus} "
+                       "CPUs): rates may be low and noisy; re-run on an idle machine")
+        noisy = [m for m in self._best_all() if len(m.samples_s) >= 3 and m.spread > self.SPREAD_WARN]
+        if noisy:
+            out.append("noisy: " + ", ".join(f"{m.bench.key} spread {100 * m.spread:.0f}%" for m in noisy)
+                       + f" (> {100 * self.SPREAD_WARN:.0f}%): another process competed for the device; re-run")
+        return out
 
     def best(self, key: str) -> Measurement | None:
         """The fastest (highest median rate) measurement with this key over the sizes tried."""
@@ -246,10 +364,13 @@ class Calibration:
         if h.get("cache_bytes"):
             mem["onchip_cache_bytes"] = h["cache_bytes"]
         spreads = ", ".join(f"{m.bench.key} {100 * m.spread:.1f}%" for m in self._best_all())
+        smoke = " SMOKE PROFILE (--quick), not representative" if p.smoke else ""
+        extra = [f"skipped: {'; '.join(self.skipped)}"] if self.skipped else []
+        extra += self.notes + [f"WARNING: {w}" for w in self.warnings]
         d: dict[str, Any] = {
             "name": name,
-            "display_name": f"{h['model']} (measured, {h['threads']} threads)" if h["kind"] == "cpu"
-            else f"{h['model']} (measured)",
+            "display_name": (f"{h['model']} (measured, {h['threads']} threads)" if h["kind"] == "cpu"
+                             else f"{h['model']} (measured)") + smoke,
             "vendor": h.get("vendor", ""),
             "kind": h["kind"],
             "matrix_peak_flops_per_s": {k: self._r(v) for k, v in self.peaks("matrix").items()},
@@ -265,8 +386,7 @@ class Calibration:
                 "efficiency": f"{stamp}; factors 1.0 because the peaks above are measured (achievable) rates; "
                               f"launch_overhead_s = {self.best('launch').bench.detail}",
             },
-            "notes": f"sample spread (max-min)/median: {spreads}"
-                     + (f"; skipped: {'; '.join(self.skipped)}" if self.skipped else ""),
+            "notes": "; ".join([f"sample spread (max-min)/median: {spreads}", *extra]),
         }
         return d
 
@@ -279,6 +399,8 @@ class Calibration:
 
         head = ("# graphroof hardware profile written by `graphroof calibrate`; use it with --hw THIS_FILE.\n"
                 "# Rates are measured medians on this machine (see sources); edit freely.\n")
+        if self.plan.smoke:
+            head += "# SMOKE PROFILE from `calibrate --quick`: tiny sizes, not representative of this device.\n"
         return head + yaml.safe_dump(self.profile_dict(name), sort_keys=False, width=120, allow_unicode=True)
 
     def profile(self, name: str = "local"):
@@ -295,7 +417,7 @@ class Calibration:
         out = []
         for m in self._best_all():
             unit = {"memory": "B/s", "launch": "call/s"}.get(m.bench.kind, "FLOP/s")
-            out.append([m.bench.key, m.bench.detail, fmt_time(m.median_s), fmt_rate(m.rate, unit),
+            out.append([m.bench.key + (" (emulated)" if m.bench.emulated else ""), m.bench.detail, fmt_time(m.median_s), fmt_rate(m.rate, unit),
                         f"{100 * m.spread:.1f}%", str(m.inner)])
         return out
 
@@ -330,14 +452,49 @@ def calibrate(device: str = "cpu", plan: Plan | None = None, *, clock: Clock | N
         if clock is None:
             clock = WallClock(torch.cuda.synchronize if device == "cuda" else None)
     clock = clock or WallClock()
+    load = _load_1min()  # before we load the machine ourselves
     skipped: list[str] = []
-    benches = _benchmarks(kernels, plan, skipped)
+    notes: list[str] = []
+    if progress:
+        progress("probing each dtype at a small size")
+    benches = _benchmarks(kernels, plan, skipped, clock, notes)
     results = run_interleaved(benches, clock, plan, progress)
+    _mark_emulated(results, plan, notes)
     if host is None:
         from .host_kernels import host_info
 
         host = host_info(device, threads)
-    return Calibration(device, plan, results, host, skipped)
+        host.update(load_1min=load, cpus=os.cpu_count())
+    return Calibration(device, plan, results, host, skipped, notes)
+
+
+def _mark_emulated(results: list[Measurement], plan: Plan, notes: list[str]) -> None:
+    """The probe can miss an emulated dtype (a noisy first call of fp32): check again on the measured medians,
+    and mark a dtype whose best rate is more than ``emulated_factor`` x below fp32's."""
+    from dataclasses import replace
+
+    for kind in ("matrix", "vector"):
+        best: dict[str, float] = {}
+        for m in results:
+            if m.bench.kind == kind:
+                best[m.bench.dtype] = max(best.get(m.bench.dtype, 0.0), m.rate)
+        ref = best.get("fp32")
+        for m in results:
+            dt = m.bench.dtype
+            if (m.bench.kind == kind and dt != "fp32" and ref and not m.bench.emulated
+                    and best[dt] * plan.emulated_factor < ref):
+                m.bench = replace(m.bench, emulated=True, detail=m.bench.detail + " [emulated]")
+                msg = (f"{kind}.{dt} is emulated ({ref / best[dt]:.0f}x slower than fp32 measured): do not expect "
+                       "it to be faster than fp32 on this device")
+                if msg not in notes:
+                    notes.append(msg)
+
+
+def _load_1min() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):  # not on this platform
+        return None
 
 
 def compare_rows(cal: Calibration, ref) -> list[list[str]]:

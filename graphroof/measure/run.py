@@ -225,7 +225,24 @@ class MeasuredComparison:
             "bound_wrong_share": by_class["wrong_bound"] / meas_total if meas_total else None,
             "bound_overhead_share": by_class["overhead"] / meas_total if meas_total else None,
             "overhead_factor": self.k,
+            "bad_profile": self._bad_profile(rows),
         }
+
+    #: A layer measured faster than this multiple of its roofline ceiling means the --hw profile is wrong.
+    BAD_PROFILE_ROOF = 1.5
+
+    def _bad_profile(self, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The layer furthest above its ceiling when one ran at > 150 % of it (a roofline is an upper bound, so
+        the profile's peaks are too low: a --quick smoke profile, or one calibrated on a loaded machine)."""
+        over = [r for r in rows if (r["roof_fraction"] or 0) > self.BAD_PROFILE_ROOF]
+        if not over:
+            return None
+        worst = max(over, key=lambda r: r["roof_fraction"])
+        return {"n_layers": len(over), "worst_layer": worst["name"], "worst_roof_fraction": worst["roof_fraction"],
+                "message": f"bad profile: {len(over)} layer(s) ran above 150% of their roofline ceiling (worst "
+                           f"{worst['name']} at {100 * worst['roof_fraction']:.0f}%); a roofline is an upper bound, "
+                           f"so the peaks of --hw {self.a.hw.name} are too low for this device: re-run "
+                           "`graphroof calibrate` on an idle machine, without --quick"}
 
     # -- output ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -142,7 +142,9 @@ def run_torch(module, inputs: Any, graph, *, runs: int | None = None, warmup: in
         hooks = _ScopeHooks(module)
         try:
             call_module(module, inputs)  # one pass with hooks installed, untimed
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+            from .quiet import filtered_native_stderr
+
+            with filtered_native_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
                 for k in range(runs):
                     with torch.autograd.profiler.record_function(f"{_ITER}{k}"):
                         call_module(module, inputs)

@@ -37,7 +37,7 @@ def _check_format(fmt: str) -> None:
 FORMATS_BY_KIND = {
     "analysis": FORMATS,
     "compare": ("terminal", "markdown", "json", "csv", "html"),
-    "llm": ("terminal", "markdown", "json"),
+    "llm": ("terminal", "markdown", "json", "html"),
     "measured": ("terminal", "markdown", "json", "html"),
     "sweep": ("terminal", "markdown", "json", "csv", "html", "png"),
 }
@@ -68,6 +68,13 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
         raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(allowed)}")
     if kind == "analysis":
         return render_text(result, fmt, **opts)
+    if fmt == "json" and kind == "llm":
+        import json
+
+        from ..units import json_safe
+        from .advice import llm_advice
+
+        return json.dumps({**result.to_dict(), "next_steps": json_safe(llm_advice(result))}, indent=2) + "\n"
     if fmt == "json":
         return result.to_json() + "\n"
     if kind == "sweep":
@@ -78,6 +85,10 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
         from .compare import render_compare
 
         return render_compare(result, fmt)
+    if kind == "llm" and fmt == "html":
+        from .llm_html import render_llm_html
+
+        return render_llm_html(result)
     if kind == "llm":
         from .llm import render_llm
 
@@ -105,7 +116,7 @@ def render_text(analysis, fmt: str = "terminal", **opts) -> str:
     if fmt == "html":
         from .html import render_html
 
-        return render_html(analysis)
+        return render_html(analysis, fold=opts.get("fold", True))
     if fmt == "markdown":
         from .markdown import render_markdown
 
@@ -122,7 +133,7 @@ def chart_image_path(out: str | os.PathLike) -> Path:
 
 
 def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
-                  top: int | None = None, kernels: bool = False) -> list[tuple[str | bytes, str]]:
+                  top: int | None = None, kernels: bool = False, fold: bool = True) -> list[tuple[str | bytes, str]]:
     """Render *phases* (an Analysis or ``[(name, Analysis), ...]``) as ``[(data, path), ...]`` to write.
 
     A markdown report written to a path gets the roofline PNG beside it (when matplotlib is installed).
@@ -144,20 +155,23 @@ def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "
                 image = img.name
             except ReportError as e:  # no matplotlib: the report still works without its picture
                 warnings.warn(f"{e}; the markdown report has no chart image", GraphroofWarning, stacklevel=2)
-        text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"))
+        text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"),
+                               fold=fold)
         return [(text, str(out)), *files]
     opts: dict[str, Any] = {}
     if fmt == "terminal":
-        opts = {"ops": ops, "top": top, "kernels": kernels}
+        opts = {"ops": ops, "top": top, "kernels": kernels, "fold": fold}
     elif fmt == "csv":
         opts = {"ops": ops}
+    elif fmt == "html":
+        opts = {"fold": fold}
     return [(render_text(phases, fmt, **opts), str(out))]
 
 
 def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
-                 top: int | None = None, kernels: bool = False) -> list[str]:
+                 top: int | None = None, kernels: bool = False, fold: bool = True) -> list[str]:
     """Render and write; returns the paths written (``-`` for stdout)."""
-    files = render_report(phases, fmt, out, ops=ops, top=top, kernels=kernels)
+    files = render_report(phases, fmt, out, ops=ops, top=top, kernels=kernels, fold=fold)
     write_outputs(files)
     return [p for _, p in files]
 

@@ -6,7 +6,12 @@ and points (one per layer and one per op: x = arithmetic intensity, y = FLOPs / 
 so every name is autoescaped); :func:`render_static` draws the same chart with matplotlib (Agg) as PNG / SVG.
 
 Items with no FLOPs (intensity 0) or no bytes (intensity inf) have no place on log axes; they are counted in
-``ChartData.skipped`` and the reports say so.
+``ChartData.skipped`` and drawn on a strip under the chart (``ChartData.strip``), sized by time share.
+
+Layer points are the folded layer rows (:mod:`.fold`): ``model.layers.* ×32`` is one point with a ``×32`` badge.
+The points that matter (the largest time shares) get a text label, placed by :func:`place_labels` beside the
+point where it overlaps no other label, roof label, legend or point; a label with no free place is left out
+(the tooltip still names the point).
 """
 
 from __future__ import annotations
@@ -52,9 +57,14 @@ class Point:
     time_s: float
     share: float
     bound: str
+    repeat: int = 1     # folded blocks in this layer point (the ×N badge)
+
+    @property
+    def label(self) -> str:
+        return self.name + (f" ×{self.repeat}" if self.repeat > 1 else "")
 
     def tooltip(self, phase_name: str) -> str:
-        return (f"{self.name}\n{self.kind} · {phase_name}\nFLOPs {fmt_flops(self.flops)}\nbytes "
+        return (f"{self.name}\n{self.kind}{f' · ×{self.repeat} identical blocks' if self.repeat > 1 else ''} · {phase_name}\nFLOPs {fmt_flops(self.flops)}\nbytes "
                 f"{fmt_bytes(self.bytes)}\nintensity {self.intensity:.3g} FLOP/B\nachieved {fmt_rate(self.perf)}"
                 f"\ntime {fmt_time(self.time_s)} ({100 * self.share:.1f}%)\n{self.bound}-bound")
 
@@ -68,6 +78,8 @@ class ChartData:
     phases: list[str]
     #: (phase, level) -> (items not plotted, their time share)
     skipped: dict[tuple[int, str], tuple[int, float]] = field(default_factory=dict)
+    #: the items with work but no FLOPs or no bytes (intensity 0 or inf): drawn on the strip under the chart
+    strip: list[Point] = field(default_factory=list)
 
     def skipped_notes(self, level: str) -> list[str]:
         out = []
@@ -100,24 +112,30 @@ def chart_data(phases) -> ChartData:
         keys.setdefault(key, hw.peak(unit, dt)[0])
     ceilings = sorted((Ceiling(k, k.split(".")[0], v, v / bw, k in used) for k, v in keys.items() if v > 0),
                       key=lambda c: -c.peak_flops_per_s)
+    from .fold import display_layers
+
     points: list[Point] = []
+    strip: list[Point] = []
     skipped: dict[tuple[int, str], tuple[int, float]] = {}
     for i, p in enumerate(phases):
         a = p.analysis
-        for level, rows in (("layer", a.layers), ("op", a.ops)):
+        for level, rows in (("layer", display_layers(a)), ("op", a.ops)):
             n_skip, share_skip = 0, 0.0
             for r in rows:
                 ai, t = r["intensity"], r["time_s"]
+                kind = r["op"] if level == "op" else f"{r['n_ops']} op{'s' if r['n_ops'] != 1 else ''}"
+                rep = int(r.get("repeat", 1) or 1)
                 if not r["flops"] or not r["bytes"] or not t or ai is None or not math.isfinite(ai):
                     if r["flops"] or r["bytes"]:
                         n_skip += 1
                         share_skip += r["share"]
+                        strip.append(Point(i, level, r["name"], kind, r["flops"], r["bytes"], ai or 0.0,
+                                           r["flops"] / t if t else 0.0, t, r["share"], r["bound"], rep))
                     continue
-                kind = r["op"] if level == "op" else f"{r['n_ops']} op{'s' if r['n_ops'] != 1 else ''}"
                 points.append(Point(i, level, r["name"], kind, r["flops"], r["bytes"], ai, r["flops"] / t, t,
-                                    r["share"], r["bound"]))
+                                    r["share"], r["bound"], rep))
             skipped[(i, level)] = (n_skip, share_skip)
-    return ChartData(hw.label, bw, ceilings, points, [p.name for p in phases], skipped)
+    return ChartData(hw.label, bw, ceilings, points, [p.name for p in phases], skipped, strip)
 
 
 # -- SVG layout -------------------------------------------------------------------------------------------
@@ -173,6 +191,59 @@ def _ranges(cd: ChartData) -> tuple[float, float, float, float]:
     return x0, max(x1, x0 + 1), y0, max(y1, y0 + 1)
 
 
+#: Labelled points per level: the largest time shares, at least this share each.
+LABEL_TOP, LABEL_MIN_SHARE = 8, 0.01
+_CHAR_W, _LINE_H = 6.2, 12.0   # 11 px system-ui: mean glyph advance and line box (px)
+_STRIP_H = 46                  # height of the no-FLOP / no-byte strip under the chart
+
+
+def text_box(x: float, y: float, text: str, anchor: str = "start", char_w: float = _CHAR_W,
+             line_h: float = _LINE_H) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) of a label with baseline at *y* (11 px SVG text by default)."""
+    w = char_w * len(text)
+    x0 = x - w if anchor == "end" else (x - w / 2 if anchor == "middle" else x)
+    return (x0, y - line_h + 3, x0 + w, y + 3)
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def place_labels(cands: list[dict[str, Any]], obstacles: list[tuple], area: tuple, char_w: float = _CHAR_W,
+                 line_h: float = _LINE_H) -> list[dict[str, Any]]:
+    """Greedy placement, biggest first: each candidate (``x``, ``y``, ``r``, ``text``) tries 8 spots around its
+    point; the first whose box stays inside *area* and overlaps no obstacle and no placed label wins."""
+    placed: list[dict[str, Any]] = []
+    boxes = list(obstacles)
+    for c in cands:
+        x, y, r = c["x"], c["y"], c["r"]
+        d = r + 3
+        spots = [(x + d, y + 4, "start"), (x - d, y + 4, "end"), (x, y - d - 2, "middle"), (x, y + d + 10, "middle"),
+                 (x + d, y - d, "start"), (x - d, y - d, "end"), (x + d, y + d + 8, "start"), (x - d, y + d + 8, "end")]
+        for lx, ly, anchor in spots:
+            box = text_box(lx, ly, c["text"], anchor, char_w, line_h)
+            if box[0] < area[0] or box[2] > area[2] or box[1] < area[1] or box[3] > area[3]:
+                continue
+            own = (x - r, y - r, x + r, y + r)
+            if any(_overlaps(box, o) for o in boxes if o != own):
+                continue
+            boxes.append(box)
+            placed.append({**c, "lx": round(lx, 1), "ly": round(ly, 1), "anchor": anchor, "box": box})
+            break
+    return placed
+
+
+def _legend_y(bottom: float, top: float, n: int, roof_boxes: list[tuple]) -> float:
+    """Top y of the legend (n rows of 16 px) in the right margin: as low as possible, clear of roof labels."""
+    y = bottom - 16 * n - 4
+    while y > top:
+        box = (0, y - 8, 1e9, y + 16 * (n - 1) + 8)
+        if not any(_overlaps(box, (0, b[1], 1e9, b[3])) for b in roof_boxes):
+            return y
+        y -= 4
+    return bottom - 16 * n - 4
+
+
 def svg_geometry(cd: ChartData) -> dict[str, Any]:
     """Everything the template needs to draw the chart, in pixels (names stay plain text for autoescape)."""
     x0, x1, y0, y1 = _ranges(cd)
@@ -217,10 +288,35 @@ def svg_geometry(cd: ChartData) -> dict[str, Any]:
         x, y, r = X(p.intensity), Y(max(p.perf, 10.0 ** y0)), _radius(p.share, biggest[p.level])
         shape = PHASE_SHAPES[p.phase % len(PHASE_SHAPES)]
         pts.append({"level": p.level, "phase": p.phase, "name": p.name, "bound": p.bound, "shape": shape,
-                    "x": round(x, 1), "y": round(y, 1), "r": round(r, 1),
+                    "x": round(x, 1), "y": round(y, 1), "r": round(r, 1), "share": p.share, "text": p.label,
                     "d": "" if shape == "circle" else _shape_path(shape, x, y, r),
                     "color": BOUND_COLORS.get(p.bound, "#777"), "title": p.tooltip(cd.phases[p.phase])})
-    return {"width": _W, "height": _H, "left": _ML, "top": _MT, "pw": pw, "ph": ph, "xticks": xticks,
+    area = (_ML + 2, _MT + 2, _ML + pw - 2, _MT + ph - 2)
+    ridge_boxes = [text_box(r["x"] - 7, r["y"] - 5, r["ridge_label"], "end") for r in roofs]
+    labels = []
+    for level in ("layer", "op"):
+        lv = [q for q in pts if q["level"] == level]
+        obstacles = ridge_boxes + [(q["x"] - q["r"], q["y"] - q["r"], q["x"] + q["r"], q["y"] + q["r"]) for q in lv]
+        cands = [q for q in lv if q["share"] >= LABEL_MIN_SHARE][:LABEL_TOP]
+        labels += place_labels(cands, obstacles, area)
+    # the no-FLOP / no-byte strip: under the x-axis label, left to right by time share
+    strip_y = _H + _STRIP_H / 2 - 2
+    strip, sx = [], _ML + 10.0
+    big_s = max((q.share for q in cd.strip), default=0.0)
+    for q in sorted(cd.strip, key=lambda q: -q.share):
+        r = _radius(q.share, big_s) if big_s else 3.0
+        shape = PHASE_SHAPES[q.phase % len(PHASE_SHAPES)]
+        strip.append({"level": q.level, "phase": q.phase, "name": q.name, "bound": q.bound, "shape": shape,
+                      "x": round(sx + r, 1), "y": strip_y, "r": round(r, 1),
+                      "d": "" if shape == "circle" else _shape_path(shape, sx + r, strip_y, r),
+                      "title": q.tooltip(cd.phases[q.phase]) + ("\nno FLOPs: not on the log axes" if not q.flops
+                                                               else "\nno bytes: not on the log axes")})
+        sx = min(sx + 2 * r + 3, _ML + pw - 20)
+    roof_boxes = [text_box(r["x_end"] + 6, r["label_y"], r["label"]) for r in roofs]
+    n_leg = len(sorted({p.bound for p in cd.points}) or ["compute", "memory"]) + (len(cd.phases) if len(cd.phases) > 1 else 0)
+    return {"width": _W, "height": _H + (_STRIP_H if strip else 0), "left": _ML, "top": _MT, "pw": pw, "ph": ph,
+            "labels": labels, "strip": strip, "strip_y": strip_y,
+            "legend_y": _legend_y(_MT + ph, _MT, n_leg, roof_boxes), "xticks": xticks,
             "yticks": yticks, "minor": "".join(minor), "slope": slope, "bw_label": f"memory {fmt_rate(bw, 'B/s')}",
             "slope_label_xy": _along(X(xlo), Y(bw * xlo), X(xhi), Y(bw * xhi)),
             "slope_angle": math.degrees(math.atan2(Y(bw * xhi) - Y(bw * xlo), X(xhi) - X(xlo))),
@@ -236,6 +332,33 @@ def _along(sx0: float, sy0: float, sx1: float, sy1: float, dist: float = 14.0, l
 
 
 # -- static image ----------------------------------------------------------------------------------------
+
+def _annotate_points(fig, ax, pts: list[Point], y0: int) -> None:
+    """Labels on the largest points of the PNG, placed in pixel space like the SVG's (no overlaps)."""
+    H = fig.get_size_inches()[1] * fig.dpi
+    pt_px = fig.dpi / 72.0
+    char_w, line_h = 7.0 * 0.55 * pt_px, 7.0 * 1.25 * pt_px
+    big = max((p.share for p in pts), default=1.0) or 1.0
+    items = []
+    for p in sorted(pts, key=lambda q: -q.share):
+        px, py = ax.transData.transform((p.intensity, max(p.perf, 10.0 ** y0)))
+        r = 1.2 * _radius(p.share, big) * fig.dpi / 72.0 / 2 * 1.1
+        items.append({"x": px, "y": H - py, "r": r, "text": p.label, "share": p.share})
+    bb = ax.get_window_extent()
+    area = (bb.x0 + 2, H - bb.y1 + 2, bb.x1 - 2, H - bb.y0 - 2)
+    obstacles = [(q["x"] - q["r"], q["y"] - q["r"], q["x"] + q["r"], q["y"] + q["r"]) for q in items]
+    for t in ax.texts:  # the roof labels
+        e = t.get_window_extent(fig.canvas.get_renderer())
+        obstacles.append((e.x0, H - e.y1, e.x1, H - e.y0))
+    leg = ax.get_legend()
+    if leg is not None:
+        e = leg.get_window_extent(fig.canvas.get_renderer())
+        obstacles.append((e.x0, H - e.y1, e.x1, H - e.y0))
+    cands = [q for q in items if q["share"] >= LABEL_MIN_SHARE][:LABEL_TOP]
+    for lab in place_labels(cands, obstacles, area, char_w, line_h):
+        x, y = ax.transData.inverted().transform((lab["lx"], H - lab["ly"]))
+        ax.annotate(lab["text"], (x, y), fontsize=7, color="#222", zorder=5,
+                    ha={"start": "left", "end": "right", "middle": "center"}[lab["anchor"]], va="baseline")
 
 def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: str = "") -> bytes:
     """The chart as PNG or SVG bytes, drawn with matplotlib's Agg canvas (no GUI, no pyplot state)."""
@@ -264,8 +387,9 @@ def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: 
         ls = "-" if c.unit == "matrix" else "--"
         ax.plot([c.ridge, 10.0 ** x1], [c.peak_flops_per_s] * 2, color="#333" if c.used else "#999", lw=1.4, ls=ls)
         ax.plot([c.ridge], [c.peak_flops_per_s], marker="o", ms=4, color="#333", mfc="white")
-        ax.annotate(f"{c.key} {fmt_rate(c.peak_flops_per_s)} (ridge {c.ridge:.3g} FLOP/B)", (c.ridge, c.peak_flops_per_s),
-                    xytext=(4, 3), textcoords="offset points", ha="left", fontsize=7.5,
+        # the label sits above the right end of its roof, where points rarely are (none can be above a roof)
+        ax.annotate(f"{c.key} {fmt_rate(c.peak_flops_per_s)} (ridge {c.ridge:.3g} FLOP/B)", (10.0 ** x1, c.peak_flops_per_s),
+                    xytext=(-4, 3), textcoords="offset points", ha="right", fontsize=7.5,
                     color="#333" if c.used else "#888")
     pts = [p for p in cd.points if p.level == level]
     biggest = _biggest(cd).get(level, 1.0)
@@ -301,6 +425,7 @@ def render_static(cd: ChartData, fmt: str = "png", level: str = "layer", title: 
                 xytext=(along * math.cos(theta) - above * math.sin(theta),
                         along * math.sin(theta) + above * math.cos(theta)),
                 fontsize=8, color="#333", rotation=math.degrees(theta), rotation_mode="anchor")
+    _annotate_points(fig, ax, pts, y0)
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None, "Creator": "graphroof"}
     fig.savefig(buf, format=fmt, metadata=meta)

@@ -118,7 +118,9 @@ def _opt(fn: Callable[[float], str], key: str) -> Callable[[Mapping[str, Any]], 
 
 
 #: Leading columns of a layer table: the layer's name and how many ops it holds.
-LAYER_LEAD: tuple[Column, ...] = (col("layer", "name"), count_col("ops", "n_ops"))
+#: The name cell is the display label (``model.layers.* ×32``, structural rows explained: :mod:`.fold`) when set.
+LAYER_LEAD: tuple[Column, ...] = (Column("layer", lambda r: r.get("label", r["name"]), "name"),
+                                  count_col("ops", "n_ops"))
 
 
 #: Predicted vs measured columns of a measured run's layer or op row

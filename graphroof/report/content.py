@@ -93,6 +93,14 @@ def breakdown(a, top: int = 12) -> dict[str, list[Share]]:
 
 # -- header, totals, assumptions ------------------------------------------------------------------------
 
+#: Integer dtypes of index arithmetic (position ids, masks): not what the model computes in, left out of the header.
+INDEX_DTYPES = frozenset({"int64", "int32", "int16", "uint64", "uint32", "uint16", "bool"})
+
+
+def _has_attention(a) -> bool:
+    return any("attention" in r["op"].split(".")[-1].lower() for r in a.ops)
+
+
 def header_facts(phases: list[Phase]) -> list[tuple[str, str]]:
     """(label, text) pairs: model, hardware, dtypes, phases, capture, dims, conventions, coverage."""
     a0 = phases[0].analysis
@@ -106,7 +114,7 @@ def header_facts(phases: list[Phase]) -> list[tuple[str, str]]:
         hp = p.analysis.header()
         peaks.update(hp["peaks_used_flops_per_s"])
         ridges.update(hp["ridge_points_flop_per_byte"])
-        dtypes.update(dict.fromkeys(hp["dtypes"]))
+        dtypes.update(dict.fromkeys(d for d in hp["dtypes"] if d not in INDEX_DTYPES))
     facts.append(("peaks used (dense)", ", ".join(f"{k} {fmt_rate(v)}" for k, v in peaks.items()) or "-"))
     facts.append(("ridge points (FLOP/B)", ", ".join(f"{k} {v:.1f}" for k, v in ridges.items()) or "-"))
     facts.append(("compute dtypes", ", ".join(dtypes) or "-"))
@@ -155,8 +163,8 @@ def assumptions(phases: list[Phase]) -> list[str]:
     out = ["fusion: none modelled; every op reads its inputs from and writes its outputs to main memory "
            "(an upper bound on traffic for fused kernels)"]
     settings = a0.graph.meta.get("count_settings")
-    if settings is not None and hasattr(settings, "describe"):
-        out.append(settings.describe())
+    if settings is not None and hasattr(settings, "describe") and any(_has_attention(p.analysis) for p in phases):
+        out.append(settings.describe())  # the attention counting settings: only where there is attention
     out.append(f"realistic-time efficiencies ({hw.name}): matrix {hw.matrix_efficiency:g}, vector "
                f"{hw.vector_efficiency:g}, memory bandwidth {hw.mem_bw_efficiency:g}, interconnect "
                f"{hw.interconnect_efficiency:g}, launch overhead {fmt_time(hw.launch_overhead_s)} per op")
@@ -200,11 +208,17 @@ class ReportContent:
     header: list[tuple[str, str]]
     phases: list[PhaseContent]
     assumptions: list[str]
+    next_steps: list[dict[str, Any]] = field(default_factory=list)  # report.advice (derived, quantified)
 
 
-def build(phases: list[Phase]) -> ReportContent:
+def build(phases: list[Phase], fold: bool = True) -> ReportContent:
+    from .fold import display_layers
+
     a0 = phases[0].analysis
     title = f"{a0.model_name} on {a0.hw.label}"
-    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), p.analysis.layers,
+    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), display_layers(p.analysis, fold),
                         {r["name"]: r for r in p.analysis.ops}) for p in phases]
-    return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases))
+    from .advice import phases_advice
+
+    return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases),
+                         phases_advice(phases))

@@ -63,10 +63,10 @@ def static_text(name: str):
     return Markup(text)
 
 
-def render_html(phases: Any) -> str:
+def render_html(phases: Any, fold: bool = True) -> str:
     """The report for an Analysis, a ``{phase: Analysis}`` mapping or a list of ``(phase, Analysis)``."""
     ph = as_phases(phases)
-    content = build(ph)
+    content = build(ph, fold)
     cd = chart_data(ph)
     skipped = {level: cd.skipped_notes(level) for level in ("layer", "op")}
     return environment().get_template("report.html.j2").render(

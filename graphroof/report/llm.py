@@ -6,7 +6,7 @@ from ..llm.result import LLMConfig, LLMEstimate
 from ..units import fmt_bytes, fmt_rate, fmt_time
 from .columns import Column, table
 
-__all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines"]
+__all__ = ["render_llm", "sweep_table", "layers_table", "memory_lines", "side_by_side", "sweep_columns"]
 
 
 def _fmt(fmt_fn, v):
@@ -65,10 +65,13 @@ _SWEEP_TAIL = (
 )
 
 
+def sweep_columns(r: LLMEstimate) -> tuple[Column, ...]:
+    return (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
+
+
 def sweep_table(r: LLMEstimate, markdown: bool) -> str:
     """One row per batch size (an :class:`LLMConfig`); the ideal columns only beside realistic times."""
-    columns = (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
-    return table(r.configs, columns, "markdown" if markdown else "terminal")
+    return table(r.configs, sweep_columns(r), "markdown" if markdown else "terminal")
 
 
 def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
@@ -93,6 +96,23 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     return [line]
 
 
+def memory_bar_text(c: LLMConfig, width: int = 50) -> str | None:
+    """``[█████████▓▓░·······]`` weights █, KV cache ▓, activations ░, free ·, ``|`` = capacity (when over it)."""
+    m = c.memory
+    if not m.capacity_bytes:
+        return None
+    scale = max(m.capacity_bytes, m.total_bytes)
+    cells = []
+    for ch, v in (("█", m.weight_bytes), ("▓", m.kv_cache_bytes), ("░", m.activation_peak_bytes)):
+        cells += [ch] * round(width * v / scale)
+    cap = round(width * m.capacity_bytes / scale)
+    cells += ["·"] * max(0, width - len(cells))
+    if m.total_bytes > m.capacity_bytes:
+        cells.insert(cap, "|")
+    return (f"[{''.join(cells[:width + 1])}] batch {c.batch}: weights █, KV cache ▓, activations ░, free · "
+            f"(bar = {fmt_bytes(scale)}{'; | = capacity' if m.total_bytes > m.capacity_bytes else ''})")
+
+
 def _phase_cols(phase: str, key: str, title: str) -> tuple[Column, ...]:
     def get(row):
         return row[phase]
@@ -110,6 +130,12 @@ def _critical(row) -> str:
 
 def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     """Prefill and decode side by side per layer (folded blocks: ``x`` = how many)."""
+    rows, columns = side_by_side(c, ideal)
+    return table(rows, columns, "markdown" if markdown else "terminal")
+
+
+def side_by_side(c: LLMConfig, ideal: bool) -> tuple[list[dict], tuple[Column, ...]]:
+    """The rows and columns of the prefill / decode layer table (terminal, markdown and HTML share them)."""
     pre = {r["name"]: r for r in c.layer_rows("prefill")}
     dec = {r["name"]: r for r in c.layer_rows("decode")}
     crit = {r["name"]: r for r in c.critical}
@@ -126,7 +152,7 @@ def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
     columns = (Column("layer", lambda row: row["name"]), Column("x", lambda row: row["repeat"]),
                *_phase_cols("prefill", key, "prefill time"), *_phase_cols("decode", key, "decode time/step"),
                Column("critical batch", _critical))
-    return table(rows, columns, "markdown" if markdown else "terminal")
+    return rows, columns
 
 
 def time_parts_lines(c) -> list[str]:
@@ -158,6 +184,9 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
         out.extend(bullet + ln for ln in time_parts_lines(c))
     for c in r.configs:
         out.extend(bullet + ln for ln in memory_lines(r, c))
+        bar = memory_bar_text(c)
+        if bar:
+            out.append(f"{bullet}`{bar}`" if markdown else bar)
     for c in r.configs:
         ctx = (f"decode past {c.decode.context[0]}..{c.decode.context[1]}" if r.kv_cache
                else f"decode recomputes seq {c.decode.context[0]}..{c.decode.context[1]}")
@@ -165,6 +194,12 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
                  f"critical batch = decode batch from which the layer is compute-bound, ideal roofline)")
         out.append(f"\n## {title[0].upper()}{title[1:]}\n" if markdown else f"\n{title}")
         out.append(layers_table(c, markdown, r.ideal))
+    from .advice import advice_lines, llm_advice
+
+    steps = advice_lines(llm_advice(r))
+    if steps:
+        out.append("\n## Next steps\n" if markdown else "\nnext steps (re-estimated under each change):")
+        out.extend(f"- {s}" if markdown else f"  - {s}" for s in steps)
     out.append("")
     for n in r.notes:
         out.append(f"{bullet}note: {n}")

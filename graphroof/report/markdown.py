@@ -8,7 +8,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ..units import fmt_time
-from .columns import LAYER_LEAD, ROOF_COLUMNS, col, table
+from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, table
 from .content import as_phases, build
 
 __all__ = ["md_escape", "render_markdown"]
@@ -30,14 +30,16 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 _LAYER_COLUMNS = (*LAYER_LEAD, *ROOF_COLUMNS)
-_OP_COLUMNS = (col("op", "name"), col("kind", "op"), col("dtype", "dtype"), *ROOF_COLUMNS)
+_OP_COLUMNS = (Column("op", lambda r: r.get("label", r["name"]), "name"),
+               Column("module", lambda r: r.get("module") or r["scope"] or "(top)", "scope"),
+               col("kind", "op"), col("dtype", "dtype"), *ROOF_COLUMNS)
 
 
 def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
-                    chart_notes: list[str] | None = None) -> str:
+                    chart_notes: list[str] | None = None, fold: bool = True) -> str:
     """The report as markdown.  *image*: relative path of the chart image to link (written by the caller)."""
     ph = as_phases(phases)
-    c = build(ph)
+    c = build(ph, fold)
     multi = len(c.phases) > 1
     out = [f"# graphroof: {md_escape(c.title)}", "", f"_{md_escape(c.stamp)}_", ""]
     out += [f"- **{label}**: {md_escape(text)}" for label, text in c.header]
@@ -72,10 +74,17 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
         out += ["", f"## Layers{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
         out.append(table(p.layers, _LAYER_COLUMNS, "markdown", esc=md_escape))
         if ops:
-            rows_ = sorted(p.analysis.ops, key=lambda r: -r["time_s"])[:top] if top else p.analysis.ops
+            from .fold import display_ops
+
+            all_ops = display_ops(p.analysis, fold)
+            rows_ = sorted(all_ops, key=lambda r: -r["time_s"])[:top] if top else all_ops
             title = f"Slowest {top} ops" if top else "Ops"
             out += ["", f"## {title}{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
             out.append(table(rows_, _OP_COLUMNS, "markdown", esc=md_escape))
+
+    if c.next_steps:
+        out += ["", "## Next steps", ""]
+        out += [f"- {md_escape(it['text'])}" for it in c.next_steps]
 
     out += ["", "## Assumptions", ""]
     out += [f"- {md_escape(a)}" for a in c.assumptions]

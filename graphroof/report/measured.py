@@ -43,6 +43,9 @@ def summary_lines(c) -> list[str]:
         f"measured op time {fmt_time(s['matched_op_time_s'])} mapped, {fmt_time(s['unmatched_event_time_s'])} in "
         "runtime ops no node maps to (per forward pass)",
     ]
+    bad = s.get("bad_profile")
+    if bad:
+        out.insert(0, f"WARNING: {bad['message']}")
     return out
 
 

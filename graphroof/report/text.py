@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
-from .columns import LAYER_LEAD, ROOF_COLUMNS, col, fmt_ai_terminal, table
+from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, fmt_ai_terminal, table
 
 __all__ = ["render", "layer_table", "op_table", "kernel_table", "header_lines", "footer_lines", "runtime_line",
            "time_line"]
 
 #: Leading columns of the op table (the roofline columns follow: :data:`.columns.ROOF_COLUMNS`).
-OP_LEAD = (col("op", "name"), col("type", "op"), col("dtype", "dtype"))
+OP_LEAD = (Column("op", lambda r: r.get("label", r["name"]), "name"), Column("module", lambda r: r.get("module") or r["scope"] or "(top)", "scope"),
+           col("type", "op"), col("dtype", "dtype"))
 
 
 def layer_table(rows: list[dict], markdown: bool) -> str:
@@ -79,22 +80,30 @@ def footer_lines(a) -> list[str]:
     return lines
 
 
-def render(a, markdown: bool = False, ops: bool = False, top: int | None = None, kernels: bool = False) -> str:
+def render(a, markdown: bool = False, ops: bool = False, top: int | None = None, kernels: bool = False,
+           fold: bool = True) -> str:
     """The whole report: header, layer table, optional op table, footer."""
     if markdown:  # the full markdown report (same content as the HTML one) lives in markdown.py
         from .markdown import render_markdown
 
-        return render_markdown(a, ops=ops, top=top)
+        return render_markdown(a, ops=ops, top=top, fold=fold)
     out: list[str] = []
     out.extend(header_lines(a))
     out.append("")
-    out.append(layer_table(a.layers, False))
+    from .fold import display_layers, display_ops
+
+    out.append(layer_table(display_layers(a, fold), False))
     if kernels:
         out.append("")
         out.append(kernel_table(a.kernel_rows, False, top))
     if ops:
         out.append("")
-        out.append(op_table(a.ops, False, top))
+        out.append(op_table(display_ops(a, fold), False, top))
     out.append("")
     out.extend(footer_lines(a))
+    from .advice import advice_lines, analysis_advice
+
+    steps = advice_lines(analysis_advice(a))
+    if steps:
+        out += ["", "next steps:", *(f"  - {s}" for s in steps)]
     return "\n".join(out) + "\n"

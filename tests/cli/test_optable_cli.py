@@ -65,7 +65,7 @@ def test_terminal_table_shows_hand_numbers(capsys):
     assert "ridge point (FLOP/byte): matrix.fp16 100.0, vector.fp16 10.0" in out
     assert "2 FLOPs per multiply-add; dense (not 2:4-sparse) peak FLOP/s; bytes in decimal units" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("ridge.gemm"))
-    assert line.split()[3:] == ["100", "GFLOP", "1.00", "GB", "100", "100", "TFLOP/s", "1", "ms", "2", "ms",
+    assert line.split()[4:] == ["100", "GFLOP", "1.00", "GB", "100", "100", "TFLOP/s", "1", "ms", "2", "ms",
                                 "compute", "0.9%"]  # 1 ms of Σ 114.2 ms = 0.88%
     line = next(ln for ln in out.splitlines() if ln.startswith("memory.stream"))
     assert "0.1" in line.split() and "10 ms" in line and "memory" in line
@@ -121,7 +121,7 @@ def test_bad_tables_one_line_error(tmp_path, capsys, content, msg):
     (["analyze", "nope.csv"], "model file 'nope.csv' not found"),
     (["analyze", CSV, "--hw", "a1000"], "unknown hardware 'a1000' (did you mean"),
     (["analyze", CSV, "--hw", "missing.toml"], "hardware profile file 'missing.toml' not found"),
-    (["analyze", CSV, "--peak-flops", "4.6T"], "needs both --peak-flops and --mem-bw"),
+    (["analyze", CSV, "--peak-flops", "0"], "--peak-flops must be > 0"),  # one number alone: a100 + what-if
     (["analyze", CSV, "--mem-bw", "fast"], "--mem-bw: cannot parse 'fast'"),
     (["analyze", CSV, "--format", "pdf"], "unknown format 'pdf'"),
     (["analyze", CSV, "-o", "/nonexistent/dir/r.md"], "directory /nonexistent/dir does not exist"),

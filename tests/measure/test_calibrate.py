@@ -210,3 +210,133 @@ def test_cli_quick_writes_a_loadable_profile(capsys, tmp_path):
     prof = load_hardware(str(out))
     assert prof.name == "dev" and prof.kind == "cpu"
     assert set(prof.matrix_peak_flops_per_s) == {"fp32"}
+
+
+# -- time budget, emulated dtypes, warnings (issue 14) -------------------------------------------------
+
+class SlowKernels(FakeKernels):
+    """GEMM: fp32 at 1 GFLOP/s, bf16 at 10 MFLOP/s (100x slower: emulated), fp64 at 0.5 GFLOP/s; FMA as FakeKernels."""
+
+    RATE = {"fp32": 1e9, "fp64": 0.5e9, "bf16": 1e7}
+
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.calls: dict[tuple, int] = {}
+
+    def gemm(self, n, dtype):
+        t = 2.0 * n**3 / self.RATE[dtype]
+        key = (n, dtype)
+
+        def fn():
+            self.calls[key] = self.calls.get(key, 0) + 1
+            self.clock.t += t
+        return fn, 2.0 * n**3, f"mm {n}"
+
+    def fma(self, nbytes, dtype):
+        return self._fn(1e-4 if dtype != "bf16" else 1e-3), 2.0 * (nbytes // 4), f"fma {nbytes}"
+
+
+def test_emulated_dtype_is_measured_briefly_at_the_probe_size():
+    clk = FakeClock()
+    kern = SlowKernels(clk)
+    plan = Plan(gemm_sizes=(256, 1024), fma_bytes=(4096,), copy_bytes=10**6, dtypes=("fp32", "bf16"), warmup=1,
+                repeats=5, min_sample_s=0.0, budget_s=2.0, probe_gemm=256)
+    cal = calibrate("cpu", plan, clock=clk, kernels=kern, host=HOST)
+    # probe at 256: fp32 2*256**3 = 33.6 MFLOP at 1 GFLOP/s = 33.6 ms; bf16 at 10 MFLOP/s = 3.36 s: 100x slower (> 8x)
+    bf16 = [m for m in cal.measurements if m.bench.key == "matrix.bf16"]
+    assert len(bf16) == 1 and bf16[0].bench.emulated and bf16[0].bench.detail == "mm 256 [emulated]"
+    assert (1024, "bf16") not in kern.calls                      # the 1024 size (344 s a call) never ran
+    assert cal.peaks("matrix")["bf16"] == pytest.approx(1e7)
+    assert any(n.startswith("matrix.bf16 is emulated (100x slower") for n in cal.notes)
+    assert "matrix.bf16 (emulated)" in [r[0] for r in cal.rows()]
+    # vector bf16: 1 ms vs 0.1 ms per call is 10x slower: emulated too
+    assert any(n.startswith("vector.bf16 is emulated (10x") for n in cal.notes)
+    # fp32 at 1024 is 2.15 GFLOP = 2.15 s a call > half the 2 s budget: skipped with a note, 256 kept
+    assert (1024, "fp32") not in kern.calls
+    assert any(n.startswith("matrix.fp32 size 1024 skipped") for n in cal.notes)
+    assert "matrix.bf16 is emulated" in cal.profile_dict("x")["notes"]
+
+
+def test_budget_cuts_the_samples_of_a_slow_benchmark():
+    clk = FakeClock()
+    # a 1 s kernel with a 3.5 s budget: 1 warm-up + 1 autorange call = 2 s spent, 1.5 s left -> 1 sample (not 7)
+    b = Benchmark("matrix.fp32", "matrix", "fp32", 1.0, "slow", scripted(clk, [1.0] * 20))
+    fast = Benchmark("vector.fp32", "vector", "fp32", 1.0, "fast", scripted(clk, [0.01] * 20))
+    plan = Plan(warmup=1, repeats=7, min_sample_s=0.0, budget_s=3.5)
+    msgs = []
+    slow_m, fast_m = run_interleaved([b, fast], clk, plan, progress=msgs.append)
+    assert len(slow_m.samples_s) == 1
+    assert len(fast_m.samples_s) == 7          # 0.02 s spent, 7 * 0.01 s fits
+    assert msgs[0] == "2 benchmarks, at most ~3.5 s each: done in < 7.0 s"
+    assert msgs[-1] == "sampling round-robin (7 rounds): ETA ~1.1 s"   # 1 * 1 s + 7 * 0.01 s = 1.07 s
+    # no budget: every benchmark gets all its samples
+    clk2 = FakeClock()
+    b2 = Benchmark("m", "matrix", "fp32", 1.0, "slow", scripted(clk2, [1.0] * 20))
+    (m2,) = run_interleaved([b2], clk2, Plan(warmup=1, repeats=7, min_sample_s=0.0, budget_s=None))
+    assert len(m2.samples_s) == 7
+
+
+def _cal_with(host_extra, samples, plan=None):
+    from graphroof.measure.calibrate import Calibration, Measurement
+
+    b = Benchmark("matrix.fp32", "matrix", "fp32", 1.0, "x", lambda: None)
+    mem = Benchmark("memory", "memory", "fp32", 1.0, "copy", lambda: None)
+    launch = Benchmark("launch", "launch", "fp32", 1.0, "tiny", lambda: None)
+    ms = [Measurement(b, samples, 1), Measurement(mem, [1.0, 1.0, 1.0], 1), Measurement(launch, [1e-6] * 3, 1)]
+    return Calibration("cpu", plan or Plan(dtypes=("fp32",)), ms, {**HOST, **host_extra})
+
+
+def test_warnings_loaded_machine_noisy_and_smoke():
+    quiet = _cal_with({"load_1min": 0.4, "cpus": 2}, [1.0, 1.1, 1.2])   # spread (1.2 - 1.0) / 1.1 = 18%
+    assert quiet.warnings == []
+    loaded = _cal_with({"load_1min": 3.2, "cpus": 2}, [1.0, 1.1, 1.2])  # 3.2 > 0.75 * 2
+    assert len(loaded.warnings) == 1 and "1-min load average 3.20 on 2 CPUs" in loaded.warnings[0]
+    noisy = _cal_with({"load_1min": 0.1, "cpus": 2}, [1.0, 1.5, 2.0])   # (2 - 1) / 1.5 = 67% > 30%
+    assert noisy.warnings == ["noisy: matrix.fp32 spread 67% (> 30%): another process competed for the device; re-run"]
+    assert "WARNING: noisy: matrix.fp32 spread 67%" in noisy.profile_dict("x")["notes"]
+    smoke = _cal_with({}, [1.0, 1.0, 1.0], Plan.quick())
+    assert smoke.warnings[0].startswith("smoke profile (--quick)")
+    d = smoke.profile_dict("x")
+    assert d["display_name"].endswith("SMOKE PROFILE (--quick), not representative")
+    assert "# SMOKE PROFILE from `calibrate --quick`" in smoke.to_yaml("x")
+
+
+def test_cli_quick_is_quick_and_marked_as_smoke(capsys, tmp_path):
+    import time
+
+    import torch  # noqa: F401  (imported before the clock starts: the import is not calibrate's time)
+
+    out = tmp_path / "q.yaml"
+    t0 = time.perf_counter()
+    assert main(["-q", "calibrate", "--quick", "-o", str(out)]) == 0
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 10.0, elapsed    # ~1 s on an idle 2-core CPU; generous for a loaded CI machine
+    cap = capsys.readouterr()
+    assert "graphroof: warning: smoke profile" in cap.err
+    assert "SMOKE PROFILE" in load_hardware(str(out)).display_name
+
+
+def test_calibrate_help_has_no_rst_markup(capsys):
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text and ":class:" not in text and ":func:" not in text
+    assert "2 * n**3 FLOPs" in text
+
+
+def test_emulated_dtype_missed_by_the_probe_is_marked_from_the_medians():
+    from graphroof.measure.calibrate import Calibration, Measurement, _mark_emulated
+
+    fp32 = Benchmark("matrix.fp32", "matrix", "fp32", 1e9, "mm", lambda: None)
+    bf16 = Benchmark("matrix.bf16", "matrix", "bf16", 1e9, "mm", lambda: None)
+    fp64 = Benchmark("matrix.fp64", "matrix", "fp64", 1e9, "mm", lambda: None)
+    # fp32 1e9 FLOP in 20 ms = 50 GFLOP/s; bf16 in 1 s = 1 GFLOP/s (50x slower: emulated); fp64 in 40 ms (2x: native)
+    ms = [Measurement(fp32, [0.02] * 3, 1), Measurement(bf16, [1.0] * 3, 1), Measurement(fp64, [0.04] * 3, 1)]
+    notes: list[str] = []
+    _mark_emulated(ms, Plan(), notes)
+    assert [m.bench.emulated for m in ms] == [False, True, False]
+    assert notes == ["matrix.bf16 is emulated (50x slower than fp32 measured): do not expect it to be faster than "
+                     "fp32 on this device"]
+    assert ms[1].bench.detail == "mm [emulated]"
+    rows = Calibration("cpu", Plan(), ms, HOST).rows()
+    assert [r[0] for r in rows] == ["matrix.fp32", "matrix.bf16 (emulated)", "matrix.fp64"]

@@ -140,3 +140,21 @@ def test_layer_bound_is_the_common_rule_with_network_time(round_hw):
     assert layer["bound"] == "network"
     assert layer["predicted_s"] == pytest.approx(10e-6)   # max(0, 0.1 us, 10 us)
     assert layer["t_memory_s"] == pytest.approx(0.1e-6)
+
+
+def test_bad_profile_flagged_when_a_layer_beats_its_ceiling(cmp, round_hw):
+    # L3: D did 5e7 FLOP in 0.6 us = 8.33e13 FLOP/s; its ceiling at AI 5e7 / 4e6 = 12.5 FLOP/B is
+    # min(1e14, 12.5 * 1e12) = 1.25e13 -> 8.33e13 / 1.25e13 = 667% of the roof (> 150%): the profile is too slow
+    bad = cmp.summary["bad_profile"]
+    assert bad["n_layers"] == 1 and bad["worst_layer"] == "L3"
+    assert bad["worst_roof_fraction"] == pytest.approx((5e7 / 0.6e-6) / 12.5e12)
+    text = render(cmp, "terminal")
+    assert "WARNING: bad profile: 1 layer(s) ran above 150% of their roofline ceiling (worst L3 at 667%)" in text
+    assert json.loads(render(cmp, "json"))["summary"]["bad_profile"]["worst_layer"] == "L3"
+    # measured at 4 us instead, L3 is at 1.25e13 / 1.25e13 = 100%: no flag
+    a = count_graph(_graph(), round_hw, depth=1)
+    run = MatchResult(node_time_s={"A": 15e-6, "B": 20e-6, "D": 4e-6}, how={"A": "name", "B": "name", "D": "name"},
+                      node_events={}, unmatched_nodes=["C"], unmatched_events=[])
+    ok = MeasuredComparison(a, Measured("fake runtime", [run], wall_s=[50e-6]))
+    assert ok.summary["bad_profile"] is None
+    assert "bad profile" not in render(ok, "terminal")

@@ -72,7 +72,9 @@ def test_html_structure_of_tiny_model(tiny):
     assert "ridge 100 FLOP/B" in text and "ridge 10 FLOP/B" in text
     assert len(tree.find("circle", cls="ridge")) == 2
     # layer points: blk.mlp (201 GFLOP / 3 GB) and blk.attn (no FLOPs -> skipped), emb (no FLOPs -> skipped)
-    layer_pts = [a for a in tree.find("circle", cls="pt") if a.get("class")]
+    layer_pts = [a for a in tree.find("circle", cls="pt") if a.get("class") and "strip" not in a["class"]]
+    # the no-FLOP items (emb, blk.attn layers; embed, mystery ops) sit on the strip under the chart
+    assert len([a for a in tree.find("circle", cls="pt") if "strip" in (a.get("class") or "")]) == 4
     layer_titles = [t for t in tree.text if t.startswith("blk.mlp\n")]
     assert len(layer_titles) == 1
     # 201e9 / 3e9 = 67 FLOP/B; time = Σ max = 2 + 2 = 4 ms = 4 / 4.504 = 88.8 %; 201e9 / 4e-3 = 50.25 TFLOP/s
@@ -153,5 +155,6 @@ def test_html_without_plottable_points(round_hw):
     g = OpGraph("flat")
     g.add_op(OpNode("copy", "table.op", attrs={"flops": 0, "bytes": 1e6, "kind": "vector"}, scope="a"))
     html = render_html(analyse(g, round_hw))
-    assert "<svg" in html and 'class="pt ' not in html
+    # no point on the log axes; the copy (bytes, no FLOPs) is on the strip under the chart
+    assert "<svg" in html and html.count('class="pt ') == html.count('class="pt strip') == 2  # layer + op level
     assert "1 layer with no FLOPs or no bytes is not on the log-log chart (100.0% of the time)" in html

@@ -17,7 +17,7 @@
   });
   document.querySelectorAll("input.phase-toggle").forEach(function (box) {
     box.addEventListener("change", function () {
-      document.querySelectorAll("#chart .pt.p" + box.value).forEach(function (el) {
+      document.querySelectorAll("#chart .pt.p" + box.value + ", #chart .pt-lab.p" + box.value).forEach(function (el) {
         el.style.display = box.checked ? "" : "none";
       });
     });
