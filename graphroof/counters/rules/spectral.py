@@ -7,6 +7,11 @@ and after (n) = ``15 m log2 m + 6 (2n + m)``; runtimes may pick mixed radices in
 marked estimated.  A real input is counted as a complex one (``onesided`` halves the output written, not the
 FLOPs); an inverse transform adds the ``1/n`` scaling (2 per complex output).
 
+Window generators, per output element: Hann / Hamming ``a0 - a1 cos(2 pi n / N)``: the phase multiply, cos,
+the multiply by a1, the subtract = 4; Blackman ``a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)``: two phases,
+two cos, two multiplies, a subtract and an add = 8.  MelWeightMatrix ``[dft_length // 2 + 1, mel_bins]``: each
+entry a triangular filter value, two compares (which slope), a subtract and a divide = 4.
+
 No ATen keys yet: ``aten._fft_*`` work on complex tensors over several dims, another adapter to write.
 """
 
@@ -18,6 +23,7 @@ from ...graph import OpNode
 from ..common import io_cost
 from ..cost import Cost
 from ..family import Row, onnx, register_family
+from .elementwise import per_element
 
 __all__ = ["ROWS", "fft_flops"]
 
@@ -72,6 +78,9 @@ ROWS = (
     #   member   ATen keys  ONNX keys      rule
     Row("dft",   (),        onnx("DFT"),   dft),
     Row("stft",  (),        onnx("STFT"),  stft),
+    Row("cosine_window",   (), onnx("HannWindow", "HammingWindow"), per_element(4)),
+    Row("blackman_window", (), onnx("BlackmanWindow"),              per_element(8)),
+    Row("mel_weight_matrix", (), onnx("MelWeightMatrix"),           per_element(4)),
 )
 
 register_family("spectral", ROWS)

@@ -40,3 +40,14 @@ def test_stft_windowed_frames():
     # no window, onesided 0: n = bins = 16, FFT only: 10 * 320 = 3,200
     c = run(node("onnx.STFT", [sig, W("int64"), None, W("int64")], [T("fp32", 1, 10, 16, 2)], onesided=0))
     assert c.vector_flops == 3200
+
+
+def test_window_generators():
+    # size 16 (an int64 scalar input, 8 bytes): Hann 4 per element = 64, writes 16 fp32 = 64 bytes
+    c = run(node("onnx.HannWindow", [W("int64")], [T("fp32", 16)]))
+    assert c == Cost(vector_flops=64, weight_bytes=8, act_write_bytes=64)
+    assert run(node("onnx.HammingWindow", [W("int64")], [T("fp32", 16)])).vector_flops == 64
+    assert run(node("onnx.BlackmanWindow", [W("int64")], [T("fp32", 16)])).vector_flops == 128  # 8 x 16
+    # MelWeightMatrix dft_length 16 -> [9, 4] mel bins: 36 entries x 4 = 144
+    s = W("int64")
+    assert run(node("onnx.MelWeightMatrix", [s, s, s, W("fp32"), W("fp32")], [T("fp32", 9, 4)])).vector_flops == 144
