@@ -196,6 +196,16 @@ def deform_conv(node: OpNode) -> Cost:
     return conv(node, 0, 1, 3) + Cost(vector_flops=vector)
 
 
+def causal_conv_with_state(node: OpNode) -> Cost:
+    """ONNX CausalConvWithState (input [B, C, L], weight [C, 1, k], bias [C], past_state [B, C, k-1]): a
+    depthwise causal conv, ``2 * B * C * L * k``; the bias add (``B*C*L``) and the fused silu activation (5 per
+    output) when given.  Reads the carried state, writes output and present_state."""
+    w, y = req(node, 1), node.outputs[0]
+    act = str(node.attrs.get("activation", "none")).lower()
+    vec = (y.numel if node.input(2) is not None else 0) + (5 * y.numel if act in ("silu", "swish") else 0)
+    return io_cost(node, matrix_flops=conv_flops(y.numel, 1, prod(w.shape[2:])), vector_flops=vec)
+
+
 ROWS = (
     #   member            ATen keys                                                   ONNX keys
     Row("conv",           aten("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
@@ -227,6 +237,7 @@ ROWS = (
     Row("roi_align",      (),                                                          onnx("RoiAlign"), roi_align),
     Row("max_roi_pool",   (),                                                          onnx("MaxRoiPool"), max_roi_pool),
     Row("deform_conv",    (),                                                          onnx("DeformConv"), deform_conv),
+    Row("causal_conv_state", (),                                          onnx("CausalConvWithState"), causal_conv_with_state),
 )
 
 register_family("conv", ROWS)

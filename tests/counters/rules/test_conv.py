@@ -200,3 +200,13 @@ def test_interpolation_modes_agree(aten_op, mode):
     o = cost(node("onnx.Resize", [X, None, None, W("int64", 4)], [T("fp32", 1, 4, 16, 16)], mode=mode))
     assert a.vector_flops == o.vector_flops == {"cubic": 31, "nearest": 0}[mode] * 1024
     assert o.weight_bytes - a.weight_bytes == 32 and a.act_bytes == o.act_bytes
+
+
+def test_causal_conv_with_state():
+    # input [2,4,8], weight [4,1,3] (depthwise, k = 3): 2 * (2*4*8 = 64 outputs) * 3 = 384 matrix;
+    # bias 64 + silu 5 * 64 = 384 vector; reads past_state [2,4,2] (16 values), writes present_state
+    x, w, b, st = T("fp32", 2, 4, 8), W("fp32", 4, 1, 3), W("fp32", 4), T("fp32", 2, 4, 2)
+    c = cost(node("onnx.CausalConvWithState", [x, w, b, st], [x, st], activation="silu"))
+    assert (c.matrix_flops, c.vector_flops) == (384, 64 + 320)
+    assert c.act_read_bytes == (64 + 16) * 4 and c.weight_bytes == (12 + 4) * 4 and c.act_write_bytes == 80 * 4
+    assert cost(node("onnx.CausalConvWithState", [x, w], [x, st])).vector_flops == 0
