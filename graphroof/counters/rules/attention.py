@@ -237,6 +237,7 @@ def linear_attention(node: OpNode) -> Cost:
 
     The states are KV-cache reads / writes (the recurrence's cache)."""
     q, v = node.inputs[0], node.inputs[2]
+    assert q is not None and v is not None
     a = node.attrs
     hq, hkv = int(a["q_num_heads"]), int(a["kv_num_heads"])
     b, t = int(q.shape[0]), int(q.shape[1])

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from ...graph import OpNode
 from ..common import io_cost
-from ..cost import Cost
+from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
-from ..cost import FLOPS_PER_MAC
 from ..formulas import conv_flops, prod
 from .matmul import req
 from .movement import partial_read
@@ -167,7 +166,7 @@ def roi_align(node: OpNode) -> Cost:
     ratio = int(node.attrs.get("sampling_ratio", 0))
     s = ratio if ratio > 0 else 2
     samples = s * s
-    points = y.shape[0] * prod(y.shape[2:]) * samples        # R * oh * ow * s * s, shared by the channels
+    points = int(y.shape[0]) * prod(int(d) for d in y.shape[2:]) * samples   # R * oh * ow * s * s, for all channels
     per_out = samples if node.attrs.get("mode", "avg") == "avg" else samples - 1
     flops = 12 * points + y.numel * samples * 7 + y.numel * per_out
     taps_bytes = y.numel * samples * 4 * x.itemsize_bits / 8
@@ -180,8 +179,8 @@ def max_roi_pool(node: OpNode) -> Cost:
     upper bound of rois covering the whole map: ``R * C * H * W - numel(Y)`` compares (estimated).  X is read
     once."""
     x, y = req(node, 0), node.outputs[0]
-    r = y.shape[0]
-    return io_cost(node, vector_flops=max(r * prod(x.shape[1:]) - y.numel, 0), estimated=True)
+    r = int(y.shape[0])
+    return io_cost(node, vector_flops=max(r * prod(int(d) for d in x.shape[1:]) - y.numel, 0), estimated=True)
 
 
 def deform_conv(node: OpNode) -> Cost:
@@ -190,8 +189,8 @@ def deform_conv(node: OpNode) -> Cost:
     prod(out)`` values (blend 7 each), 10 per sample point (``offset.numel / 2``: offset add, weights), the
     mask multiply (V) and the bias add (numel(Y))."""
     x, w, off, y = req(node, 0), req(node, 1), req(node, 2), node.outputs[0]
-    k = prod(w.shape[2:])
-    sampled = x.shape[0] * x.shape[1] * k * prod(y.shape[2:])
+    k = prod(int(d) for d in w.shape[2:])
+    sampled = int(x.shape[0]) * int(x.shape[1]) * k * prod(int(d) for d in y.shape[2:])
     vector = 7 * sampled + 10 * (off.numel // 2) + (sampled if node.input(4) is not None else 0)
     return conv(node, 0, 1, 3) + Cost(vector_flops=vector)
 
@@ -203,7 +202,8 @@ def causal_conv_with_state(node: OpNode) -> Cost:
     w, y = req(node, 1), node.outputs[0]
     act = str(node.attrs.get("activation", "none")).lower()
     vec = (y.numel if node.input(2) is not None else 0) + (5 * y.numel if act in ("silu", "swish") else 0)
-    return io_cost(node, matrix_flops=conv_flops(y.numel, 1, prod(w.shape[2:])), vector_flops=vec)
+    kernel = prod(int(d) for d in w.shape[2:])
+    return io_cost(node, matrix_flops=conv_flops(y.numel, 1, kernel), vector_flops=vec)
 
 
 ROWS = (
@@ -235,9 +235,11 @@ ROWS = (
     Row("grid_sample",    aten("grid_sampler_2d", "grid_sampler_3d", "grid_sampler"), onnx("GridSample"), grid_sample),
     Row("affine_grid",    aten("affine_grid_generator"),                               onnx("AffineGrid"), affine_grid),
     Row("roi_align",      (),                                                          onnx("RoiAlign"), roi_align),
-    Row("max_roi_pool",   (),                                                          onnx("MaxRoiPool"), max_roi_pool),
+    Row("max_roi_pool",   (),                                                          onnx("MaxRoiPool"),
+        max_roi_pool),
     Row("deform_conv",    (),                                                          onnx("DeformConv"), deform_conv),
-    Row("causal_conv_state", (),                                          onnx("CausalConvWithState"), causal_conv_with_state),
+    Row("causal_conv_state", (),                                                       onnx("CausalConvWithState"),
+        causal_conv_with_state),
 )
 
 register_family("conv", ROWS)

@@ -146,9 +146,9 @@ def det(node: OpNode) -> Cost:
     below the pivot (vector) and updates the ``(n - j)^2`` trailing block (a multiply-add each, matrix), then the
     ``n - 1`` multiplies of the diagonal product.  Matrix ``2 * sum (n-j)^2 = 2 * (n-1) n (2n-1) / 6`` (~ 2n^3/3),
     vector ``n (n-1) / 2 + n - 1``."""
-    x = node.inputs[0]
+    x = req(node, 0)
     n = int(x.shape[-1])
-    batch = prod(x.shape[:-2])
+    batch = prod(int(d) for d in x.shape[:-2])
     matrix = FLOPS_PER_MAC * (n - 1) * n * (2 * n - 1) // 6
     vector = n * (n - 1) // 2 + max(n - 1, 0)
     return io_cost(node, matrix_flops=batch * matrix, vector_flops=batch * vector)

@@ -96,7 +96,9 @@ def lrn(node: OpNode) -> Cost:
     channels: per element square (1) + window sum (size - 1 adds) + alpha/size scale (1) + bias add (1) + pow (1)
     + divide (1) = ``size + 4``."""
     size = int(node.attrs["size"])
-    return io_cost(node, vector_flops=(size + 4) * node.inputs[0].numel)
+    x = node.inputs[0]
+    assert x is not None
+    return io_cost(node, vector_flops=(size + 4) * x.numel)
 
 ROWS = (
     #   member          ATen keys                                                    ONNX keys            rule

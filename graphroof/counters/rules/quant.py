@@ -136,12 +136,12 @@ def qattention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     s = settings
     x, w = req(node, 0), req(node, 1)
     n = int(node.attrs["num_heads"])
-    b, seq = x.shape[0], x.shape[1]
-    tokens, width = b * seq, w.shape[1]
-    proj = Cost(matrix_flops=FLOPS_PER_MAC * tokens * x.shape[-1] * width,
+    b, seq = int(x.shape[0]), int(x.shape[1])
+    tokens, width = b * seq, int(w.shape[1])
+    proj = Cost(matrix_flops=FLOPS_PER_MAC * tokens * int(x.shape[-1]) * width,
                 vector_flops=tokens * width * (2 if node.input(2) is not None else 1))
     present, past = _present(node, 1), node.input(8)
-    kv_len = present.shape[3] if present is not None else seq + (past.shape[3] if past is not None else 0)
+    kv_len = int(present.shape[3]) if present is not None else seq + (int(past.shape[3]) if past is not None else 0)
     head = width // 3 // n
     return attention_cost(node, s, bh=b * n, q_len=seq, kv_len=kv_len, head_dim=head, v_head_dim=head,
                           causal=bool(node.attrs.get("unidirectional", 0)), past=(8,), present=(1,), extra=proj)
@@ -160,11 +160,13 @@ ROWS = (
     Row("matmul_nbits",         (),  ms("MatMulNBits", "MatMulBnb4"),                    matmul_nbits),
     Row("conv_integer",         (),  onnx("ConvInteger"),                                conv_integer),
     Row("qlinear_conv",         (),  onnx("QLinearConv") + ms("QLinearConv"),             qlinear_conv),
-    Row("qlinear_binary",       (),  ms("QLinearAdd", "QLinearMul"),                     per_element(QLINEAR_BINARY_FLOPS)),
+    Row("qlinear_binary",       (),  ms("QLinearAdd", "QLinearMul"),
+        per_element(QLINEAR_BINARY_FLOPS)),
     Row("qlinear_unary",        (),  ms("QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax"), qlinear_unary),
     Row("qlinear_avg_pool",     (),  ms("QLinearAveragePool", "QLinearGlobalAveragePool"), qlinear_avg_pool),
     Row("qlinear_concat",       (),  ms("QLinearConcat"),                                per_element(REQUANTIZE_FLOPS)),
-    Row("qlinear_where",        (),  ms("QLinearWhere"),                                 per_element(1 + REQUANTIZE_FLOPS)),
+    Row("qlinear_where",        (),  ms("QLinearWhere"),
+        per_element(1 + REQUANTIZE_FLOPS)),
     Row("qattention",           (),  ms("QAttention"),                                   qattention),
     Row("gather_block_quantized", (), ms("GatherBlockQuantized"),                        gather_block_quantized),
 )

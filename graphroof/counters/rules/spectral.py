@@ -24,6 +24,7 @@ from ..common import io_cost
 from ..cost import Cost
 from ..family import Row, onnx, register_family
 from .elementwise import per_element
+from .matmul import req
 
 __all__ = ["ROWS", "fft_flops"]
 
@@ -46,7 +47,7 @@ def dft(node: OpNode) -> Cost:
     """(input [..., 1|2], dft_length, axis) -> [..., 2].  The axis is the opset-17 attribute, else -2 (an
     ``axis`` input's value is not known from shapes).  The length n is the output's along the axis, or, when
     ``onesided`` (``n // 2 + 1`` bins written), the input's (without ``dft_length``) or ``2 * (bins - 1)``."""
-    x, y = node.inputs[0], node.outputs[0]
+    x, y = req(node, 0), node.outputs[0]
     rank = len(y.shape)
     axis = int(node.attrs.get("axis", -2))
     axis = axis + rank if axis < 0 else axis
@@ -64,7 +65,7 @@ def stft(node: OpNode) -> Cost:
     """(signal [B, L, 1|2], frame_step, window [n], frame_length) -> [B, frames, bins, 2]: per frame the
     window multiply (n, 2n on a complex signal) and an FFT of the frame length n (the window's length, else
     from the bins: ``2 * (bins - 1)`` onesided (the default), ``bins`` otherwise)."""
-    x, y = node.inputs[0], node.outputs[0]
+    x, y = req(node, 0), node.outputs[0]
     window = node.input(2)
     frames, bins = int(y.shape[1]), int(y.shape[2])
     onesided = bool(node.attrs.get("onesided", 1))
