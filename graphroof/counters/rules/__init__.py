@@ -1,6 +1,6 @@
 """Built-in rules, one module per op family; each registers its table (ATen and ONNX keys) on import.
 
-matmul, conv, attention, norm, elementwise, reduce, movement, recurrent, quant: :mod:`..family` tables.
+matmul, conv, attention, norm, elementwise, reduce, movement, recurrent, quant, spectral: :mod:`..family` tables.
 comm (tensor-parallel collectives), kvcache (``kv_cache.append``) and table (op-table rows): graphroof's own
 op keys, registered with ``@register_rule``.
 """
@@ -18,5 +18,6 @@ from . import (  # noqa: F401
     quantized_torch,
     recurrent,
     reduce,
+    spectral,
     table,
 )

@@ -226,6 +226,36 @@ def rotary_embedding(node: OpNode) -> Cost:
     return io_cost(node, vector_flops=ROTARY_FLOPS_PER_ELEMENT * rotated)
 
 
+def linear_attention(node: OpNode) -> Cost:
+    """ONNX LinearAttention (query [B,T,Hq*dk], key [B,T,Hkv*dk], value [B,T,Hkv*dv], past_state [B,Hkv,dk,dv],
+    decay, beta), counted as its recurrence, per token:
+
+    * per KV head, the state update: rank-1 ``k (x) v`` added into S, ``2 dk dv`` (matrix); ``delta`` /
+      ``gated_delta`` first read S^T k (``2 dk dv``, matrix) and form ``beta * (v - S^T k)`` (``2 dv``, vector);
+      ``gated`` / ``gated_delta`` scale S by ``exp(g)`` (``dk dv``, vector) and take the exp of every decay value;
+    * per query head, the read-out ``q^T S`` (``2 dk dv``, matrix) and its scaling (``dv``, vector).
+
+    The states are KV-cache reads / writes (the recurrence's cache)."""
+    q, v = node.inputs[0], node.inputs[2]
+    assert q is not None and v is not None
+    a = node.attrs
+    hq, hkv = int(a["q_num_heads"]), int(a["kv_num_heads"])
+    b, t = int(q.shape[0]), int(q.shape[1])
+    dk, dv = int(q.shape[-1]) // hq, int(v.shape[-1]) // hkv
+    rule = str(a.get("update_rule", "gated_delta"))
+    delta, gated = "delta" in rule, rule.startswith("gated")
+    upd_m = FLOPS_PER_MAC * dk * dv * (2 if delta else 1)
+    upd_v = (2 * dv if delta else 0) + (dk * dv if gated else 0)
+    decay = node.input(4)
+    exps = decay.numel if gated and decay is not None else 0
+    tokens = b * t
+    matrix = tokens * (hkv * upd_m + hq * FLOPS_PER_MAC * dk * dv)
+    vector = tokens * (hkv * upd_v + hq * dv) + exps
+    ins = [(_kv(x) if i == 3 else x) for i, x in enumerate(node.inputs)]
+    outs = [(_kv(x) if i == 1 else x) for i, x in enumerate(node.outputs)]
+    return io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs)
+
+
 ROWS = (
     #   member        ATen keys   ONNX keys                                     rule
     Row("sdpa",       SDPA_KEYS,  onnx("Attention"),                            sdpa, onnx_rule=onnx_attention),
@@ -233,6 +263,7 @@ ROWS = (
     Row("multi_head_attention", (), ms("MultiHeadAttention"),                   ms_multi_head_attention),
     Row("group_query_attention", (), ms("GroupQueryAttention"),                 ms_group_query_attention),
     Row("rotary",     (),         onnx("RotaryEmbedding") + ms("RotaryEmbedding"), rotary_embedding),
+    Row("linear_attention", (),   onnx("LinearAttention"),                      linear_attention),
 )
 
 register_family("attention", ROWS)

@@ -10,16 +10,22 @@ and ONNX.  (Quantized convolutions are in :mod:`.quant`.)
   ``numel(in) - numel(out)``.
 * Interpolation per output element: a blend of t taps is t multiplies and ``t - 1`` adds, ``t = taps_per_axis
   ^ axes`` (linear 2 per axis, cubic 4): linear 1-d 3, bilinear 7, trilinear 15, bicubic 31; nearest 0.
+* Sampling at computed points (GridSample, RoiAlign, DeformConv): the blend above per channel, plus per point
+  (shared by the channels) its coordinates and bilinear tap weights: GridSample unnormalises each of its r
+  coordinates (multiply, add: ``2r``); RoiAlign / DeformConv compute y and x (a multiply-add each, 4), the
+  fractions and their complements (4) and the four tap weights (4 products) = 12 / a point (DeformConv: the
+  offset adds replace the multiply-adds, 2 + 4 + 4 = 10).
 """
 
 from __future__ import annotations
 
 from ...graph import OpNode
 from ..common import io_cost
-from ..cost import Cost
+from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import conv_flops, prod
 from .matmul import req
+from .movement import partial_read
 
 __all__ = ["ROWS", "conv", "interp_flops", "pool_flops"]
 
@@ -111,8 +117,6 @@ _ATEN_TAPS = {"nearest": (1, 0), "linear": (2, 1), "bilinear": (2, 2), "trilinea
 def aten_interpolate(node: OpNode) -> Cost:
     op = node.op.split(".")[-1]
     mode = next((m for m in ("bicubic", "trilinear", "bilinear", "linear", "nearest") if m in op), "bilinear")
-    if op.startswith("grid_sampler"):
-        mode = {0: "bilinear", 1: "nearest", 2: "bicubic"}.get(node.attrs.get("interpolation_mode", 0), "bilinear")
     taps, axes = _ATEN_TAPS[mode]
     return io_cost(node, vector_flops=interp_flops(node.outputs[0].numel, taps, axes))
 
@@ -124,6 +128,82 @@ def resize(node: OpNode) -> Cost:
     axes = sum(1 for a, b in zip(x.shape, y.shape) if a != b)
     taps = {"linear": 2, "bilinear": 2, "cubic": 4}.get(str(node.attrs.get("mode", "nearest")), 1)
     return io_cost(node, vector_flops=interp_flops(y.numel, taps, axes))
+
+
+_GRID_TAPS = {"nearest": 1, "linear": 2, "bilinear": 2, "cubic": 4, "bicubic": 4}
+_ATEN_GRID_MODE = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+
+
+def grid_sample(node: OpNode) -> Cost:
+    """(X [N, C, *in], grid [N, *out, r]) -> Y [N, C, *out]: per grid point ``2r`` (unnormalise), per output
+    element the blend of ``taps ** r`` taps.  ONNX ``mode`` (linear / nearest / cubic, opset 16 names bilinear /
+    bicubic); ATen ``interpolation_mode`` 0 bilinear, 1 nearest, 2 bicubic."""
+    grid, y = req(node, 1), node.outputs[0]
+    r = int(grid.shape[-1])
+    mode = node.attrs.get("mode", "linear") if node.op.startswith("onnx.") else \
+        _ATEN_GRID_MODE.get(int(node.attrs.get("interpolation_mode", 0)), "bilinear")
+    points = grid.numel // r if r else 0
+    return io_cost(node, vector_flops=interp_flops(y.numel, _GRID_TAPS[str(mode)], r) + 2 * r * points)
+
+
+def affine_grid(node: OpNode) -> Cost:
+    """theta [N, r, r+1] -> grid [N, *size, r] (ONNX AffineGrid; ATen affine_grid_generator): each grid point is
+    theta times its homogeneous base coordinate, a batched matmul ``[N, P, r+1] @ [N, r+1, r]`` =
+    ``2 * N * P * r * (r+1)``; the base coordinates are normalised to [-1, 1] (one per coordinate: ``N * P * r``).
+    The size input (ONNX) is read as data."""
+    theta, grid = req(node, 0), node.outputs[0]
+    r = int(theta.shape[1])
+    n_points = grid.numel // r if r else 0          # N * P
+    return io_cost(node, matrix_flops=FLOPS_PER_MAC * n_points * r * (r + 1), vector_flops=n_points * r)
+
+
+def roi_align(node: OpNode) -> Cost:
+    """(X [N, C, H, W], rois [R, 4], batch_indices [R]) -> Y [R, C, oh, ow], ``s = sampling_ratio`` samples per
+    bin axis: per sample point 12 (coordinates and weights), per sampled value the bilinear blend (7), per output
+    ``s*s`` (avg: adds and the divide) or ``s*s - 1`` (max).  ``sampling_ratio`` 0 (adaptive, decided by the
+    roi sizes at run time) is estimated as 2.  Reads at most the 4 taps of each sampled value from X."""
+    x, y = req(node, 0), node.outputs[0]
+    ratio = int(node.attrs.get("sampling_ratio", 0))
+    s = ratio if ratio > 0 else 2
+    samples = s * s
+    points = int(y.shape[0]) * prod(int(d) for d in y.shape[2:]) * samples   # R * oh * ow * s * s, for all channels
+    per_out = samples if node.attrs.get("mode", "avg") == "avg" else samples - 1
+    flops = 12 * points + y.numel * samples * 7 + y.numel * per_out
+    taps_bytes = y.numel * samples * 4 * x.itemsize_bits / 8
+    return io_cost(node, vector_flops=flops, inputs=node.inputs[1:], estimated=ratio <= 0) + \
+        partial_read(x, min(x.nbytes, taps_bytes))
+
+
+def max_roi_pool(node: OpNode) -> Cost:
+    """(X [N, C, H, W], rois [R, 5]) -> Y [R, C, ph, pw]: each roi's window size is data, so the count is the
+    upper bound of rois covering the whole map: ``R * C * H * W - numel(Y)`` compares (estimated).  X is read
+    once."""
+    x, y = req(node, 0), node.outputs[0]
+    r = int(y.shape[0])
+    return io_cost(node, vector_flops=max(r * prod(int(d) for d in x.shape[1:]) - y.numel, 0), estimated=True)
+
+
+def deform_conv(node: OpNode) -> Cost:
+    """ONNX DeformConv (X [N, C, H, W], W [M, C/g, *k], offset [N, og*K*2, *out], B, mask [N, og*K, *out]): the
+    convolution ``2 * numel(Y) * C/g * K`` on the sampled values, the bilinear sampling of ``V = N * C * K *
+    prod(out)`` values (blend 7 each), 10 per sample point (``offset.numel / 2``: offset add, weights), the
+    mask multiply (V) and the bias add (numel(Y))."""
+    x, w, off, y = req(node, 0), req(node, 1), req(node, 2), node.outputs[0]
+    k = prod(int(d) for d in w.shape[2:])
+    sampled = int(x.shape[0]) * int(x.shape[1]) * k * prod(int(d) for d in y.shape[2:])
+    vector = 7 * sampled + 10 * (off.numel // 2) + (sampled if node.input(4) is not None else 0)
+    return conv(node, 0, 1, 3) + Cost(vector_flops=vector)
+
+
+def causal_conv_with_state(node: OpNode) -> Cost:
+    """ONNX CausalConvWithState (input [B, C, L], weight [C, 1, k], bias [C], past_state [B, C, k-1]): a
+    depthwise causal conv, ``2 * B * C * L * k``; the bias add (``B*C*L``) and the fused silu activation (5 per
+    output) when given.  Reads the carried state, writes output and present_state."""
+    w, y = req(node, 1), node.outputs[0]
+    act = str(node.attrs.get("activation", "none")).lower()
+    vec = (y.numel if node.input(2) is not None else 0) + (5 * y.numel if act in ("silu", "swish") else 0)
+    kernel = prod(int(d) for d in w.shape[2:])
+    return io_cost(node, matrix_flops=conv_flops(y.numel, 1, kernel), vector_flops=vec)
 
 
 ROWS = (
@@ -150,9 +230,16 @@ ROWS = (
     Row("interpolate",    aten("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
                                "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
                                "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
-                               "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa",
-                               "grid_sampler_2d", "grid_sampler"),
+                               "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"),
         onnx("Resize", "Upsample"), aten_interpolate, onnx_rule=resize),
+    Row("grid_sample",    aten("grid_sampler_2d", "grid_sampler_3d", "grid_sampler"), onnx("GridSample"), grid_sample),
+    Row("affine_grid",    aten("affine_grid_generator"),                               onnx("AffineGrid"), affine_grid),
+    Row("roi_align",      (),                                                          onnx("RoiAlign"), roi_align),
+    Row("max_roi_pool",   (),                                                          onnx("MaxRoiPool"),
+        max_roi_pool),
+    Row("deform_conv",    (),                                                          onnx("DeformConv"), deform_conv),
+    Row("causal_conv_state", (),                                                       onnx("CausalConvWithState"),
+        causal_conv_with_state),
 )
 
 register_family("conv", ROWS)

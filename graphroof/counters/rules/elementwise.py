@@ -91,6 +91,12 @@ def swish(node: OpNode) -> Cost:
     return elementwise(node, ACTIVATION_FLOPS_PER_ELEMENT["silu"] + (1 if scaled else 0))
 
 
+def swiglu(node: OpNode) -> Cost:
+    """ONNX SwiGLU(A, B) = ``Swish_alpha(A) * B``: the swish (5, + 1 when ``alpha`` is not 1) + the gate
+    multiply (1) = 6 per output element (7 with alpha)."""
+    return swish(node) + Cost(vector_flops=node.outputs[0].numel)
+
+
 def fast_gelu(node: OpNode) -> Cost:
     """com.microsoft FastGelu(X, bias): the tanh Gelu (9) plus one for the optional bias add."""
     return elementwise(node, 9 + (1 if node.input(1) is not None else 0))
@@ -193,6 +199,7 @@ ROWS = (
     *(Row(a, aten(a, inplace=True), (), per_element(ACTIVATION_FLOPS_PER_ELEMENT[a])) for a in _ATEN_ACTIVATIONS),
     Row("gelu",         aten("gelu", inplace=True),                 onnx("Gelu") + ms("Gelu"), gelu),
     Row("silu",         aten("silu", inplace=True),                 onnx("Swish"),             swish),
+    Row("swiglu",       (),                                         onnx("SwiGLU"),            swiglu),
     Row("fast_gelu",    (),                                         ms("FastGelu"),            fast_gelu),
     # bias add + gelu = 6; QuickGelu x * sigmoid(1.702 x): multiply + 4 + multiply = 6; BiasAdd X + bias + skip = 2
     Row("bias_gelu",    (),                                         ms("BiasGelu", "QuickGelu"), per_element(6)),

@@ -141,6 +141,19 @@ def einsum(node: OpNode) -> Cost:
     return io_cost(node, matrix_flops=matrix, vector_flops=vector)
 
 
+def det(node: OpNode) -> Cost:
+    """Determinant of X [..., n, n] by LU elimination, per matrix: step j (of n - 1) divides the ``n - j`` entries
+    below the pivot (vector) and updates the ``(n - j)^2`` trailing block (a multiply-add each, matrix), then the
+    ``n - 1`` multiplies of the diagonal product.  Matrix ``2 * sum (n-j)^2 = 2 * (n-1) n (2n-1) / 6`` (~ 2n^3/3),
+    vector ``n (n-1) / 2 + n - 1``."""
+    x = req(node, 0)
+    n = int(x.shape[-1])
+    batch = prod(int(d) for d in x.shape[:-2])
+    matrix = FLOPS_PER_MAC * (n - 1) * n * (2 * n - 1) // 6
+    vector = n * (n - 1) // 2 + max(n - 1, 0)
+    return io_cost(node, matrix_flops=batch * matrix, vector_flops=batch * vector)
+
+
 ROWS = (
     #   member        ATen keys                                                 ONNX keys
     Row("matmul",     aten("mm", "bmm", "matmul", "mv", "dot", "vdot", "inner"), onnx("MatMul"),
@@ -151,6 +164,7 @@ ROWS = (
     Row("fused_matmul", (),                                                      ms("FusedMatMul"), fused_matmul),
     Row("grouped_mm", aten("_grouped_mm", "grouped_mm") + ("transformers.grouped_mm_fallback",), (), grouped_mm),
     Row("einsum",     aten("einsum"),                                            onnx("Einsum"), einsum),
+    Row("det",        aten("linalg_det", "_linalg_det", "det"),                  onnx("Det"),    det),
 )
 
 register_family("matmul", ROWS)

@@ -90,6 +90,16 @@ def embed_layer_norm(node: OpNode) -> Cost:
 
 SOFTMAX = per_input_element(SOFTMAX_FLOPS_PER_ELEMENT)
 
+
+def lrn(node: OpNode) -> Cost:
+    """ONNX LRN ``y = x / (bias + alpha / size * square_sum) ** beta``, square_sum over ``size`` neighbouring
+    channels: per element square (1) + window sum (size - 1 adds) + alpha/size scale (1) + bias add (1) + pow (1)
+    + divide (1) = ``size + 4``."""
+    size = int(node.attrs["size"])
+    x = node.inputs[0]
+    assert x is not None
+    return io_cost(node, vector_flops=(size + 4) * x.numel)
+
 ROWS = (
     #   member          ATen keys                                                    ONNX keys            rule
     Row("softmax",      aten("softmax", "_softmax", "_safe_softmax", "special_softmax", "softmin"),
@@ -116,6 +126,7 @@ ROWS = (
     Row("mean_variance_norm", (), onnx("MeanVarianceNormalization"),
         per_input_element(NORM_FLOPS_PER_ELEMENT["layer_norm"] - 2)),
     # an argmax and a one-hot write
+    Row("lrn",          (),                                  onnx("LRN"),         lrn),
     Row("hardmax",      (),                                  onnx("Hardmax"),     per_input_element(1)),
     Row("skip_layer_norm", (), ms("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"), skip_layer_norm),
     Row("embed_layer_norm", (), ms("EmbedLayerNormalization"), embed_layer_norm),

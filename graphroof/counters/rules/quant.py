@@ -6,6 +6,14 @@ the tensors' real sizes in their real dtypes (an int4 ``MatMulNBits`` weight is 
 Per element: DequantizeLinear ``(x - zp) * scale`` = 2; QuantizeLinear ``saturate(round(x / s) + zp)`` = 3;
 DynamicQuantizeLinear = 5 (min and max over x, then quantize).
 
+The ``com.microsoft`` QLinear* elementwise / pooling ops dequantize their int8 inputs, run the float op and
+requantize the result, counted on the textbook formula (ONNX Runtime may use a 256-entry lookup table for the
+unary ones, which these counts over-estimate): per output element a binary op (QLinearAdd / QLinearMul) is
+2 + 2 (dequantize A and B) + 1 (the op) + 3 (requantize) = 8; a unary op is 2 + f + 3 with f the float op's
+count (sigmoid 4, leaky relu 2, softmax 5); a requantizing copy (QLinearConcat) 2 + 3 = 5; QLinearWhere a
+select (1) + requantize of the chosen value (5) = 6.  Average pools: dequantize every input element (2), the
+float pool, requantize every output (3).
+
 No ATen keys yet: the torch frontends see dequantized weights (a quantized checkpoint is a weight-dtype
 setting of :mod:`graphroof.llm`), so a row here gets its ATen key when a frontend emits one.
 """
@@ -16,10 +24,12 @@ import math
 
 from ...graph import OpNode
 from ..common import io_cost
-from ..cost import Cost
+from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, ms, onnx, register_family
-from ..formulas import matmul_flops
-from .conv import conv
+from ..formulas import SOFTMAX_FLOPS_PER_ELEMENT, matmul_flops, prod
+from ..settings import DEFAULT, CountSettings
+from .attention import _present, attention_cost
+from .conv import conv, pool_flops
 from .elementwise import per_element
 from .matmul import onnx_product, req
 from .movement import partial_read
@@ -95,6 +105,48 @@ def gather_block_quantized(node: OpNode) -> Cost:
     return c
 
 
+#: float-op FLOPs per element inside each QLinear unary op (see the module docstring).
+_QLINEAR_UNARY = {"QLinearSigmoid": 4, "QLinearLeakyRelu": 2, "QLinearSoftmax": SOFTMAX_FLOPS_PER_ELEMENT}
+QLINEAR_BINARY_FLOPS = 2 * DEQUANTIZE_FLOPS + 1 + QUANTIZE_FLOPS          # 8
+REQUANTIZE_FLOPS = DEQUANTIZE_FLOPS + QUANTIZE_FLOPS                       # 5
+
+
+def qlinear_unary(node: OpNode) -> Cost:
+    """(X, X_scale, X_zp, Y_scale, Y_zp): dequantize, the float op, requantize: ``2 + f + 3`` per element."""
+    f = _QLINEAR_UNARY[node.op.rsplit(".", 1)[-1]]
+    return io_cost(node, vector_flops=(DEQUANTIZE_FLOPS + f + QUANTIZE_FLOPS) * node.outputs[0].numel)
+
+
+def qlinear_avg_pool(node: OpNode) -> Cost:
+    """(X, x_scale, x_zp, y_scale, y_zp): dequantize X (2 per input element), average pool (``kernel_shape``,
+    k per output; global: ``numel(X)``), requantize Y (3 per output)."""
+    x, y = req(node, 0), node.outputs[0]
+    if node.op.endswith("GlobalAveragePool"):
+        pool = x.numel
+    else:
+        pool = pool_flops(y.numel, prod(node.attrs.get("kernel_shape", ()) or (1,)), "avg")
+    return io_cost(node, vector_flops=DEQUANTIZE_FLOPS * x.numel + pool + QUANTIZE_FLOPS * y.numel)
+
+
+def qattention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
+    """com.microsoft QAttention (input [B,S,Hin] int8, weight [Hin, 3H] int8, bias [3H], input_scale,
+    weight_scale, mask_index, input_zp, weight_zp, past [2,B,N,P,H/N]): the int8 QKV projection
+    ``2*B*S*Hin*3H``, its dequantize (one scale multiply per projected value) and bias add (``B*S*3H`` each),
+    then float attention as com.microsoft Attention (``unidirectional`` = causal)."""
+    s = settings
+    x, w = req(node, 0), req(node, 1)
+    n = int(node.attrs["num_heads"])
+    b, seq = int(x.shape[0]), int(x.shape[1])
+    tokens, width = b * seq, int(w.shape[1])
+    proj = Cost(matrix_flops=FLOPS_PER_MAC * tokens * int(x.shape[-1]) * width,
+                vector_flops=tokens * width * (2 if node.input(2) is not None else 1))
+    present, past = _present(node, 1), node.input(8)
+    kv_len = int(present.shape[3]) if present is not None else seq + (int(past.shape[3]) if past is not None else 0)
+    head = width // 3 // n
+    return attention_cost(node, s, bh=b * n, q_len=seq, kv_len=kv_len, head_dim=head, v_head_dim=head,
+                          causal=bool(node.attrs.get("unidirectional", 0)), past=(8,), present=(1,), extra=proj)
+
+
 ROWS = (
     #   member                  ATen keys  ONNX keys                                             rule
     Row("dequantize",           (),  onnx("DequantizeLinear") + ms("DequantizeLinear"),  per_element(DEQUANTIZE_FLOPS)),
@@ -107,7 +159,15 @@ ROWS = (
     Row("qgemm",                (),  ms("QGemm"),                                        qgemm),
     Row("matmul_nbits",         (),  ms("MatMulNBits", "MatMulBnb4"),                    matmul_nbits),
     Row("conv_integer",         (),  onnx("ConvInteger"),                                conv_integer),
-    Row("qlinear_conv",         (),  onnx("QLinearConv"),                                qlinear_conv),
+    Row("qlinear_conv",         (),  onnx("QLinearConv") + ms("QLinearConv"),             qlinear_conv),
+    Row("qlinear_binary",       (),  ms("QLinearAdd", "QLinearMul"),
+        per_element(QLINEAR_BINARY_FLOPS)),
+    Row("qlinear_unary",        (),  ms("QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax"), qlinear_unary),
+    Row("qlinear_avg_pool",     (),  ms("QLinearAveragePool", "QLinearGlobalAveragePool"), qlinear_avg_pool),
+    Row("qlinear_concat",       (),  ms("QLinearConcat"),                                per_element(REQUANTIZE_FLOPS)),
+    Row("qlinear_where",        (),  ms("QLinearWhere"),
+        per_element(1 + REQUANTIZE_FLOPS)),
+    Row("qattention",           (),  ms("QAttention"),                                   qattention),
     Row("gather_block_quantized", (), ms("GatherBlockQuantized"),                        gather_block_quantized),
 )
 

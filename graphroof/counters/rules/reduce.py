@@ -11,7 +11,7 @@ A reduction is ``per_in * numel(in) + per_out * numel(out)`` vector FLOPs (:func
 * logsumexp / ReduceLogSumExp, computed stably as every kernel does (torch, onnxruntime): max-reduce (in - out),
   subtract (in), exp (in), sum-reduce (in - out), log (out), add the max back (out) = ``4 * numel(in)``, the
   same accounting as softmax.  10 elements reduced to 1: 9 + 10 + 10 + 9 + 1 + 1 = 40.
-* cumsum / cumprod / cummax / CumSum: one op per element (logcumsumexp: 3).
+* cumsum / cumprod / cummax / CumSum / CumProd: one op per element (logcumsumexp: 3).
 * sort: ``numel * ceil(log2 n)`` compares per sorted row of length n; top-k / kthvalue: one pass with a k-heap,
   ``numel * max(1, ceil(log2 k))`` compares.
 * ``aten.max`` / ``aten.min`` with two tensor inputs are the elementwise maximum: one per output element.
@@ -93,7 +93,9 @@ ROWS = (
     Row("sum_square", (),                                                  onnx("ReduceSumSquare", "ReduceL1"), reduce(2, -1)),
     Row("log_sum",    (),                                                  onnx("ReduceLogSum"),     MEAN),
     Row("logsumexp",  aten("logsumexp"),                                   onnx("ReduceLogSumExp"),  reduce(4, 0)),
-    Row("cumsum",     aten("cumsum", "cumprod", inplace=True),              onnx("CumSum"),           MEAN),
+    Row("cumsum",     aten("cumsum", inplace=True),                         onnx("CumSum"),           MEAN),
+    # one multiply per element (exclusive / reverse: the same count)
+    Row("cumprod",    aten("cumprod", inplace=True),                        onnx("CumProd"),          MEAN),
     Row("scan",       aten("cummax", "cummin", "histc", "bincount", "diff"), (),                      MEAN),
     Row("logcumsumexp", aten("logcumsumexp"),                              (),                       reduce(3, 0)),
     Row("sort",       aten("sort", "argsort", "msort", "sort_"),           (),                       aten_sort),

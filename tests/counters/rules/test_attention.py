@@ -200,3 +200,21 @@ _VARIANTS = {
 @pytest.mark.parametrize("settings", [{}, {"attention": "naive"}, {"causal": "full"}])
 def test_aten_and_onnx_keys_agree(member, variant, settings):
     assert_frontends_agree("attention", member, _VARIANTS[variant], **settings)
+
+
+def test_linear_attention_recurrence():
+    # B=1, T=2, Hq=Hkv=2, dk=dv=4.  linear: per KV head update 2*4*4 = 32, per query head read-out 32 (matrix)
+    # + scale 4 (vector); 2 tokens: matrix 2 * (2*32 + 2*32) = 256, vector 2 * 2*4 = 16
+    q = T("fp32", 1, 2, 8)
+    st = T("fp32", 1, 2, 4, 4)
+    c = cost(node("onnx.LinearAttention", [q, q, q, st], [q, st], q_num_heads=2, kv_num_heads=2,
+                  update_rule="linear"))
+    assert (c.matrix_flops, c.vector_flops) == (256, 16)
+    # past and present state are the recurrence's cache: 32 values = 128 bytes each way
+    assert c.kv_read_bytes == 128 and c.kv_write_bytes == 128 and c.act_read_bytes == 3 * 64
+    # gated_delta with per-head decay and beta [1,2,2]: per KV head matrix S^T k 32 + update 32 = 64, vector
+    # exp(g) * S 16 + (v - S^T k) 4 + beta * 4 = 24; per query head 32 / 4; exps of the 4 decay values:
+    # matrix 2 * (2*64 + 2*32) = 384, vector 2 * (2*24 + 2*4) + 4 = 116
+    g = T("fp32", 1, 2, 2)
+    c = cost(node("onnx.LinearAttention", [q, q, q, st, g, g], [q, st], q_num_heads=2, kv_num_heads=2))
+    assert (c.matrix_flops, c.vector_flops) == (384, 116)

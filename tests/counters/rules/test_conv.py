@@ -131,7 +131,61 @@ _CASES = {
     # here so that only the formula is compared; its 32 bytes are checked in test_interpolation_modes_agree
     "interpolate": (node("aten.upsample_bilinear2d", [X], [T("fp32", 1, 4, 16, 16)]),
                     node("onnx.Resize", [X, None, None, W("int64", 0)], [T("fp32", 1, 4, 16, 16)], mode="linear")),
+    # bilinear sampling of X at a 5x5 grid; the default modes (ONNX "linear", ATen interpolation_mode 0) agree
+    "grid_sample": lambda key: node(key, [X, T("fp32", 1, 5, 5, 2)], [T("fp32", 1, 4, 5, 5)]),
+    # ATen's size is an attribute, ONNX's an int64 input (a 0-element placeholder here)
+    "affine_grid": (node("aten.affine_grid_generator", [T("fp32", 2, 2, 3)], [T("fp32", 2, 4, 4, 2)],
+                         size=[2, 1, 4, 4], align_corners=False),
+                    node("onnx.AffineGrid", [T("fp32", 2, 2, 3), W("int64", 0)], [T("fp32", 2, 4, 4, 2)])),
 }
+
+
+def test_grid_sample_modes():
+    # X [1,2,4,4], grid [1,3,3,2] -> Y [1,2,3,3] = 18 outputs, 9 grid points of r = 2 coordinates.
+    # bilinear: blend 4 taps (4 mul + 3 add = 7) x 18 = 126 + unnormalise 2*2 per point x 9 = 36 -> 162
+    x, g, y = T("fp32", 1, 2, 4, 4), T("fp32", 1, 3, 3, 2), T("fp32", 1, 2, 3, 3)
+    c = cost(node("onnx.GridSample", [x, g], [y]))
+    assert c == Cost(vector_flops=162, act_read_bytes=(32 + 18) * 4, act_write_bytes=18 * 4)
+    # nearest: no blend, 36; cubic: 16 taps, 31 x 18 = 558 + 36 = 594; ATen bicubic (mode 2) agrees
+    assert cost(node("onnx.GridSample", [x, g], [y], mode="nearest")).vector_flops == 36
+    assert cost(node("onnx.GridSample", [x, g], [y], mode="cubic")).vector_flops == 594
+    assert cost(node("aten.grid_sampler_2d", [x, g], [y], interpolation_mode=2)).vector_flops == 594
+
+
+def test_affine_grid_is_a_batched_matmul():
+    # theta [1,2,3] -> grid [1,4,4,2]: 16 points, each theta [2x3] . [x, y, 1]: 2 * 16 * 2 * 3 = 192 matrix;
+    # normalising the 2 base coordinates: 16 * 2 = 32 vector
+    c = cost(node("onnx.AffineGrid", [T("fp32", 1, 2, 3), W("int64", 4)], [T("fp32", 1, 4, 4, 2)]))
+    assert (c.matrix_flops, c.vector_flops) == (192, 32)
+    assert c.act_read_bytes == 24 and c.weight_bytes == 32 and c.act_write_bytes == 128
+
+
+def test_roi_align_and_max_roi_pool():
+    # X [1,4,8,8], 2 rois, output 2x2, sampling_ratio 2 -> Y [2,4,2,2] = 32 outputs, 4 samples each.
+    # points 2*2*2*4 = 32 x 12 (coords, weights) = 384; blend 32*4*7 = 896; average 32*4 = 128 -> 1408
+    x, rois, idx, y = T("fp32", 1, 4, 8, 8), T("fp32", 2, 4), T("int64", 2), T("fp32", 2, 4, 2, 2)
+    c = cost(node("onnx.RoiAlign", [x, rois, idx], [y], output_height=2, output_width=2, sampling_ratio=2))
+    assert c.vector_flops == 384 + 896 + 128 == 1408 and not c.estimated
+    # reads 4 taps per sampled value: 32*4*4 = 512 values = 2048 bytes, capped at X (256 values, 1024 bytes);
+    # + rois 32 + indices 16 bytes
+    assert c.act_read_bytes == 1024 + 32 + 16 and c.act_write_bytes == 128
+    # max mode: s*s - 1 = 3 per output: 384 + 896 + 96; adaptive ratio (0) is an estimate with s = 2
+    c = cost(node("onnx.RoiAlign", [x, rois, idx], [y], mode="max", sampling_ratio=0))
+    assert c.vector_flops == 384 + 896 + 96 and c.estimated
+    # MaxRoiPool 2 rois over the whole 4x8x8 map (upper bound): 2*256 - 32 outputs = 480 compares, estimated
+    c = cost(node("onnx.MaxRoiPool", [x, T("fp32", 2, 5)], [y], pooled_shape=[2, 2]))
+    assert c.vector_flops == 480 and c.estimated
+
+
+def test_deform_conv():
+    # X [1,4,5,5], W [8,4,3,3] (K = 9), pads 1 -> Y [1,8,5,5] = 200; offset [1,18,5,5] = 225 points
+    # conv 2 * 200 * 4 * 9 = 14,400; sampling 1*4*9*25 = 900 values x 7 = 6,300; points 225 x 10 = 2,250
+    x, w, off, y = T("fp32", 1, 4, 5, 5), W("fp32", 8, 4, 3, 3), T("fp32", 1, 18, 5, 5), T("fp32", 1, 8, 5, 5)
+    c = cost(node("onnx.DeformConv", [x, w, off], [y], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    assert (c.matrix_flops, c.vector_flops) == (14_400, 6_300 + 2_250)
+    # with bias (+200) and mask [1,9,5,5] (+900 multiplies)
+    c = cost(node("onnx.DeformConv", [x, w, off, W("fp32", 8), T("fp32", 1, 9, 5, 5)], [y], kernel_shape=[3, 3]))
+    assert (c.matrix_flops, c.vector_flops) == (14_400, 6_300 + 2_250 + 200 + 900)
 
 
 @pytest.mark.parametrize("member", paired_members("conv"))
@@ -146,3 +200,13 @@ def test_interpolation_modes_agree(aten_op, mode):
     o = cost(node("onnx.Resize", [X, None, None, W("int64", 4)], [T("fp32", 1, 4, 16, 16)], mode=mode))
     assert a.vector_flops == o.vector_flops == {"cubic": 31, "nearest": 0}[mode] * 1024
     assert o.weight_bytes - a.weight_bytes == 32 and a.act_bytes == o.act_bytes
+
+
+def test_causal_conv_with_state():
+    # input [2,4,8], weight [4,1,3] (depthwise, k = 3): 2 * (2*4*8 = 64 outputs) * 3 = 384 matrix;
+    # bias 64 + silu 5 * 64 = 384 vector; reads past_state [2,4,2] (16 values), writes present_state
+    x, w, b, st = T("fp32", 2, 4, 8), W("fp32", 4, 1, 3), W("fp32", 4), T("fp32", 2, 4, 2)
+    c = cost(node("onnx.CausalConvWithState", [x, w, b, st], [x, st], activation="silu"))
+    assert (c.matrix_flops, c.vector_flops) == (384, 64 + 320)
+    assert c.act_read_bytes == (64 + 16) * 4 and c.weight_bytes == (12 + 4) * 4 and c.act_write_bytes == 80 * 4
+    assert cost(node("onnx.CausalConvWithState", [x, w], [x, st])).vector_flops == 0

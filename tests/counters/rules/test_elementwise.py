@@ -115,6 +115,14 @@ def test_swish_is_silu_with_alpha():
     assert cost(node("onnx.Swish", [X10], [X10], alpha=1.702)).vector_flops == 60
 
 
+def test_swiglu_is_swish_times_value():
+    # Y [2,16] = 32 elements: swish(A) 5 + multiply by B 1 = 6 -> 192; alpha != 1 adds alpha * a: 7 -> 224
+    a = T("fp32", 2, 16)
+    c = cost(node("onnx.SwiGLU", [a, a], [a]))
+    assert c == Cost(vector_flops=192, act_read_bytes=2 * 128, act_write_bytes=128)
+    assert cost(node("onnx.SwiGLU", [a, a], [a], alpha=1.702)).vector_flops == 224
+
+
 def test_shrink_is_compare_and_bias_add():
     # ONNX Shrink (= torch softshrink): x - bias if x > lambd, x + bias if x < -lambd: compare + add = 2 x 10
     assert cost(node("onnx.Shrink", [X10], [X10], lambd=0.5, bias=0.5)).vector_flops == 20

@@ -149,7 +149,16 @@ def test_onnx_einsum(eq, shapes, mat, vec):
 
 # -- ATen and ONNX keys of one row give the same Cost -------------------------------------------------------
 
+def test_det_by_lu():
+    # X [2,4,4]: LU steps j = 1..3 update 3^2 + 2^2 + 1^2 = 14 trailing entries (a MAC each): 2 * 14 = 28 matrix;
+    # divides 3 + 2 + 1 = 6 and the diagonal product 3 multiplies: 9 vector; two matrices: 56, 18
+    c = run(node("onnx.Det", [T("fp32", 2, 4, 4)], [T("fp32", 2)]))
+    assert c == Cost(matrix_flops=56, vector_flops=18, act_read_bytes=128, act_write_bytes=8)
+    assert run(node("onnx.Det", [T("fp32", 1, 1)], [T("fp32")])).matrix_flops == 0   # 1x1: the entry itself
+
+
 _CASES = {
+    "det": lambda key: node(key, [T("fp32", 3, 5, 5)], [T("fp32", 3)]),
     "matmul": (node("aten.matmul", [T("fp32", 3, 1, 4, 8), T("fp32", 2, 8, 5)], [T("fp32", 3, 2, 4, 5)]),
                node("onnx.MatMul", [T("fp32", 3, 1, 4, 8), T("fp32", 2, 8, 5)], [T("fp32", 3, 2, 4, 5)])),
     # beta * C + alpha * (A @ B) with C [5], A [3, 4], B [4, 5], alpha 2, beta 3 (ATen inputs: C, A, B)

@@ -128,3 +128,11 @@ def test_layer_norm_without_bias_agrees():
     a = cost(node("aten.layer_norm", [X4, W("fp32", 3), None], [X4]))
     o = cost(node("onnx.LayerNormalization", [X4, W("fp32", 3)], [X4]))
     assert a == o and a.vector_flops == 6 * 72
+
+
+def test_lrn_alexnet_layer():
+    # AlexNet LRN, X [1,96,55,55] = 290,400 elements, size 5: 5 + 4 = 9 per element -> 2,613,600
+    x = T("fp32", 1, 96, 55, 55)
+    c = run(node("onnx.LRN", [x], [x], size=5, alpha=1e-4, beta=0.75, bias=1.0))
+    assert c == Cost(vector_flops=2_613_600, act_read_bytes=290_400 * 4, act_write_bytes=290_400 * 4)
+    assert run(node("onnx.LRN", [T("fp32", 1, 4, 2, 2)], [T("fp32", 1, 4, 2, 2)], size=3)).vector_flops == 16 * 7

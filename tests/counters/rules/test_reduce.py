@@ -67,6 +67,9 @@ def test_onnx_argmax_cumsum_topk():
     c = cost(node("onnx.ArgMax", [T("fp32", 4, 6)], [T("int64", 4)], axis=1, keepdims=0))
     assert c == Cost(vector_flops=20, act_read_bytes=96, act_write_bytes=4 * 8)  # int64 indices
     assert cost(node("onnx.CumSum", [T("fp32", 10), W("int64")], [T("fp32", 10)])).vector_flops == 10
+    # CumProd X [3,5]: one multiply per element = 15 (exclusive: the same count); reads 60 + the int64 axis 8 bytes
+    c = cost(node("onnx.CumProd", [T("fp32", 3, 5), W("int64")], [T("fp32", 3, 5)], exclusive=1))
+    assert c == Cost(vector_flops=15, act_read_bytes=60, weight_bytes=8, act_write_bytes=60)
     c = cost(node("onnx.TopK", [T("fp32", 4, 16), W("int64", 1)], [T("fp32", 4, 4), T("int64", 4, 4)], axis=-1))
     assert c.vector_flops == 64 * 2  # 64 elements x ceil(log2 4)
     assert c.act_write_bytes == 16 * 4 + 16 * 8  # values fp32 [4,4] + indices int64 [4,4]
@@ -80,6 +83,7 @@ def _reduce(key):
 
 _CASES = {m: _reduce for m in paired_members("reduce")}
 _CASES["cumsum"] = lambda key: node(key, [X], [X], dim=1)
+_CASES["cumprod"] = lambda key: node(key, [X], [X], dim=1)
 # top-4 of rows of 8: ATen reads k from its attribute, ONNX from the values output (K is an input tensor, given
 # here as a 0-element placeholder so that only the formula is compared)
 _CASES["topk"] = (node("aten.topk", [X], [T("fp32", 4, 4), T("int64", 4, 4)], k=4, dim=-1),
