@@ -105,3 +105,17 @@ class ReportError(GraphroofError):
 
 class GraphroofWarning(UserWarning):
     """Warnings graphroof emits (unknown ops, estimated counts)."""
+
+
+def warn(message: str, category: type[Warning] = GraphroofWarning) -> None:
+    """Emit *message* attributed to the caller's code: the first stack frame outside the graphroof package
+    (so ``python -W error`` and warning filters point at the user's line, not graphroof's)."""
+    import os
+    import sys
+    import warnings
+
+    pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    level, frame = 2, sys._getframe(1)  # stacklevel 2 = our caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import warnings
 from pathlib import Path
 
-from ..errors import GraphroofWarning, InputError
+from ..errors import InputError
+from ..errors import warn as warn_user
 from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args
 from .progress import Progress
 
@@ -44,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
     write_output(render_static(cd, fmt, level=level, title=title), args.output)
     if not args.quiet:
         for note in cd.skipped_notes(level):
-            warnings.warn(note, GraphroofWarning, stacklevel=1)
+            warn_user(note)
     return 0

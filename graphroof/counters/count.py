@@ -8,12 +8,12 @@ never a silent zero: they get the bytes of their inputs and outputs (so they are
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ..errors import GraphroofError, GraphroofWarning, RuleError, UnsupportedOpError
+from ..errors import GraphroofError, RuleError, UnsupportedOpError
+from ..errors import warn as warn_user
 from ..graph import COST, ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, resolve_dim
 from .common import io_cost
 from .cost import Cost
@@ -140,16 +140,11 @@ def count(
         )
     if warn and summary.shape_unknown:
         names = summary.shape_unknown
-        warnings.warn(f"{len(names)} node(s) have tensors of unknown shape (e.g. {names[0]!r}); counted as the bytes "
-                      "of their known tensors only, no FLOPs (estimated); give the input shapes with --input",
-                      GraphroofWarning, stacklevel=2)
+        warn_user(f"{len(names)} node(s) have tensors of unknown shape (e.g. {names[0]!r}); counted as the bytes "
+                      "of their known tensors only, no FLOPs (estimated); give the input shapes with --input")
     if warn:
         for k, v in sorted(summary.unknown.items()):
-            warnings.warn(
-                f"no rule for {k!r} ({v} node{'s' if v != 1 else ''}); counted as memory-only (bytes of inputs "
-                "and outputs, estimated); add one with graphroof.register_rule",
-                GraphroofWarning,
-                stacklevel=2,
-            )
+            warn_user(f"no rule for {k!r} ({v} node{'s' if v != 1 else ''}); counted as memory-only (bytes of inputs "
+                "and outputs, estimated); add one with graphroof.register_rule")
     graph.meta["count_summary"] = summary
     return summary

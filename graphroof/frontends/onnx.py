@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,24 @@ import onnx
 import onnx.inliner
 from onnx import AttributeProto, TensorProto
 
-from ..errors import FrontendError, GraphroofWarning, InputError
+from ..errors import FrontendError, InputError
+from ..errors import warn as warn_user
 from ..graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, Role, TensorSpec
 from .onnx_clean import clean_names
 from .onnx_control import DEFAULT_LOOP_TRIPS, Trips, loop_trips, scan_trips
 from .onnx_guard import default_budget, run_guarded
-from .onnx_shapes import (NeedsSymbolic, TypeTable, bind_inputs, infer, iter_graphs, normalize_dim, precheck,
-                          real_inputs, ssi_class, warn_unused_dims)
+from .onnx_shapes import (
+    NeedsSymbolic,
+    TypeTable,
+    bind_inputs,
+    infer,
+    iter_graphs,
+    normalize_dim,
+    precheck,
+    real_inputs,
+    ssi_class,
+    warn_unused_dims,
+)
 
 __all__ = ["load_onnx", "op_key", "scope_of", "is_kv_name"]
 
@@ -524,7 +534,7 @@ class _Builder:
         if trips.note:
             self.notes.append(trips.note)
             if trips.warn:
-                warnings.warn(trips.note, GraphroofWarning, stacklevel=5)
+                warn_user(trips.note)
         self.walk(body, prefix=f"{name}/body/", sub_scope=f"{base}_body", repeat=_mul(repeat, trips.count),
                   depth=depth + 1)
 
@@ -543,8 +553,8 @@ def _prepare(model: onnx.ModelProto, name: str, allow_symbolic: bool
             model = onnx.inliner.inline_local_functions(model)
             inlined = model.SerializeToString()
         except Exception as e:  # noqa: BLE001 - keep the calls as (unknown) ops then
-            warnings.warn(f"{name}: could not inline its local functions ({str(e).splitlines()[0] if str(e) else e});"
-                          " counting calls as ops", GraphroofWarning, stacklevel=2)
+            warn_user(f"{name}: could not inline its local functions ({str(e).splitlines()[0] if str(e) else e});"
+                          " counting calls as ops")
     notes: list[str] = []
     try:
         table, values = infer(model, notes, allow_symbolic)
@@ -583,8 +593,8 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     warn_unused_dims(dims, model)
     for flag in ("batch", "seq"):
         if ignored.get(flag) is not None:
-            warnings.warn(f"--{flag} applies to zoo and config models; bind an ONNX model's dims with --dim NAME=VALUE "
-                          "or --input NAME=SHAPE", GraphroofWarning, stacklevel=2)
+            warn_user(f"--{flag} applies to zoo and config models; bind an ONNX model's dims with --dim NAME=VALUE "
+                          "or --input NAME=SHAPE")
     bound = bind_inputs(model, dims, input_shapes)
     budget = default_budget()
     if infer_time_s is not None:

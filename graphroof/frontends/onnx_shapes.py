@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import re
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from ..errors import FrontendError, GraphroofWarning, InputError, UnboundDimError
+from ..errors import FrontendError, InputError, UnboundDimError
+from ..errors import warn as warn_user
 from ..graph import resolve_dim
 from .onnx_fold import MAX_ELEMS, fold_values, small_value, to_initializer
 
@@ -531,5 +531,5 @@ def warn_unused_dims(dims: Mapping[str, Any] | None, model: onnx.ModelProto) -> 
                         names.update(re.findall(r"[A-Za-z_]\w*", d.dim_param))
     unused = sorted(set(dims) - names)
     if unused and names:
-        warnings.warn(f"--dim {', '.join(unused)}: the model has no such symbolic dim (its dims: "
-                      f"{', '.join(sorted(names))})", GraphroofWarning, stacklevel=3)
+        warn_user(f"--dim {', '.join(unused)}: the model has no such symbolic dim (its dims: "
+                      f"{', '.join(sorted(names))})")

@@ -9,14 +9,14 @@ roofline alone.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
 from ..dtypes import dtype_bits
-from ..errors import GraphroofError, GraphroofWarning, InputError
+from ..errors import GraphroofError, InputError
+from ..errors import warn as warn_user
 from ..fuse import get_runtime
 from ..graph import OpGraph
 from ..hardware import HardwareProfile
@@ -233,7 +233,7 @@ def estimate(
                "forward pass over the whole context (prompt + tokens so far, no cache reuse), summed exactly "
                "over the steps; KV-cache bytes are 0")
         notes.append(msg)
-        warnings.warn(msg, GraphroofWarning, stacklevel=2)
+        warn_user(msg)
     for c in configs:
         for n in c.prefill.notes + c.decode.notes:
             if n not in notes:

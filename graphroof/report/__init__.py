@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import GraphroofWarning, ReportError
+from ..errors import ReportError
+from ..errors import warn as warn_user
 
 __all__ = ["FORMATS", "FORMATS_BY_KIND", "render", "render_text", "render_report", "write_report", "write_output",
            "write_outputs",
@@ -154,7 +154,7 @@ def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "
                 files.append((render_static(cd, "png", title=f"{ph[0].analysis.model_name} on {cd.hw_label}"), str(img)))
                 image = img.name
             except ReportError as e:  # no matplotlib: the report still works without its picture
-                warnings.warn(f"{e}; the markdown report has no chart image", GraphroofWarning, stacklevel=2)
+                warn_user(f"{e}; the markdown report has no chart image")
         text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"),
                                fold=fold)
         return [(text, str(out)), *files]

@@ -90,6 +90,8 @@ def fusion_gain(a, runtime: str = "compiled") -> dict[str, Any] | None:
 
 
 def _fuse_item(a, what: str) -> dict[str, Any] | None:
+    if getattr(a, "runtime", "eager") != "eager":
+        return None  # already priced as fused kernels (the header shows the eager figure beside it)
     f = fusion_gain(a)
     if not f or f["small_ops_share"] < MIN_SHARE or not f["t_realistic_s"]:
         return None

@@ -73,7 +73,7 @@ def display_layers(a, fold: bool = True) -> list[dict[str, Any]]:
     if fold:
         key = _fold_key(rows)
         if any(k != v for k, v in key.items()):
-            groups = rollup(a.graph, a.hw, a.depth, key=lambda s: key.get(s, s))
+            groups = rollup(a.timed_graph, a.hw, a.depth, key=lambda s: key.get(s, s))
             rows = [{**layer_row(g, a.hw, a.totals.t_lower_s), "repeat": g.repeat} for g in groups]
     rows = [{**r, "repeat": r.get("repeat", 1)} for r in rows]
     # topological order of the work: a layer sits where its first op with FLOPs or bytes runs (an exporter may
