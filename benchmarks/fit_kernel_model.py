@@ -12,12 +12,11 @@ the discrete ones (CTA tile, smallest tile M, split-K floor, NICs per node) by g
 from __future__ import annotations
 
 import argparse
-import json
 import itertools
+import json
 import math
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

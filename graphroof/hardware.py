@@ -37,11 +37,12 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .dtypes import canonical_dtype, peak_key_candidates
 from .errors import GraphroofError, HardwareProfileError

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 from .counters.cost import Cost
-from .errors import CostError
 from .dtypes import dtype_bits, is_float
+from .errors import CostError
 from .graph import BOUND, COST, OpGraph, OpNode, Role
 from .hardware import HardwareProfile
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from graphroof import hardware
 from graphroof.hardware import list_profiles, load_hardware

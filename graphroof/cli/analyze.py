@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import add_hw_options, check_output_path, add_model_options, frontend_opts, hw_from_args
+from .options import add_hw_options, add_model_options, check_output_path, frontend_opts, hw_from_args
 
 NAME = "analyze"
 HELP = "per-op and per-layer roofline of a model"

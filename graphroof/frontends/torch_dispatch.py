@@ -14,9 +14,9 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import replace
 import types as types_mod
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -27,7 +27,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..graph import OpGraph, Role
-from .torch_common import BROADCAST_VIEWS, GraphBuilder, Ref, bind, broadcast_view, is_view_op, op_key, spec_of, storage_key
+from .torch_common import (
+    BROADCAST_VIEWS,
+    GraphBuilder,
+    Ref,
+    bind,
+    broadcast_view,
+    is_view_op,
+    op_key,
+    spec_of,
+    storage_key,
+)
 from .torch_quantized import QuantHandler, is_quant_op, real_scalar
 from .torch_symbols import DataDims, candidates_of, quiet_shape_logs, set_value
 

@@ -20,10 +20,7 @@ used) or shapes, ``(shape, dtype)`` pairs or TensorSpecs; positional (a tuple / 
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path

@@ -22,7 +22,18 @@ import torch
 
 from ..errors import FrontendError
 from ..graph import OpGraph, Role
-from .torch_common import BROADCAST_VIEWS, GraphBuilder, Ref, bind, broadcast_view, clean_scope, is_view_op, op_key, spec_of, storage_key
+from .torch_common import (
+    BROADCAST_VIEWS,
+    GraphBuilder,
+    Ref,
+    bind,
+    broadcast_view,
+    clean_scope,
+    is_view_op,
+    op_key,
+    spec_of,
+    storage_key,
+)
 from .torch_dispatch import MAYBE_ALIAS
 from .torch_symbols import DataDims
 

@@ -25,9 +25,9 @@ from typing import Any
 from ..counters.cost import Cost
 from ..errors import UnboundDimError
 from ..graph import COST, IN_TENSORS, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
+from ..layers import auto_depth, scope_at
 from ..roofline import compute_dtype
 from .classify import VECTOR_CLASSES, gemm_mnk, is_batch_norm, is_conv, op_class
-from ..layers import auto_depth, scope_at
 from .runtimes import Runtime, get_runtime
 
 __all__ = ["Kernel", "KernelGraph", "fuse"]

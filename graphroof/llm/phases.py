@@ -82,7 +82,7 @@ class Phase:
 class Pipeline:
     """source graph -> KV-cache semantics -> quantization -> TP split -> count -> per-device costs."""
 
-    def __init__(self, source: LLMSource, hw: HardwareProfile, *, quant: Quant = Quant(), tp: int = 1,
+    def __init__(self, source: LLMSource, hw: HardwareProfile, *, quant: Quant = Quant(), tp: int = 1,  # noqa: B008 - frozen
                  plan: TPPlan = DEFAULT_PLAN, settings: CountSettings | None = None,
                  rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None,
                  progress: Callable[[str], None] | None = None, runtime: str | Runtime | None = "serving"):

@@ -135,7 +135,7 @@ class OpSeries:
         self.ops: list[OpNode] = [op for op, _ in base]
         # GEMM shapes of kernels that grow with x (q @ K^T over the cache): affine in x, fitted per dim
         self.mnk: dict[int, list[Poly]] = {}
-        for i, (op, _) in enumerate(base):
+        for i, _pair in enumerate(base):
             shapes = [samples[x][i][0].attrs.get("gemm_mnk") for x in self.xs]
             if shapes[0] and any(sh != shapes[0] for sh in shapes):
                 self.mnk[i] = [fit(self.xs, [float(sh[d]) for sh in shapes]) for d in range(3)]

@@ -109,7 +109,7 @@ def display_ops(a, fold: bool = True) -> list[dict[str, Any]]:
                if fold else (r["name"],))
         groups.setdefault(key, []).append(r)
     out = []
-    for key, rs in groups.items():
+    for rs in groups.values():
         first = rs[0]
         row = dict(first)
         for k in _SUMMED:

@@ -6,8 +6,15 @@ profile's ``[timing]`` / ``[collectives]`` sections (see :mod:`graphroof.timing.
 other fields when absent.
 """
 
-from .collectives import (COLLECTIVES, CollectiveTime, allgather_time, allreduce_time, collective_time,
-                          collective_time_with, reduce_scatter_time)
+from .collectives import (
+                          COLLECTIVES,
+                          CollectiveTime,
+                          allgather_time,
+                          allreduce_time,
+                          collective_time,
+                          collective_time_with,
+                          reduce_scatter_time,
+)
 from .gemm import GemmTime, gemm_time, gemm_time_with
 from .params import STREAM_KINDS, CollectiveParams, KernelTiming
 from .precision import MATMUL_PRECISIONS, matmul_peak, matmul_peak_key

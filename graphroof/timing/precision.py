@@ -15,7 +15,6 @@ Other dtypes are unaffected (bf16 runs at ``matrix.bf16`` ...).  ``dtype="tf32"`
 from __future__ import annotations
 
 from dataclasses import replace
-
 from typing import TYPE_CHECKING
 
 from ..dtypes import canonical_dtype

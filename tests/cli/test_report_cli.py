@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from tests._report_models import analyse, tiny_graph
 
 import graphroof
+from graphroof.api import analyze_on_profiles
 from graphroof.cli import main
+from graphroof.cli.compare import split_profiles
 from graphroof.cli.progress import Progress
 from graphroof.report import render_text
-from graphroof.api import analyze_on_profiles
-from graphroof.cli.compare import split_profiles
+from tests._report_models import analyse, tiny_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTBOOK = str(ROOT / "tests" / "gold" / "ops_table.csv")  # 10 ops; a copy, so examples/ may change

@@ -18,11 +18,11 @@ from onnx import helper as h  # noqa: E402
 import graphroof  # noqa: E402
 from graphroof.cli import main  # noqa: E402
 from graphroof.counters.cost import Cost  # noqa: E402
-from graphroof.errors import CostError, FrontendError, GraphroofWarning, UnboundDimError, csv_safe  # noqa: E402
+from graphroof.errors import CostError, FrontendError, GraphroofWarning, csv_safe  # noqa: E402
 from graphroof.frontends.onnx import load_onnx  # noqa: E402
 from graphroof.frontends.onnx_guard import Budget, run_guarded  # noqa: E402
 from graphroof.graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN  # noqa: E402
-from tests.frontends._onnx_build import BOOL, F32, I64, cost, counted, init, model, node, save, total, vi  # noqa: E402
+from tests.frontends._onnx_build import BOOL, F32, I64, cost, counted, init, model, node, save, vi  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 

@@ -174,9 +174,8 @@ def test_onnxruntime_quantized_models(tmp_path):
 
 def test_matmul_nbits_quantizer(tmp_path):
     pytest.importorskip("onnxruntime.quantization")
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-
     import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     class Wide(torch.nn.Module):
         def __init__(self):

@@ -11,8 +11,8 @@ from graphroof.cli import main
 from graphroof.errors import GraphroofWarning, InputError
 from graphroof.graph import bind
 from graphroof.llm import estimate
-from graphroof.report import render
 from graphroof.llm.kvcache import mark_kv_cache
+from graphroof.report import render
 from tests.llm.toy import RULES, toy_graph, toy_source
 
 P, G = 16, 12

@@ -14,9 +14,9 @@ from graphroof.cli import main  # noqa: E402
 from graphroof.errors import InputError  # noqa: E402
 from graphroof.graph import COST, Role  # noqa: E402
 from graphroof.llm import estimate
-from graphroof.report import render  # noqa: E402
 from graphroof.llm.phases import Pipeline  # noqa: E402
 from graphroof.llm.series import OpSeries  # noqa: E402
+from graphroof.report import render  # noqa: E402
 
 L, H, HEADS, KVH, I, V = 2, 64, 4, 2, 128, 100
 D = H // HEADS  # 16

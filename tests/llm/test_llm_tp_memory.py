@@ -6,14 +6,14 @@ import pytest
 
 from graphroof.counters.cost import Cost
 from graphroof.counters.rules.comm import all_gather_cost, all_reduce_cost
-from graphroof.errors import HardwareProfileError, InputError
+from graphroof.errors import InputError
 from graphroof.graph import OpGraph, Role
 from graphroof.hardware import HardwareProfile
 from graphroof.llm import estimate
-from graphroof.report import render
 from graphroof.llm.memory import activation_peak_bytes, max_batch, resident_weight_bytes
 from graphroof.llm.quant import Quant
 from graphroof.llm.tp import check_tp, shard_cost
+from graphroof.report import render
 from tests.conftest import T, W, node
 from tests.llm.toy import RULES, toy_params, toy_source
 

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from graphroof.measure.calibrate import (Benchmark, Plan, autorange, calibrate, compare_rows, run_benchmark, run_interleaved,
-                                 time_samples)
 from graphroof.cli import main
 from graphroof.hardware import load_hardware, profile_from_dict
+from graphroof.measure.calibrate import (
+    Benchmark,
+    Plan,
+    autorange,
+    calibrate,
+    compare_rows,
+    run_benchmark,
+    run_interleaved,
+    time_samples,
+)
 
 
 class FakeClock:

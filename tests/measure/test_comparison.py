@@ -9,8 +9,8 @@ import pytest
 
 from graphroof.api import count_graph
 from graphroof.graph import OpGraph
-from graphroof.measure.run import Measured, MeasuredComparison, measured_bound, percentile
 from graphroof.measure.match import Event, MatchResult
+from graphroof.measure.run import Measured, MeasuredComparison, measured_bound, percentile
 from graphroof.report import render
 from tests.conftest import node
 

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
-from tests._report_models import analyse, evil_graph, tiny_graph
 
 from graphroof.report import write_report
+from tests._report_models import analyse, evil_graph, tiny_graph
 from tools.headless import Browser, find_chromium
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed")
@@ -78,8 +78,8 @@ def test_malicious_names_do_not_run(browser, round_hw, tmp_path):
 
 
 def test_compare_page_loads_and_sorts(browser, round_hw, tmp_path):
-    from graphroof.report import write_output
     from graphroof.analysis import compare_devices
+    from graphroof.report import write_output
     from graphroof.report.compare import render_compare
 
     fast = round_hw.with_overrides(peak_flops_per_s=200e12, mem_bw_bytes_per_s=2e12)

@@ -4,14 +4,14 @@ gold files for the terminal and markdown tables."""
 from __future__ import annotations
 
 import pytest
-from tests.conftest import node
-from tests.report.test_markdown import check_gold
 
 from graphroof.api import count_graph
 from graphroof.graph import OpGraph
 from graphroof.report import render_text
 from graphroof.report.fold import display_layers, fold_name
 from graphroof.report.text import layer_table
+from tests.conftest import node
+from tests.report.test_markdown import check_gold
 
 
 def _decoder(n_blocks: int = 4) -> OpGraph:

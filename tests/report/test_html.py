@@ -6,10 +6,10 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from tests._report_models import EVIL_RAW, analyse, evil_graph, tiny_graph
 
 from graphroof.report import render_text
 from graphroof.report.html import render_html
+from tests._report_models import EVIL_RAW, analyse, evil_graph, tiny_graph
 
 
 class Tree(HTMLParser):

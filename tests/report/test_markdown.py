@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-from tests._report_models import analyse, evil_graph, tiny_graph
 
 import graphroof
 from graphroof.cli import main
 from graphroof.report import chart_image_path, render_text, write_report
 from graphroof.report.markdown import md_escape
+from tests._report_models import analyse, evil_graph, tiny_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLD = ROOT / "tests" / "gold"

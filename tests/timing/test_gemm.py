@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphroof.timing import KernelTiming, gemm_time, gemm_time_with
 from graphroof.hardware import load_hardware
+from graphroof.timing import KernelTiming, gemm_time, gemm_time_with
 
 A100_FP16 = 312e12
 A100_BW = 2.039e12
