@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-fold", action="store_true", help="one row per block instead of folding identical blocks")
     p.add_argument("--attention", default="flash", choices=("flash", "naive"), help="attention byte model")
     p.add_argument("--causal", default="kernel", choices=("kernel", "full"), help="causal attention counting")
+    p.add_argument("--experts-touched", type=float, default=None, metavar="N",
+                   help="mixture of experts: experts whose weights each step reads per MoE layer (default: the "
+                   "expectation under uniform routing, E*(1-(1-k/E)^T) for T tokens in the step)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
     p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json"),
                    help="terminal | markdown | json (default terminal)")
@@ -82,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         opts["dims"] = dims
     if args.dtype:
         opts["dtype"] = args.dtype
+    if args.experts_touched is not None:
+        opts["experts_touched"] = args.experts_touched
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=parse_batches(args.batch),
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FrontendError
+from ..errors import FrontendError, InputError
 from ..graph import OpGraph, Role, TensorSpec
 from .source import LLMSource, ModelSpec, Param
 
@@ -102,7 +102,8 @@ class HFSource(LLMSource):
     """A transformers model: built from its config dict *data* on the meta device, or given as *model*."""
 
     def __init__(self, data: dict[str, Any] | None = None, *, name: str, dtype: str | None = None,
-                 capture: str = "dispatch", source: str = "config", model: Any = None):
+                 capture: str = "dispatch", source: str = "config", model: Any = None,
+                 experts_touched: float | None = None):
         from ..frontends.hf import build_model
         from ..frontends.torch_common import dtype_name as torch_dtype_name
 
@@ -116,6 +117,9 @@ class HFSource(LLMSource):
             how = f"transformers {type(model).__name__} ({dtype_name})"
         self.spec = spec_from_config(self.cfg, name, dtype_name)
         self.capture = capture
+        if experts_touched is not None and not experts_touched > 0:
+            raise InputError(f"--experts-touched must be > 0, got {experts_touched:g}")
+        self.experts_touched = experts_touched
         self.notes = [f"{how}; prefill computes logits for every prompt position, as the model's forward does"]
         generates = _generates(self.model)
         self.kv_cache = bool(generates and getattr(self.cfg, "use_cache", True) is not False
@@ -130,10 +134,16 @@ class HFSource(LLMSource):
         from ..frontends.hf import eager_prompt
         from ..frontends.torch_export import load_module
 
+        from ..frontends.moe import mark_moe_routing
+
         with eager_prompt():
             g = load_module(module, inputs, kv_inputs=kv_names, capture=self.capture, name=self.spec.name,
                             causal_masks=causal)
-        return _strip_prefix(g, _PREFIX) if module is self._step else g
+        g = mark_moe_routing(_strip_prefix(g, _PREFIX) if module is self._step else g, self.experts_touched)
+        note = g.meta.get("moe_routing")
+        if note and note not in self.notes:
+            self.notes.append(note)
+        return g
 
     def _cached(self, batch: int, q: int, past: int) -> OpGraph:
         s = self.spec
