@@ -15,13 +15,15 @@ Models that are not causal LMs (no cache) are traced as a plain forward over the
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Any
 
 from ..errors import FrontendError, InputError
 from ..graph import OpGraph, Role, TensorSpec
 from .source import LLMSource, ModelSpec, Param
 
-__all__ = ["HFSource", "spec_from_config"]
+__all__ = ["HFSource", "layer_windows", "mark_windows", "spec_from_config", "window_note"]
 
 _PREFIX = "lm"
 
@@ -50,6 +52,51 @@ def spec_from_config(cfg, name: str, dtype: str | None) -> ModelSpec:
                      dtype=dtype)
 
 
+def layer_windows(cfg, layers: int | None) -> tuple[int | None, ...] | None:
+    """Per layer, the attention window its KV cache keeps (sliding or chunked layers), None for a full-context
+    layer; None when every layer keeps the full context.  Read from the cache transformers builds for the config
+    (``layer_types``, ``sliding_window``, ``sliding_window_pattern``, ``attention_chunk_size``), so it agrees with
+    what the model's forward does."""
+    try:
+        from transformers.cache_utils import DynamicCache
+
+        cache = DynamicCache(config=cfg)
+    except Exception:  # noqa: BLE001 - a config transformers' cache cannot read: full context
+        return None
+    out = tuple(getattr(layer, "sliding_window", None) for layer in cache.layers)
+    if not layers or len(out) != layers or not any(out):
+        return None
+    return tuple(int(w) if isinstance(w, int) and w > 0 else None for w in out)
+
+
+_LAYER = re.compile(r"(?:^|\.)(?:layers|h|layer|blocks)\.(\d+)(?:\.|$)")
+_ATTENTION_OPS = ("aten.scaled_dot_product_attention", "aten._scaled_dot_product_flash_attention",
+                  "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_cudnn_attention")
+
+
+def mark_windows(g: OpGraph, windows: tuple[int | None, ...]) -> OpGraph:
+    """Set ``attrs["window"]`` on the attention op of every sliding-window layer (by the layer index in its
+    scope, ``model.layers.<i>.self_attn``), so prefill counts the (query, key) pairs inside the window."""
+    out = g.map_ops(lambda op: op)
+    for op in g.ops():
+        if op.op not in _ATTENTION_OPS:
+            continue
+        m = _LAYER.search(op.scope)
+        if not m or int(m.group(1)) >= len(windows) or not windows[int(m.group(1))]:
+            continue
+        out.set(op.name, "op", replace(op, attrs={**op.attrs, "window": windows[int(m.group(1))]}))
+    return out
+
+
+def window_note(windows: tuple[int | None, ...]) -> str:
+    sliding = [w for w in windows if w]
+    sizes = ", ".join(str(w) for w in sorted(set(sliding)))
+    return (f"attention windows: {len(sliding)} of {len(windows)} layers attend to a window of {sizes} tokens "
+            "(sliding or chunked, as the config's layer types say): their KV cache holds at most that many tokens "
+            "and decode reads only those; chunked layers are counted as a sliding window of the chunk size (the "
+            "most a chunk holds); a decode range crossing the window is interpolated between its ends")
+
+
 def _generates(model) -> bool:
     """A model that ``generate``s token by token (causal LM heads: ``*ForCausalLM``, ``GPT2LMHeadModel`` ...)."""
     from ..frontends.hf import is_causal_lm
@@ -70,6 +117,9 @@ def _step_module(model):
             super().__init__()
             self.lm = lm
 
+        #: tokens already in the context (a sliding-window layer holds fewer: its cache input is shorter)
+        context = 0
+
         def forward(self, input_ids, **past):
             from transformers.cache_utils import DynamicCache
 
@@ -79,6 +129,8 @@ def _step_module(model):
                 layer.dtype, layer.device = k.dtype, k.device
                 layer.keys, layer.values = k, v
                 layer.is_initialized = True
+                if hasattr(layer, "cumulative_length"):  # sliding / chunked: positions and mask from the context
+                    layer.cumulative_length = self.context
             return self.lm(input_ids=input_ids, past_key_values=cache, use_cache=True).logits
 
     return CachedStep(model)
@@ -127,6 +179,10 @@ class HFSource(LLMSource):
         if not self.kv_cache:
             self.no_cache_reason = (f"{type(self.model).__name__} does not generate with a transformers cache"
                                     if not generates else "its config gives no KV-cache layout")
+        if self.kv_cache:
+            self.spec = replace(self.spec, windows=layer_windows(self.cfg, self.spec.layers))
+            if self.spec.windows:
+                self.notes.append(window_note(self.spec.windows))
         self._step = _step_module(self.model) if self.kv_cache else None
         self._dtype = dtype_name
 
@@ -140,6 +196,8 @@ class HFSource(LLMSource):
             g = load_module(module, inputs, kv_inputs=kv_names, capture=self.capture, name=self.spec.name,
                             causal_masks=causal)
         g = mark_moe_routing(_strip_prefix(g, _PREFIX) if module is self._step else g, self.experts_touched)
+        if self.spec.windows:
+            g = mark_windows(g, self.spec.windows)
         note = g.meta.get("moe_routing")
         if note and note not in self.notes:
             self.notes.append(note)
@@ -149,11 +207,15 @@ class HFSource(LLMSource):
         s = self.spec
         inputs: dict[str, Any] = {"input_ids": ((batch, q), "int64")}
         names = []
+        windows = s.windows or (None,) * s.layers
         for i in range(s.layers):
+            # a sliding-window layer keeps the last W - 1 tokens: the step attends to at most W keys
+            held = min(past, windows[i] - 1) if windows[i] else past
             for kind in ("key", "value"):
                 n = f"past_{kind}_{i}"
-                inputs[n] = TensorSpec((batch, s.kv_heads, past, s.head_dim), self._dtype, Role.KV_CACHE)
+                inputs[n] = TensorSpec((batch, s.kv_heads, held, s.head_dim), self._dtype, Role.KV_CACHE)
                 names.append(n)
+        self._step.context = past
         return self._trace(inputs, tuple(names), self._step, True)
 
     def prefill_graph(self, batch: int, seq: int) -> OpGraph:
