@@ -107,6 +107,21 @@ def _generates(model) -> bool:
         return is_causal_lm(model)
 
 
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _recording(update, probe: dict, i: int):
+    def record(key_states, value_states, *args, **kwargs):
+        probe[i] = (tuple(key_states.shape), tuple(value_states.shape))
+        return update(key_states, value_states, *args, **kwargs)
+
+    return record
+
+
 def _step_module(model):
     import torch
 
@@ -119,12 +134,18 @@ def _step_module(model):
 
         #: tokens already in the context (a sliding-window layer holds fewer: its cache input is shorter)
         context = 0
+        #: when a dict: record, per layer, the shapes of the keys / values the model hands its cache
+        probe: dict | None = None
 
         def forward(self, input_ids, **past):
             from transformers.cache_utils import DynamicCache
 
             cache = DynamicCache(config=self.lm.config)
             for i, layer in enumerate(cache.layers):
+                if f"past_key_{i}" not in past:  # probe: the layer initialises itself from what it receives
+                    if self.probe is not None:
+                        layer.update = _recording(layer.update, self.probe, i)
+                    continue
                 k, v = past[f"past_key_{i}"], past[f"past_value_{i}"]
                 layer.dtype, layer.device = k.dtype, k.device
                 layer.keys, layer.values = k, v
@@ -184,17 +205,33 @@ class HFSource(LLMSource):
             if self.spec.windows:
                 self.notes.append(window_note(self.spec.windows))
         self._step = _step_module(self.model) if self.kv_cache else None
+        self._layout: dict | None = None
         self._dtype = dtype_name
 
-    def _trace(self, inputs: dict, kv_names: tuple[str, ...], module, causal: bool) -> OpGraph:
+    def _trace(self, inputs: dict, kv_names: tuple[str, ...], module, causal: bool, what: str) -> OpGraph:
+        import logging
+
         from ..frontends.hf import eager_prompt
+        from ..frontends.moe import mark_moe_routing
+        from ..frontends.torch_common import one_line
         from ..frontends.torch_export import load_module
 
-        from ..frontends.moe import mark_moe_routing
-
-        with eager_prompt():
-            g = load_module(module, inputs, kv_inputs=kv_names, capture=self.capture, name=self.spec.name,
-                            causal_masks=causal)
+        quiet = logging.getLogger("torch._subclasses.fake_tensor")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)  # its failed-op traceback would go to stderr; the error says it all
+        try:
+            with eager_prompt():
+                g = load_module(module, inputs, kv_inputs=kv_names, capture=self.capture, name=self.spec.name,
+                                causal_masks=causal)
+        except Exception as e:  # noqa: BLE001
+            msg = str(e)
+            if msg.startswith("could not trace") and ") by " in msg:  # keep the cause, not every input's spec
+                msg = "by " + msg.split(") by ", 1)[1]
+            else:
+                msg = one_line(e)
+            raise FrontendError(f"{self.spec.name}: the {what} could not be traced: {msg[:400]}") from None
+        finally:
+            quiet.setLevel(level)
         g = mark_moe_routing(_strip_prefix(g, _PREFIX) if module is self._step else g, self.experts_touched)
         if self.spec.windows:
             g = mark_windows(g, self.spec.windows)
@@ -203,20 +240,52 @@ class HFSource(LLMSource):
             self.notes.append(note)
         return g
 
+    def kv_layout(self) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Per layer, the (key, value) cache entry shapes without batch and sequence: ``(heads, dim)`` each, as
+        the model hands them to its cache in a traced one-token step (MLA caches a single-head latent
+        ``[1, kv_lora_rank]`` and a rope key ``[1, rope_dim]``); the config's ``[kv_heads, head_dim]`` when
+        that probe fails.  Layers that never write the cache are absent."""
+        if self._layout is None:
+            s = self.spec
+            guess = {i: ((s.kv_heads, s.head_dim), (s.kv_heads, s.head_dim)) for i in range(s.layers)}
+            probe: dict = {}
+            self._step.probe = probe
+            try:
+                self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
+            except Exception:  # noqa: BLE001 - no probe: the config's layout (a real trace then reports)
+                probe = {}
+            finally:
+                self._step.probe = None
+            self._layout = {i: (k[1:-2] + k[-1:], v[1:-2] + v[-1:]) for i, (k, v) in probe.items()} or guess
+            elems = sum(_prod(k) + _prod(v) for k, v in self._layout.values())
+            self.spec = replace(self.spec, kv_elems_per_token=elems)
+            if probe and any(lay != guess.get(i) for i, lay in self._layout.items()):
+                first = self._layout[min(self._layout)]
+                self.notes.append(f"KV cache layout read from what the model's cache receives in a traced step: "
+                                  f"{elems:,} elements per token over {len(self._layout)} layers (layer "
+                                  f"{min(self._layout)}: keys {list(first[0])}, values {list(first[1])} per token), "
+                                  "not kv_heads x head_dim from the config")
+        return self._layout
+
     def _cached(self, batch: int, q: int, past: int) -> OpGraph:
+        layout = self.kv_layout()
         s = self.spec
         inputs: dict[str, Any] = {"input_ids": ((batch, q), "int64")}
         names = []
         windows = s.windows or (None,) * s.layers
         for i in range(s.layers):
+            if i not in layout:
+                continue
             # a sliding-window layer keeps the last W - 1 tokens: the step attends to at most W keys
             held = min(past, windows[i] - 1) if windows[i] else past
-            for kind in ("key", "value"):
+            for kind, shape in zip(("key", "value"), layout[i]):
                 n = f"past_{kind}_{i}"
-                inputs[n] = TensorSpec((batch, s.kv_heads, held, s.head_dim), self._dtype, Role.KV_CACHE)
+                inputs[n] = TensorSpec((batch, *shape[:-1], held, shape[-1]), self._dtype, Role.KV_CACHE)
                 names.append(n)
         self._step.context = past
-        return self._trace(inputs, tuple(names), self._step, True)
+        what = (f"prefill (batch {batch}, prompt {q})" if past == 0 and q > 1
+                else f"decode step (batch {batch}, past {past})")
+        return self._trace(inputs, tuple(names), self._step, True, what)
 
     def prefill_graph(self, batch: int, seq: int) -> OpGraph:
         if self.kv_cache:
@@ -224,7 +293,7 @@ class HFSource(LLMSource):
         inputs: dict[str, Any] = {"input_ids": ((batch, seq), "int64")}
         if getattr(self.cfg, "use_cache", False):
             inputs["use_cache"] = False
-        return self._trace(inputs, (), self.model, _generates(self.model))
+        return self._trace(inputs, (), self.model, _generates(self.model), f"forward (batch {batch}, seq {seq})")
 
     def decode_graph(self, batch: int, past: int) -> OpGraph:
         if not self.kv_cache:

@@ -50,8 +50,15 @@ class ModelSpec:
             return float(context)
         return sum(min(context, w) if w else context for w in self.windows) / len(self.windows)
 
+    #: K + V cache elements per token over all layers, as the model's cache receives them (MLA: the latent);
+    #: None: ``2 * layers * kv_heads * head_dim``
+    kv_elems_per_token: int | None = None
+
     def kv_bytes_per_token(self, kv_bits: int) -> float | None:
-        """``2 (K and V) * layers * kv_heads * head_dim * bytes``, or None when a fact is missing."""
+        """``2 (K and V) * layers * kv_heads * head_dim * bytes`` (or ``kv_elems_per_token * bytes`` when the
+        layout was read from the model), or None when a fact is missing."""
+        if self.kv_elems_per_token:
+            return self.kv_elems_per_token * kv_bits / 8
         if not (self.layers and self.kv_heads and self.head_dim):
             return None
         return 2 * self.layers * self.kv_heads * self.head_dim * kv_bits / 8

@@ -99,3 +99,54 @@ def test_memory_fit_honours_windows(tmp_path):
     # context 128: sliding layers hold 32 tokens, the full layer 128; 64 B per layer and token, batch 2:
     # 2 * (5 * 32 + 128) * 64 = 36,864 B (the full context everywhere would be 2 * 6 * 128 * 64 = 98,304 B)
     assert r.configs[0].memory.kv_cache_bytes == pytest.approx(2 * (5 * 32 + 128) * 64)
+
+
+# -- MLA: the cache holds the compressed latent ----------------------------------------------------------------
+
+DEEPSEEK_V2 = dict(model_type="deepseek_v2", architectures=["DeepseekV2ForCausalLM"], hidden_size=H,
+                   intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=HEADS,
+                   num_key_value_heads=HEADS, kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=16,
+                   qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+                   first_k_dense_replace=1, topk_method="greedy", n_group=1, topk_group=1, vocab_size=V,
+                   max_position_embeddings=512, torch_dtype="bfloat16")
+
+
+def test_mla_kv_layout_is_the_latent():
+    src = HFSource(DEEPSEEK_V2, name="tiny-deepseek-v2")
+    # each layer caches the latent [1, kv_lora_rank = 32] and the rope key [1, 8]: 40 elements per layer and
+    # token, 2 layers -> 80 elements = 160 B in bf16 (not 2 * 2 * 4 heads * 24 = 384 elements from the config)
+    assert src.kv_layout() == {0: ((1, 32), (1, 8)), 1: ((1, 32), (1, 8))}
+    assert src.spec.kv_bytes_per_token(16) == 2 * (32 + 8) * 2 == 160
+    read, write, _ = _kv(src, "decode", 1, 40)
+    # one token writes 160 B; transformers' (un-absorbed) MLA expands the whole latent cache every step
+    # (kv_b_proj over the 41 latents, the rope key copied per head), so it reads at least the 41 * 160 B held
+    assert write == 160 and read >= 41 * 160
+    assert any("KV cache layout read from" in n for n in src.notes)
+
+
+def test_mla_full_size_kv_bytes_per_token_v2_lite_and_v3():
+    from graphroof.llm.source import ModelSpec as M
+
+    # the figures the layout gives for the published configs: L * (kv_lora_rank + rope_dim) * 2 B
+    assert M(kv_elems_per_token=27 * (512 + 64)).kv_bytes_per_token(16) == 31_104     # DeepSeek-V2-Lite
+    assert M(kv_elems_per_token=61 * (512 + 64)).kv_bytes_per_token(16) == 70_272     # DeepSeek-V3
+
+
+def test_failed_trace_is_one_line(tmp_path, capsys, monkeypatch):
+    import json
+
+    import graphroof.frontends.torch_export as te
+    from graphroof.cli import main
+
+    def boom(*args, **kwargs):  # a trace failing deep in torch, with a long multi-line message
+        raise RuntimeError("Sizes of tensors must match except in dimension 2.\n" + "x" * 5000)
+
+    monkeypatch.setattr(te, "load_module", boom)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(_llama(2)))
+    assert main(["--quiet", "llm", str(p), "--prompt", "8", "--gen", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("graphroof: error:"), err
+    # names the model, the phase and the cause; no traceback, no dump of every input
+    assert p.parent.name in err and "prefill" in err and "could not be traced" in err and "Sizes of tensors must match" in err
+    assert "Traceback" not in err and "past_key_0" not in err and len(err) < 700
