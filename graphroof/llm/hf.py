@@ -15,6 +15,7 @@ Models that are not causal LMs (no cache) are traced as a plain forward over the
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import replace
 from typing import Any
@@ -136,6 +137,8 @@ def _step_module(model):
         context = 0
         #: when a dict: record, per layer, the shapes of the keys / values the model hands its cache
         probe: dict | None = None
+        #: logits of the last position only (what a serving engine samples from), where forward supports it
+        last_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
 
         def forward(self, input_ids, **past):
             from transformers.cache_utils import DynamicCache
@@ -152,7 +155,8 @@ def _step_module(model):
                 layer.is_initialized = True
                 if hasattr(layer, "cumulative_length"):  # sliding / chunked: positions and mask from the context
                     layer.cumulative_length = self.context
-            return self.lm(input_ids=input_ids, past_key_values=cache, use_cache=True).logits
+            kw = {"logits_to_keep": 1} if self.last_logits else {}
+            return self.lm(input_ids=input_ids, past_key_values=cache, use_cache=True, **kw).logits
 
     return CachedStep(model)
 
@@ -193,7 +197,10 @@ class HFSource(LLMSource):
         if experts_touched is not None and not experts_touched > 0:
             raise InputError(f"--experts-touched must be > 0, got {experts_touched:g}")
         self.experts_touched = experts_touched
-        self.notes = [f"{how}; prefill computes logits for every prompt position, as the model's forward does"]
+        last = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self.notes = [f"{how}; " + ("prefill computes the logits of the last prompt position only (logits_to_keep=1), "
+                                    "as serving engines do" if last else
+                                    "prefill computes logits for every prompt position, as the model's forward does")]
         generates = _generates(self.model)
         self.kv_cache = bool(generates and getattr(self.cfg, "use_cache", True) is not False
                              and self.spec.layers and self.spec.kv_heads and self.spec.head_dim)

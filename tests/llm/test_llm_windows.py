@@ -150,3 +150,14 @@ def test_failed_trace_is_one_line(tmp_path, capsys, monkeypatch):
     # names the model, the phase and the cause; no traceback, no dump of every input
     assert p.parent.name in err and "prefill" in err and "could not be traced" in err and "Sizes of tensors must match" in err
     assert "Traceback" not in err and "past_key_0" not in err and len(err) < 700
+
+
+def test_prefill_computes_last_position_logits_only():
+    src = HFSource(_llama(2), name="tiny")
+    c = mark_kv_cache(src.prefill_graph(3, 40)).map_ops(lambda op: op)
+    count(c)
+    head = [c.get(op.name, COST).matrix_flops for op in c.ops() if op.scope == "lm_head"]
+    # logits_to_keep=1: the lm_head multiplies one position per sequence, 2 * 3 * 1 * 64 * 100 = 38,400 FLOPs
+    # (every position would be 40 times that)
+    assert head == [2 * 3 * 1 * H * V]
+    assert any("last prompt position only" in n for n in src.notes)
