@@ -66,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-fold", action="store_true", help="one row per block instead of folding identical blocks")
     p.add_argument("--attention", default="flash", choices=("flash", "naive"), help="attention byte model")
     p.add_argument("--causal", default="kernel", choices=("kernel", "full"), help="causal attention counting")
+    p.add_argument("--experts-touched", type=float, default=None, metavar="N",
+                   help="mixture of experts: experts whose weights each step reads per MoE layer (default: the "
+                   "expectation under uniform routing, E*(1-(1-k/E)^T) for T tokens in the step)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
     p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json", "html"),
                    help="terminal | markdown | json | html (default terminal; html: one page with the batch sweep "
@@ -76,9 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..llm.estimate import estimate
     from ..report import render, write_output
-    from .progress import Progress
-
     from .precheck import check_llm_args
+    from .progress import Progress
 
     check_output_path(args.output)
     batches = parse_batches(args.batch)
@@ -91,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         opts["dims"] = dims
     if args.dtype:
         opts["dtype"] = args.dtype
+    if args.experts_touched is not None:
+        opts["experts_touched"] = args.experts_touched
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,

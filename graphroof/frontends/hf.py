@@ -230,6 +230,9 @@ def load_config_data(data: dict[str, Any], *, batch: int = 1, seq: int | None = 
         notes += more
     notes.append(f"built from its transformers config on the meta device ({type(model).__name__}, {dtype_name})")
     opts.pop("kv_inputs", None)
+    from .moe import mark_moe_routing
+
     with eager_prompt():
-        return load_module(model, inputs, capture=capture, name=name, notes=notes,
-                           causal_masks=is_causal_lm(model), **opts)
+        g = load_module(model, inputs, capture=capture, name=name, notes=notes,
+                        causal_masks=is_causal_lm(model), **opts)
+    return mark_moe_routing(g)

@@ -42,6 +42,15 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("mistral-7b", "llm", "7.2B", "hf", "Mistral 7B v0.1: 32 layers, d=4096, GQA 32/8, 4k sliding window",
              "bf16"),
     ZooModel("mixtral-8x7b", "llm", "47B", "hf", "Mixtral 8x7B: 32 layers, 8 experts, top-2 routing", "bf16"),
+    ZooModel("qwen3-30b-a3b", "llm", "30B", "hf", "Qwen3-30B-A3B: 48 layers, 128 experts, top-8 routing, GQA 32/4",
+             "bf16"),
+    ZooModel("deepseek-v2-lite", "llm", "16B", "hf", "DeepSeek-V2-Lite: 27 layers, MLA (512 latent), 64 experts top-6 "
+             "+ 2 shared", "bf16"),
+    ZooModel("deepseek-v3", "llm", "671B", "hf", "DeepSeek-V3: 61 layers, MLA (512 latent), 256 experts top-8 + 1 "
+             "shared", "bf16"),
+    ZooModel("gemma-2-9b", "llm", "9.2B", "hf", "Gemma 2 9B: 42 layers, sliding (4k) and full layers alternating, "
+             "GQA 16/8", "bf16"),
+    ZooModel("gemma-3-1b", "llm", "1.0B", "hf", "Gemma 3 1B: 26 layers, 5 sliding (512) per full layer, MQA", "bf16"),
     ZooModel("gpt2", "llm", "124M", "hf", "GPT-2 small: 12 layers, d=768, learned positions (max 1024)", "fp32"),
     ZooModel("gpt2-medium", "llm", "355M", "hf", "GPT-2 medium: 24 layers, d=1024", "fp32"),
     ZooModel("gpt2-large", "llm", "774M", "hf", "GPT-2 large: 36 layers, d=1280", "fp32"),
@@ -59,6 +68,8 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
 
 _ALIASES = {"llama2-7b": "llama-2-7b", "llama2-13b": "llama-2-13b", "llama2-70b": "llama-2-70b",
             "llama3-8b": "llama-3-8b", "llama3-70b": "llama-3-70b", "mistral": "mistral-7b", "mixtral": "mixtral-8x7b",
+            "qwen3-moe": "qwen3-30b-a3b", "deepseek-v2": "deepseek-v2-lite", "deepseek": "deepseek-v3",
+            "gemma-2": "gemma-2-9b", "gemma2-9b": "gemma-2-9b", "gemma-3": "gemma-3-1b", "gemma3-1b": "gemma-3-1b",
             "gpt-2": "gpt2", "bert": "bert-base", "bert-base-uncased": "bert-base", "resnet50": "resnet-50",
             "resnet18": "resnet-18", "resnet101": "resnet-101", "vit-b/16": "vit-b-16", "vit_b_16": "vit-b-16",
             "vit-base": "vit-b-16", "vit-l/16": "vit-l-16"}

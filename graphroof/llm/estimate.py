@@ -122,7 +122,8 @@ class _Run:
     def memory(self, b: int) -> MemoryFit:
         pipe, ctx = self.pipe, self.prompt + self.gen
         weights = resident_weight_bytes(self.params(), pipe.quant, pipe.tp, pipe.plan)
-        kv_tok = self.kv_bytes_per_token(b)
+        # KV bytes per sequence at ctx = bytes per token * tokens held per layer (sliding layers hold <= W)
+        kv_tok = self.kv_bytes_per_token(b) * self.src.spec.kv_cache_tokens(ctx) / ctx
         act = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
         cap = pipe.hw.mem_capacity_bytes
         mb = max_batch(cap, weights, kv_tok * ctx + act / b) if cap else None

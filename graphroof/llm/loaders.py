@@ -52,15 +52,17 @@ def _from_module(module: Any, name: str, opts: dict) -> LLMSource:
     from .hf import HFSource
 
     if _is_hf_model(module):
-        return HFSource(name=name, model=module, capture=opts.get("capture", "dispatch"))
+        return HFSource(name=name, model=module, capture=opts.get("capture", "dispatch"),
+                        experts_touched=opts.get("experts_touched"))
     limit = getattr(getattr(module, "config", None), "block_size", None)
     return ModuleSource(module, name=name, capture=opts.get("capture", "auto"),
                         max_positions=limit if isinstance(limit, int) else None)
 
 
 def open_model(model: Any, *, dtype: str | None = None, name: str | None = None, **opts: Any) -> LLMSource:
-    """See the module docstring.  *dtype* overrides a config's dtype; *opts* may carry ``dims`` (ONNX) and
-    ``capture`` (torch).  *model* is classified by the same resolver as ``analyze``'s
+    """See the module docstring.  *dtype* overrides a config's dtype; *opts* may carry ``dims`` (ONNX),
+    ``capture`` (torch) and ``experts_touched`` (transformers MoE: experts read per step and layer, overriding
+    the uniform-routing expectation of :mod:`graphroof.frontends.moe`).  *model* is classified by the same resolver as ``analyze``'s
     (:func:`graphroof.frontends.classify`)."""
     ref = classify(model)
     if ref.kind == "module":
@@ -75,7 +77,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
 
         data = frontend("hf").read_config(ref.path)
         nm = name or str(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
-        return HFSource(data, name=nm, dtype=dtype, source=str(ref.path))
+        return HFSource(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"))
     if ref.kind == "factory":
         built = frontend("factory").build_module(ref.model if callable(ref.model) else ref.target, fallback_real=False)
         return _from_module(built.module, name or ref.target.rpartition(":")[2], opts)
@@ -89,4 +91,5 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     if m.family != "llm" or m.source != "hf":
         raise InputError(f"zoo model {m.name} is a {m.family} model, not a language model; use `graphroof analyze`")
     hf = frontend("hf")
-    return HFSource(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}")
+    return HFSource(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
+                    experts_touched=opts.get("experts_touched"))

@@ -37,9 +37,28 @@ class ModelSpec:
     vocab: int | None = None
     max_positions: int | None = None
     dtype: str | None = None
+    #: per layer, the tokens its KV cache keeps (sliding / chunked attention), None = the full context;
+    #: ``windows`` None: every layer keeps the full context
+    windows: tuple[int | None, ...] | None = None
+
+    def kv_cache_tokens(self, context: int) -> float:
+        """Tokens of KV cache per sequence and layer at *context* tokens, averaged over the layers:
+        ``mean_l min(context, W_l)`` (``W_l`` = the layer's window, or the context for full-attention layers).
+        KV bytes at a context = bytes per token (every layer writes one entry per token) * this; exact when
+        every layer's entry has the same size."""
+        if not self.windows:
+            return float(context)
+        return sum(min(context, w) if w else context for w in self.windows) / len(self.windows)
+
+    #: K + V cache elements per token over all layers, as the model's cache receives them (MLA: the latent);
+    #: None: ``2 * layers * kv_heads * head_dim``
+    kv_elems_per_token: int | None = None
 
     def kv_bytes_per_token(self, kv_bits: int) -> float | None:
-        """``2 (K and V) * layers * kv_heads * head_dim * bytes``, or None when a fact is missing."""
+        """``2 (K and V) * layers * kv_heads * head_dim * bytes`` (or ``kv_elems_per_token * bytes`` when the
+        layout was read from the model), or None when a fact is missing."""
+        if self.kv_elems_per_token:
+            return self.kv_elems_per_token * kv_bits / 8
         if not (self.layers and self.kv_heads and self.head_dim):
             return None
         return 2 * self.layers * self.kv_heads * self.head_dim * kv_bits / 8

@@ -67,8 +67,10 @@ def sdpa(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
         causal, align = True, str(node.attrs.get("mask_align", "bottom_right"))
     else:
         causal, align = False, "top_left"
+    # attrs["window"]: a sliding-window layer (set by the LLM source from the config): each query sees at most
+    # that many keys (counted when causal, under the kernel setting)
     return attention_cost(node, settings, bh=bh, q_len=lq, kv_len=lk, head_dim=e, v_head_dim=ev, causal=causal,
-                          align=align, mask=mask is not None)
+                          align=align, mask=mask is not None, window=int(node.attrs.get("window") or 0))
 
 
 def _kv(t: TensorSpec | None) -> TensorSpec | None:

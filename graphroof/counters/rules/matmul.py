@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from ...errors import RuleError
 from ...graph import OpNode, TensorSpec
-from ..common import io_cost
+from ..common import io_cost, read_bytes
 from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import broadcast_shape, einsum_flops, matmul_flops, prod
 
-__all__ = ["ROWS", "gemm_vector_flops", "matmul_dims", "onnx_product"]
+__all__ = ["ROWS", "expected_experts", "experts_visited", "gemm_vector_flops", "matmul_dims", "onnx_product"]
 
 
 def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -59,6 +59,33 @@ def onnx_product(node: OpNode, ai: int, bi: int, trans_a: bool = False, trans_b:
     has_c = bias_i is not None and node.input(bias_i) is not None
     return io_cost(node, matrix_flops=matmul_flops(m, n, k, batch),
                    vector_flops=gemm_vector_flops(node.outputs[0].numel, has_c))
+
+
+def expected_experts(experts: int, top_k: int, tokens: int) -> float:
+    """``E * (1 - (1 - k/E)^T)``: expected distinct experts visited by *tokens* tokens routed uniformly to
+    *top_k* distinct experts each out of *experts* (uniform routing: one token misses a given expert with probability ``1 - k/E``, all T miss it with
+    ``(1 - k/E)^T``; see :mod:`graphroof.frontends.moe`)."""
+    if experts < 1 or top_k < 1 or tokens < 0:
+        raise ValueError(f"expected_experts: need E >= 1, k >= 1, T >= 0; got E={experts}, k={top_k}, T={tokens}")
+    k = min(top_k, experts)
+    return experts * (1.0 - (1.0 - k / experts) ** tokens)
+
+
+def experts_visited(attrs: dict) -> float | None:
+    """Experts a grouped GEMM's step visits from the node's routing facts, or None when it has none.
+
+    The ``moe_experts_touched`` override wins (capped at ``E``); otherwise :func:`expected_experts`.
+    """
+    e = attrs.get("moe_experts")
+    if not e:
+        return None
+    override = attrs.get("moe_experts_touched")
+    if override is not None:
+        return min(float(override), float(e))
+    k, t = attrs.get("moe_top_k"), attrs.get("moe_tokens")
+    if not k or t is None:
+        return None
+    return expected_experts(int(e), int(k), int(t))
 
 
 # -- adapters ----------------------------------------------------------------------------------------------
@@ -121,16 +148,26 @@ def fused_matmul(node: OpNode) -> Cost:
 def grouped_mm(node: OpNode) -> Cost:
     """Grouped GEMM (MoE experts): each row of ``a`` is multiplied by the weight of its group only.
 
-    ``a [S, K] x b [G, K, N] -> [S, N]`` (offsets split the S rows among the G groups): ``2 * S * N * K``;
-    the whole ``b`` is read (every expert that receives a token is loaded).  ``[G, M, K] x [G, K, N]``:
-    batched.  ``a [M, K] x b [K, N]`` with offsets splitting K: ``2 * M * N * K`` into ``[G, M, N]``.
+    ``a [S, K] x b [G, K, N] -> [S, N]`` (offsets split the S rows among the G groups): ``2 * S * N * K``
+    (the FLOPs of the rows routed, whatever the routing).  Weight bytes: a grouped kernel loads only the groups
+    that receive rows.  When the node carries routing facts (:func:`graphroof.frontends.moe.mark_moe_routing`:
+    ``moe_experts`` E, ``moe_top_k`` k, ``moe_tokens`` T, or a ``moe_experts_touched`` override), ``b`` is read
+    for the expected ``E * (1 - (1 - k/E)^T)`` distinct experts visited, i.e. ``nbytes(b) * visited / E``;
+    without them the whole ``b`` is read (every expert assumed visited).  ``[G, M, K] x [G, K, N]``: batched.
+    ``a [M, K] x b [K, N]`` with offsets splitting K: ``2 * M * N * K`` into ``[G, M, N]``.
     """
     a, b = node.inputs[0], node.inputs[1]
     if a.rank == 2 and b.rank == 2:
         flops = FLOPS_PER_MAC * a.shape[0] * a.shape[1] * b.shape[1]
     else:
         flops = FLOPS_PER_MAC * node.outputs[0].numel * a.shape[-1]
-    return io_cost(node, matrix_flops=flops)
+    visited = experts_visited(node.attrs) if b.rank == 3 else None
+    if visited is None:
+        return io_cost(node, matrix_flops=flops)
+    frac = min(1.0, visited / b.shape[0])
+    rest = io_cost(node, matrix_flops=flops, inputs=[t for i, t in enumerate(node.inputs) if i != 1])
+    part = read_bytes([b])
+    return rest + Cost(**{k: v * frac for k, v in part.items()})
 
 
 def einsum(node: OpNode) -> Cost:
