@@ -53,6 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv", default=None, help="what-if dtype of the KV cache (fp8, int8, bf16 ...)")
     p.add_argument("--dtype", default=None, help="model dtype for zoo / config models (default: the config's)")
     p.add_argument("--tp", type=_int("--tp"), default=1, help="tensor-parallel degree (Megatron split; default 1)")
+    p.add_argument("--gpu-mem-util", type=float, default=0.9,
+                   help="share of device memory the serving engine may use (default 0.9, as vLLM)")
+    p.add_argument("--kv-block", type=int, default=16, help="paged-KV block size in tokens (default 16, as vLLM)")
+    p.add_argument("--max-batched-tokens", type=int, default=None,
+                   help="prefill chunk budget in tokens (chunked prefill; default: the whole prompt batch at once)")
     p.add_argument("--runtime", default="serving", choices=("eager", "compiled", "serving"),
                    help="fusion + launch preset the kernels are priced under (default serving: fused norms, rotary, "
                    "activations, QKV and gate+up GEMMs, decode under CUDA graphs)")
@@ -98,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
-                 strict=args.strict, runtime=args.runtime, progress=progress, **opts)
+                 strict=args.strict, runtime=args.runtime, gpu_mem_util=args.gpu_mem_util, kv_block=args.kv_block,
+                 max_batched_tokens=args.max_batched_tokens, progress=progress, **opts)
     write_output(render(r, args.format), args.output)
     progress.done()
     return 0

@@ -25,8 +25,9 @@ from .critical import critical_table
 from .kvcache import APPEND
 from .memory import (
     MemoryFit,
+    ServingMemory,
     activation_peak_bytes,
-    max_batch,
+    max_concurrent,
     params_from_graph,
     resident_weight_bytes,
 )
@@ -77,9 +78,10 @@ def _check_lengths(prompt: int, gen: int) -> None:
 
 class _Run:
     def __init__(self, src: LLMSource, pipe: Pipeline, prompt: int, gen: int, depth: int | None, fold: bool,
-                 ideal: bool):
+                 ideal: bool, serving: ServingMemory | None = None):
         self.src, self.pipe, self.prompt, self.gen, self.depth, self.fold = src, pipe, prompt, gen, depth, fold
         self.ideal = ideal
+        self.serving = serving or ServingMemory()
         self.batches: list[int] = []
         self._params = None
 
@@ -120,28 +122,37 @@ class _Run:
         return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
 
     def memory(self, b: int) -> MemoryFit:
-        pipe, ctx = self.pipe, self.prompt + self.gen
+        pipe, ctx, sm = self.pipe, self.prompt + self.gen, self.serving
         weights = resident_weight_bytes(self.params(), pipe.quant, pipe.tp, pipe.plan)
-        # KV bytes per sequence at ctx = bytes per token * tokens held per layer (sliding layers hold <= W)
+        # KV bytes per sequence at ctx = bytes per token * tokens held per layer (sliding layers hold <= W),
+        # in whole paged-KV blocks
         kv_tok = self.kv_bytes_per_token(b) * self.src.spec.kv_cache_tokens(ctx) / ctx
-        act = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
+        kv_seq = kv_tok * sm.kv_tokens(ctx)
+        act_full = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
+        batch_tokens = b * self.prompt
+        act = act_full * sm.chunk_tokens(batch_tokens) / batch_tokens  # chunked prefill: one chunk live
         cap = pipe.hw.mem_capacity_bytes
-        mb = max_batch(cap, weights, kv_tok * ctx + act / b) if cap else None
+        usable = cap * sm.gpu_mem_util if cap else None
+        # one figure per configuration: the activations of a full chunk (the budget, or one sequence's prompt)
+        chunk = sm.max_batched_tokens or self.prompt
+        act_chunk = act_full / batch_tokens * chunk
+        mb = max_concurrent(usable, weights, act_chunk, kv_seq) if usable else None
         min_tp = None
-        if cap:
+        if usable:
             raw = pipe.raw("prefill", b, self.prompt)
             for n in TP_CANDIDATES:
                 try:
                     check_tp(n, self.src.spec.heads, self.src.spec.kv_heads, self.src.spec.intermediate)
-                    act_n = act if n == pipe.tp else activation_peak_bytes(pipe.prepare(raw, tp=n))
+                    act_n = act if n == pipe.tp else (activation_peak_bytes(pipe.prepare(raw, tp=n))
+                                                      * sm.chunk_tokens(batch_tokens) / batch_tokens)
                 except GraphroofError:
                     continue
                 total = (resident_weight_bytes(self.params(), pipe.quant, n, pipe.plan)
-                         + kv_tok * pipe.tp / n * b * ctx + act_n)
-                if total <= cap:
+                         + kv_seq * pipe.tp / n * b + act_n)
+                if total <= usable:
                     min_tp = n
                     break
-        return MemoryFit(weights, kv_tok * b * ctx, act, cap, mb, min_tp)
+        return MemoryFit(weights, kv_tok * ctx * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
 
     def config(self, b: int) -> LLMConfig:
         prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})
@@ -174,6 +185,9 @@ def estimate(
     peak_flops_per_s: float | None = None,
     mem_bw_bytes_per_s: float | None = None,
     runtime: str = "serving",
+    gpu_mem_util: float = 0.9,
+    kv_block: int = 16,
+    max_batched_tokens: int | None = None,
     progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> LLMEstimate:
@@ -191,6 +205,9 @@ def estimate(
     ideal : report the ideal roofline only (100% of peaks, no launch overhead).
     depth, fold : layer-table depth (default: one level below the repeated block) and folding of blocks.
     attention, causal : counting settings (see :mod:`graphroof.counters.settings`).
+    gpu_mem_util, kv_block, max_batched_tokens : the serving memory model (:class:`~graphroof.llm.memory.
+        ServingMemory`): usable share of the device memory (0.9, as vLLM), paged-KV block size in tokens (16),
+        prefill chunk budget in tokens (``None``: the whole prompt batch in one pass).
     runtime : fusion + launch preset (:mod:`graphroof.fuse.runtimes`): ``serving`` (default: fused norms,
         rotary and activations, QKV / gate+up GEMMs, decode under CUDA graphs), ``compiled`` or ``eager``.
     progress : called with a stage message before each trace (the CLI's :class:`graphroof.cli.progress.Progress`).
@@ -204,6 +221,7 @@ def estimate(
     from ..api import resolve_hardware
 
     _check_lengths(prompt, gen)
+    serving = ServingMemory(gpu_mem_util, kv_block, max_batched_tokens)  # checked before any trace
     batches = _batches(batch)
     quant = Quant.parse(weights, activations, kv)
     check_tp(tp)
@@ -224,7 +242,7 @@ def estimate(
     rt = get_runtime(runtime)
     pipe = Pipeline(src, prof, quant=quant, tp=tp, plan=plan, settings=settings, rules=rules, strict=strict,
                     depth=depth, progress=progress, runtime=rt)
-    run = _Run(src, pipe, prompt, gen, depth, fold, ideal)
+    run = _Run(src, pipe, prompt, gen, depth, fold, ideal, serving)
     run.batches = batches
     configs = [run.config(b) for b in batches]
     notes = list(getattr(src, "notes", []) or [])

@@ -47,7 +47,7 @@ class SweepPoint:
     prefill_bound: str
     decode_bound: str | None
     memory_bytes: float
-    capacity_bytes: float | None
+    capacity_bytes: float | None   # usable device memory (capacity x the serving gpu_mem_util)
     weights: str | None = None
     activations: str | None = None
     kv: str | None = None
@@ -367,8 +367,11 @@ def _point(src, pipe, prof, b, prompt, gen, tp, ideal, dtypes, price) -> SweepPo
     if "_params" not in src.__dict__:
         src.__dict__["_params"] = run.params()
     weights = resident_weight_bytes(src.__dict__["_params"], pipe.quant, tp, pipe.plan)
-    mem = weights + kv_tok * b * (prompt + gen) + act
+    ctx = prompt + gen
+    sm = run.serving  # the same serving memory model as estimate(): sliding windows, paged-KV blocks
+    mem = weights + kv_tok * src.spec.kv_cache_tokens(ctx) / ctx * sm.kv_tokens(ctx) * b + act
     return SweepPoint(hw=prof.name, batch=b, prompt=prompt, gen=gen, tp=tp, ttft_s=ttft, tpot_s=tpot,
                       prefill_bound=pbound, decode_bound=dbound, memory_bytes=mem,
-                      capacity_bytes=prof.mem_capacity_bytes, weights=dtypes[0], activations=dtypes[1],
+                      capacity_bytes=(prof.mem_capacity_bytes * sm.gpu_mem_util if prof.mem_capacity_bytes else None),
+                      weights=dtypes[0], activations=dtypes[1],
                       kv=dtypes[2], usd_per_hour=price)

@@ -82,9 +82,13 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
             f"{fmt_bytes(m.total_bytes)}")
     if m.capacity_bytes is None:
         return [line + "; the profile gives no memory capacity"]
-    line += f" of {fmt_bytes(m.capacity_bytes)}: "
+    usable = m.usable_bytes if m.usable_bytes is not None else m.capacity_bytes
+    sv = m.serving
+    line += (f" of {fmt_bytes(usable)} usable ({sv.gpu_mem_util:g} of {fmt_bytes(m.capacity_bytes)}; KV in "
+             f"{sv.kv_block}-token blocks" + (f", prefill chunks of {sv.max_batched_tokens} tokens"
+                                              if sv.max_batched_tokens else "") + "): ")
     if m.fits:
-        line += f"fits; max batch that fits: {m.max_batch}"
+        line += f"fits; max concurrent sequences: {m.max_batch}"
     else:
         line += "does not fit"
         if m.min_tp and m.min_tp > c.tp:
@@ -92,7 +96,7 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
         elif m.min_tp is None:
             line += "; no TP degree up to 64 fits"
         if m.max_batch:
-            line += f"; max batch that fits at TP {c.tp}: {m.max_batch}"
+            line += f"; max concurrent sequences at TP {c.tp}: {m.max_batch}"
     return [line]
 
 

@@ -149,11 +149,35 @@ def test_memory_fit_max_batch_and_smallest_tp():
     assert small.fits is False and small.memory.max_batch == 0 and small.memory.min_tp == 2
     text = render(_run(hw=hw))
     assert "does not fit; smallest TP that fits: --tp 2" in text
-    # max batch at a capacity that leaves room for exactly 5 sequences (KV + activations per sequence)
-    per_seq = (P + G) * kv_per_token + act / 2
+    # max concurrent sequences at a capacity whose usable 90% leaves room for exactly 5 sequences: a sequence
+    # of 16 + 8 = 24 tokens holds 2 blocks of 16 tokens = 32 tokens of KV (32 * 256 = 8192 bytes); one prefill
+    # chunk (one sequence's 16-token prompt) keeps act / 2 of the batch-2 prefill's activations live
+    kv_seq = 32 * kv_per_token
+    cap5 = (weights + act / 2 + 5.5 * kv_seq) / 0.9
     hw2 = HardwareProfile(name="fit5", matrix_peak_flops_per_s={"bf16": 1e14}, vector_peak_flops_per_s={},
-                          mem_bw_bytes_per_s=1e12, mem_capacity_bytes=weights + 5.5 * per_seq)
-    assert _run(hw=hw2).configs[0].memory.max_batch == 5
+                          mem_bw_bytes_per_s=1e12, mem_capacity_bytes=cap5)
+    m = _run(hw=hw2).configs[0].memory
+    assert m.max_batch == 5 and m.usable_bytes == pytest.approx(0.9 * cap5)
+    assert m.kv_cache_bytes == 2 * 24 * kv_per_token and m.kv_reserved_bytes == 2 * kv_seq
+    # one figure per configuration, whatever batch the table shows
+    assert {c.memory.max_batch for c in _run(hw=hw2, batch=[1, 2, 4]).configs} == {5}
+    # all of the memory and 8-token blocks: 24 tokens = 3 blocks exactly (24 * 256 = 6144 bytes per sequence)
+    m8 = _run(hw=hw2, gpu_mem_util=1.0, kv_block=8).configs[0].memory
+    assert m8.max_batch == int((cap5 - weights - act / 2) // (24 * kv_per_token))
+
+
+def test_serving_memory_knobs_are_checked_before_tracing():
+    for kw, msg in (({"gpu_mem_util": 1.5}, "--gpu-mem-util"), ({"kv_block": 0}, "--kv-block"),
+                    ({"max_batched_tokens": 0}, "--max-batched-tokens")):
+        with pytest.raises(InputError, match=msg):
+            _run(**kw)
+
+
+def test_chunked_prefill_caps_the_activation_peak():
+    full = _run(batch=[4]).configs[0].memory
+    # a 4 x 16 = 64-token prompt batch in chunks of 16 tokens keeps a quarter of the activations live
+    chunked = _run(batch=[4], max_batched_tokens=16).configs[0].memory
+    assert chunked.activation_peak_bytes == pytest.approx(full.activation_peak_bytes / 4)
 
 
 def test_kv_roles_in_decode():
