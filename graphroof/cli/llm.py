@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import InputError
-from .options import check_output_path, hw_from_args, parse_dims
+from .options import check_output_path, hw_from_args, parse_dims, parse_int_list
 
 __all__ = ["parse_batches"]
 
@@ -15,21 +14,7 @@ HELP = "LLM serving estimate: TTFT, TPOT, throughput, KV cache, memory fit, per-
 
 def parse_batches(text: str) -> list[int]:
     """``"1,8,32"`` -> ``[1, 8, 32]``."""
-    out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            b = int(part)
-        except ValueError:
-            raise InputError(f"--batch {text!r}: expected integers separated by commas, e.g. --batch 1,8,32") from None
-        if b < 1:
-            raise InputError(f"--batch {text!r}: batch sizes must be >= 1")
-        out.append(b)
-    if not out:
-        raise InputError("--batch needs at least one value, e.g. --batch 1,8,32")
-    return out
+    return parse_int_list(text, "--batch", "batch sizes", "1,8,32")
 
 
 def _int(flag: str):

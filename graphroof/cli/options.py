@@ -10,7 +10,7 @@ from ..errors import InputError
 from ..units import parse_quantity
 
 __all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
-           "frontend_opts", "check_output_path", "module_doc", "plain_text"]
+           "frontend_opts", "check_output_path", "module_doc", "plain_text", "parse_int_list"]
 
 
 def module_doc(name: str) -> str:
@@ -49,6 +49,26 @@ def plain_text(doc: str) -> str:
     doc = re.sub(r"``([^`]+)``", r"\1", doc)
     doc = re.sub(r"(?<![\w*])\*\*?([^*\s][^*]*?)\*\*?(?![\w*])", r"\1", doc)
     return doc
+
+
+def parse_int_list(text: str, flag: str, what: str = "values", example: str = "") -> list[int]:
+    """``"1,8,32"`` -> ``[1, 8, 32]`` for a comma-separated integer flag; each value >= 1, at least one."""
+    hint = f", e.g. {flag} {example}" if example else ""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            v = int(part)
+        except ValueError:
+            raise InputError(f"{flag} {text!r}: expected integers separated by commas{hint}") from None
+        if v < 1:
+            raise InputError(f"{flag} {text!r}: {what} must be >= 1")
+        out.append(v)
+    if not out:
+        raise InputError(f"{flag} needs at least one value{hint}")
+    return out
 
 
 def parse_dims(items: Sequence[str] | None) -> dict[str, int]:

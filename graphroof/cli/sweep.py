@@ -14,7 +14,7 @@ import argparse
 from ..errors import InputError
 from ..units import parse_quantity
 from .llm import parse_batches
-from .options import check_output_path
+from .options import check_output_path, parse_int_list
 
 NAME = "sweep"
 HELP = "sweep batch / prompt / gen / dtypes / TP / devices: every point, the throughput-latency frontier, SLO picks"
@@ -27,20 +27,7 @@ def _csv(text: str | None) -> list[str]:
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
-    if text is None:
-        return None
-    out = []
-    for t in _csv(text):
-        try:
-            v = int(t)
-        except ValueError:
-            raise InputError(f"{flag} {text!r}: expected integers separated by commas") from None
-        if v < 1:
-            raise InputError(f"{flag} {text!r}: values must be >= 1")
-        out.append(v)
-    if not out:
-        raise InputError(f"{flag} needs at least one value")
-    return out
+    return None if text is None else parse_int_list(text, flag)
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
