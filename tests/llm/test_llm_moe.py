@@ -167,3 +167,58 @@ def test_cli_experts_touched(tmp_path, capsys):
     assert main(["--quiet", "llm", str(cfg), "--prompt", "8", "--gen", "2", "--experts-touched", "0"]) == 1
     err = capsys.readouterr().err
     assert err.strip().count("\n") == 0 and "experts-touched" in err
+
+
+def _expert_gemm(batch: int, top_k: int = 2, experts: int = 8, d: int = 4096, f: int = 4096):
+    """Decode step of one routed expert GEMM: ``B*k`` rows of ``[., d]`` x ``[E, d, f]`` bf16 weights."""
+    from graphroof.counters.rules.matmul import grouped_mm
+
+    rows = batch * top_k
+    a = TensorSpec((rows, d), "bf16")
+    b = TensorSpec((experts, d, f), "bf16", role=Role.WEIGHT)
+    op = OpNode("g", "aten._grouped_mm", (a, b, TensorSpec((experts,), "int32"), None),
+                (TensorSpec((rows, f), "bf16"),),
+                {"moe_experts": experts, "moe_top_k": top_k, "moe_tokens": batch}, "model.layers.0.moe")
+    return [(op, grouped_mm(op))]
+
+
+def test_moe_critical_batch_is_per_expert():
+    """One routed expert GEMM, E = 8, k = 2, experts [4096, 4096] bf16, on an ideal device P = 200 TFLOP/s,
+    BW = 2 TB/s.
+
+    At decode batch B: FLOPs 2 * (2B) * 4096^2; bytes = rows in/out 2 * (2B * 4096 * 2) + offsets 8 * 4 = 32 +
+    weights 8 * 4096^2 * 2 * v(B)/8 with v(B) = 8 (1 - 0.75^B) experts visited.  Compute-bound where
+    67.108864e6 B / 200e12 >= (32,768 B + 32 + 268.435456e6 (1 - 0.75^B)) / 2e12, i.e. (after * 2e12)
+    671,088.64 B >= 32,768 B + 32 + 268,435,456 (1 - 0.75^B).  Long before that every expert is visited
+    (0.75^100 = 3e-13), so B* = (268,435,456 + 32) / (671,088.64 - 32,768) = 420.54: 420.54 * 2 / 8 = 105.1
+    tokens per expert, about the dense critical point of one [4096, 4096] bf16 expert
+    (D P / (D BW - 2 P) = 4096 * 200e12 / (4096 * 2e12 - 400e12) = 105.13; the expert here also moves its
+    offsets).  A linear fit through B = 1 and 2
+    (the dense method, visiting 2 and 3.5 experts) would instead say 'compute-bound from about 2' (wrong).
+    """
+    import math
+
+    from graphroof.hardware import HardwareProfile
+    from graphroof.llm.critical import critical_table
+
+    hw = HardwareProfile(name="ideal", matrix_peak_flops_per_s={"bf16": 200e12}, vector_peak_flops_per_s={"bf16": 200e12},
+                         mem_bw_bytes_per_s=2e12)
+    [row] = critical_table(_expert_gemm(1), _expert_gemm(2), 1, 2, hw, lambda op: op.scope)
+    bstar = row["critical_batch_exact"]
+
+    def gap(b):  # compute minus memory time in units of 1/2e12 s
+        return 671_088.64 * b - (32_768 * b + 32 + 268_435_456 * (1 - 0.75 ** b))
+
+    assert gap(bstar) == pytest.approx(0, abs=1e-3 * 671_088.64)
+    assert bstar == pytest.approx(268_435_488 / 638_320.64, rel=1e-6)  # 420.54
+    assert row["critical_batch"] == math.ceil(bstar)
+    assert row["tokens_per_expert"] == pytest.approx(bstar * 2 / 8)
+    assert "each of 8 experts" in row["reason"]
+    # dense expert check: [4096, 4096] bf16 turns compute-bound at D P / (D BW - 2 P) tokens
+    assert 4096 * 200e12 / (4096 * 2e12 - 400e12) == pytest.approx(105.13, abs=0.01)
+    # the roofline agrees on either side of the critical batch
+    from graphroof.roofline import evaluate
+
+    for b, bound in ((math.floor(bstar), "memory"), (math.ceil(bstar), "compute")):
+        [(_, c)] = _expert_gemm(b)
+        assert evaluate(c, hw, "bf16").bound == bound
