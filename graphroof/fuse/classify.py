@@ -22,7 +22,7 @@ from ..graph import OpNode, Role
 __all__ = ["op_class", "is_batch_norm", "is_conv", "gemm_mnk", "VECTOR_CLASSES"]
 
 VECTOR_CLASSES = ("pointwise", "reduction")
-_ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa")
+_ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa", "mla_decode")
 _BATCH_NORM_MARKERS = ("batch_norm", "batchnormalization")
 _CONV_MARKERS = ("conv",)
 #: Ops that reduce along a row even when their output is as large as the input (a norm, a softmax, a scan):

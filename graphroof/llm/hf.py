@@ -180,7 +180,7 @@ class HFSource(LLMSource):
 
     def __init__(self, data: dict[str, Any] | None = None, *, name: str, dtype: str | None = None,
                  capture: str = "dispatch", source: str = "config", model: Any = None,
-                 experts_touched: float | None = None):
+                 experts_touched: float | None = None, mla_absorbed: bool = True):
         from ..frontends.hf import build_model
         from ..frontends.torch_common import dtype_name as torch_dtype_name
 
@@ -197,6 +197,7 @@ class HFSource(LLMSource):
         if experts_touched is not None and not experts_touched > 0:
             raise InputError(f"--experts-touched must be > 0, got {experts_touched:g}")
         self.experts_touched = experts_touched
+        self.mla_absorbed = mla_absorbed  # MLA decode in the latent space, as engines run it (llm/mla.py)
         last = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self.notes = [f"{how}; " + ("prefill computes the logits of the last prompt position only (logits_to_keep=1), "
                                     "as serving engines do" if last else
@@ -292,7 +293,15 @@ class HFSource(LLMSource):
         self._step.context = past
         what = (f"prefill (batch {batch}, prompt {q})" if past == 0 and q > 1
                 else f"decode step (batch {batch}, past {past})")
-        return self._trace(inputs, tuple(names), self._step, True, what)
+        if q > 1 or not self.mla_absorbed:
+            return self._trace(inputs, tuple(names), self._step, True, what)
+        from .mla import MLA_NOTE, absorbed_mla
+
+        with absorbed_mla(self.model) as absorbed:
+            g = self._trace(inputs, tuple(names), self._step, True, what)
+        if absorbed and MLA_NOTE not in self.notes:
+            self.notes.append(MLA_NOTE)
+        return g
 
     def prefill_graph(self, batch: int, seq: int) -> OpGraph:
         if self.kv_cache:

@@ -117,11 +117,55 @@ def test_mla_kv_layout_is_the_latent():
     # token, 2 layers -> 80 elements = 160 B in bf16 (not 2 * 2 * 4 heads * 24 = 384 elements from the config)
     assert src.kv_layout() == {0: ((1, 32), (1, 8)), 1: ((1, 32), (1, 8))}
     assert src.spec.kv_bytes_per_token(16) == 2 * (32 + 8) * 2 == 160
-    read, write, _ = _kv(src, "decode", 1, 40)
-    # one token writes 160 B; transformers' (un-absorbed) MLA expands the whole latent cache every step
-    # (kv_b_proj over the 41 latents, the rope key copied per head), so it reads at least the 41 * 160 B held
-    assert write == 160 and read >= 41 * 160
+    read, write, attn = _kv(src, "decode", 1, 40)
+    # one token writes 160 B; the absorbed decode (llm/mla.py, as engines run it) reads the 41 cached latent +
+    # rope rows once: 41 * 160 B
+    assert write == 160 and read == 41 * 160
     assert any("KV cache layout read from" in n for n in src.notes)
+    assert any("MLA decode attends in the latent space" in n for n in src.notes)
+
+
+def test_mla_decode_absorbed_vs_transformers_expansion():
+    """Tiny DeepSeek-V2 (4 heads, rank 32, rope 8, nope 16, v 16), decode at past 40 (41 keys), batch 1.
+
+    Absorbed, per layer: query absorption 2 * 4 * 16 * 32 = 4,096; latent attention 2 * 4 * 41 * (40 + 32) =
+    23,616; value up-projection 2 * 4 * 32 * 16 = 4,096.  transformers' form instead runs kv_b_proj over all 41
+    latents every step: 2 * 41 * 32 * (4 * (16 + 16)) = 335,872 per layer, then SDPA over 41 keys of width 24.
+    """
+    from graphroof.counters.count import count as count_graph
+
+    def attention_flops(absorbed: bool) -> tuple[float, float]:
+        src = HFSource(DEEPSEEK_V2, name="tiny-deepseek-v2", mla_absorbed=absorbed)
+        g = mark_kv_cache(src.decode_graph(1, 40)).map_ops(lambda op: op)
+        count_graph(g)
+        attn = [(op, g.get(op.name, COST)) for op in g.ops() if ".self_attn" in op.scope]
+        return (sum(c.matrix_flops for op, c in attn if op.op == "graphroof.mla_decode"),
+                sum(c.matrix_flops for _, c in attn))
+
+    latent, total_absorbed = attention_flops(True)
+    assert latent == 2 * 2 * 4 * 41 * (40 + 32)          # 2 layers x 23,616
+    _, total_expanded = attention_flops(False)
+    # the absorbed step drops kv_b_proj over the cache (2 x 335,872) and adds 2 x (4,096 + 4,096) of absorption;
+    # its attention over width 72 instead of 24 + 16 changes the SDPA term: 2 x (23,616 - 2*4*41*(24+16))
+    sdpa_expanded = 2 * 2 * 4 * 41 * (24 + 16)
+    assert total_expanded - total_absorbed == pytest.approx(
+        2 * 335_872 - 2 * (4_096 + 4_096) + sdpa_expanded - latent)
+
+
+def test_latent_attention_rule_literal():
+    from graphroof.counters.formulas import SOFTMAX_FLOPS_PER_ELEMENT
+    from graphroof.counters.rules.attention import latent_attention
+    from graphroof.graph import OpNode, TensorSpec
+
+    q = TensorSpec((2, 4, 1, 40), "bf16")
+    latent, rope = TensorSpec((2, 1, 41, 32), "bf16"), TensorSpec((2, 1, 41, 8), "bf16")
+    out = TensorSpec((2, 4, 1, 32), "bf16")
+    c = latent_attention(OpNode("m", "graphroof.mla_decode", (q, latent, rope), (out,), {}, "attn"))
+    # B*H = 8 query rows, 41 keys: scores 2 * 8 * 41 * 40 + weighted latents 2 * 8 * 41 * 32 = 47,232
+    assert c.matrix_flops == 2 * 8 * 41 * (40 + 32) == 47_232
+    assert c.vector_flops == (SOFTMAX_FLOPS_PER_ELEMENT + 1) * 8 * 41
+    # read once: q 8*40*2 = 640, latent 2*41*32*2 = 5,248, rope 2*41*8*2 = 1,312 B; out 8*32*2 = 512 B
+    assert c.bytes == 640 + 5_248 + 1_312 + 512
 
 
 def test_mla_full_size_kv_bytes_per_token_v2_lite_and_v3():

@@ -258,6 +258,18 @@ def linear_attention(node: OpNode) -> Cost:
     return io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs)
 
 
+def latent_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
+    """``graphroof.mla_decode(q [B, H, S, R + r], latent [B, 1, P, R], rope [B, 1, P, r])``: multi-head latent
+    attention with ``kv_b_proj`` absorbed (:mod:`graphroof.llm.mla`), as FlashMLA runs a decode step.  Scores over
+    the latent + rope key (width ``R + r``) and the weighted sum of latents (width ``R``): ``2 * B*H * S*P *
+    (2R + r)`` matrix FLOPs (S = 1 at decode: every query sees all P keys); the cache rows (latent and rope key,
+    shared by all heads: one KV "head") are read once, the output ``[B, H, S, R]`` written once."""
+    q, latent, rope = node.inputs[0], node.inputs[1], node.inputs[2]
+    bh, lq = prod(q.shape[:-2]), q.shape[-2]
+    return attention_cost(node, settings, bh=bh, q_len=lq, kv_len=latent.shape[-2],
+                          head_dim=latent.shape[-1] + rope.shape[-1], v_head_dim=latent.shape[-1], causal=False)
+
+
 ROWS = (
     #   member        ATen keys   ONNX keys                                     rule
     Row("sdpa",       SDPA_KEYS,  onnx("Attention"),                            sdpa, onnx_rule=onnx_attention),
@@ -266,6 +278,7 @@ ROWS = (
     Row("group_query_attention", (), ms("GroupQueryAttention"),                 ms_group_query_attention),
     Row("rotary",     (),         onnx("RotaryEmbedding") + ms("RotaryEmbedding"), rotary_embedding),
     Row("linear_attention", (),   onnx("LinearAttention"),                      linear_attention),
+    Row("latent_attention", ("graphroof.mla_decode",), (),                      latent_attention),
 )
 
 register_family("attention", ROWS)
