@@ -109,13 +109,13 @@ def absorbed_mla(model: Any) -> Iterator[bool]:
     saved = {c: c.__dict__["expand_kv"] for c in classes if "expand_kv" in c.__dict__}
     try:
         for c in classes:
-            c.expand_kv = expand_kv  # type: ignore[attr-defined]
-        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface  # type: ignore[method-assign]
+            setattr(c, "expand_kv", expand_kv)  # noqa: B010 - patching a class attribute mypy cannot see
+        setattr(ALL_ATTENTION_FUNCTIONS, "get_interface", get_interface)  # noqa: B010 - instance override
         yield True
     finally:
-        del ALL_ATTENTION_FUNCTIONS.get_interface
+        delattr(ALL_ATTENTION_FUNCTIONS, "get_interface")
         for c in classes:
             if c in saved:
-                c.expand_kv = saved[c]  # type: ignore[attr-defined]
+                setattr(c, "expand_kv", saved[c])  # noqa: B010
             else:
-                del c.expand_kv
+                delattr(c, "expand_kv")
