@@ -122,6 +122,18 @@ def build_model(data: dict[str, Any], *, dtype: str | None = None, source: str =
     return model, cfg, name
 
 
+def eager_attention_note(model) -> str | None:
+    """A note when *model* runs transformers' eager attention (its architecture has no SDPA path), else None."""
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "_attn_implementation", None) != "eager":
+        return None
+    why = " (attention logit soft-capping)" if getattr(cfg, "attn_logit_softcapping", None) else ""
+    return (f"{type(model).__name__} has no SDPA path in transformers{why}: attention is counted as its eager "
+            "math, the whole (query, key) square computed with the scores and probabilities written to memory; a "
+            "fused kernel that supports it (e.g. FlashInfer's soft-capping attention) would skip the masked "
+            "half and keep the scores on chip")
+
+
 @contextlib.contextmanager
 def eager_prompt() -> Iterator[None]:
     """Trace as eager inference on one unpadded prompt runs: no packed-sequence detection (it reads values)."""
@@ -229,6 +241,9 @@ def load_config_data(data: dict[str, Any], *, batch: int = 1, seq: int | None = 
         inputs, more = model_inputs(model, cfg, batch=batch, seq=seq, name=name)
         notes += more
     notes.append(f"built from its transformers config on the meta device ({type(model).__name__}, {dtype_name})")
+    eager = eager_attention_note(model)
+    if eager:
+        notes.append(eager)
     opts.pop("kv_inputs", None)
     from .moe import mark_moe_routing
 

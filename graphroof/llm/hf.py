@@ -202,6 +202,11 @@ class HFSource(LLMSource):
         self.notes = [f"{how}; " + ("prefill computes the logits of the last prompt position only (logits_to_keep=1), "
                                     "as serving engines do" if last else
                                     "prefill computes logits for every prompt position, as the model's forward does")]
+        from ..frontends.hf import eager_attention_note
+
+        eager = eager_attention_note(self.model)
+        if eager:
+            self.notes.append(eager)
         generates = _generates(self.model)
         self.kv_cache = bool(generates and getattr(self.cfg, "use_cache", True) is not False
                              and self.spec.layers and self.spec.kv_heads and self.spec.head_dim)

@@ -39,6 +39,9 @@ def test_zoo_windows_gemma3_gemma2_mistral():
     g2 = open_model("gemma-2-9b")
     # Gemma 2 alternates: even layers slide over 4096, odd layers full
     assert g2.spec.windows == tuple(4096 if i % 2 == 0 else None for i in range(42))
+    # Gemma 2 has no SDPA path in transformers (logit soft-capping): its eager attention is said, not hidden
+    assert any("no SDPA path" in n and "soft-capping" in n for n in g2.notes)
+    assert not any("no SDPA path" in n for n in g3.notes)
     assert open_model("mistral-7b").spec.windows == (4096,) * 32
     # Mistral v0.1 at 8192 tokens: every layer holds 4096 -> half the full-context KV
     assert open_model("mistral-7b").spec.kv_cache_tokens(8192) == 4096
