@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import add_hw_options, add_model_options, check_output_path, frontend_opts, hw_from_args
+from .options import add_hw_options, add_model_options, check_output_path, frontend_opts, hw_from_args, parse_int_list
 
 NAME = "analyze"
 HELP = "per-op and per-layer roofline of a model"
@@ -44,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_path(args.output)
     hw = hw_from_args(args)
+    batches = parse_int_list(args.batch, "--batch", "batch sizes", "1,4,16") if args.batch else []
+    if len(batches) > 1:
+        return _batch_sweep(args, hw, batches)
     opts = frontend_opts(args)
     check_seq(args.model, args.seq)
     if args.loop_trips is not None:
@@ -55,4 +58,27 @@ def run(args: argparse.Namespace) -> int:
                 causal=args.causal, runtime=args.runtime, progress=progress, **opts)
     progress(f"writing the {args.format} report")
     write_report(a, args.format, args.output, ops=args.ops, top=args.top, kernels=args.kernels, fold=args.fold)
+    return 0
+
+
+def _batch_sweep(args: argparse.Namespace, hw, batches: list[int]) -> int:
+    """``--batch 1,4,16``: the model at every batch (bound, latency, throughput; the compute-bound batch
+    solved), as ``graphroof sweep MODEL --batch ...`` on one device."""
+    from ..report import render, write_output
+    from ..sweep import batch_sweep
+    from .progress import Progress
+
+    for flag, given in (("--ops", args.ops), ("--kernels", args.kernels), ("--runtime", args.runtime),
+                        ("--top", args.top is not None)):
+        if given:
+            raise InputError(f"{flag} shows one analysis; with several --batch values give one batch, or drop {flag}")
+    if args.format == "png" and args.output == "-":
+        raise InputError("--format png writes an image: give a file with -o, e.g. -o batches.png")
+    opts = frontend_opts(argparse.Namespace(**{**vars(args), "batch": None}))
+    progress = Progress(quiet=args.quiet)
+    r = batch_sweep(args.model, hw=[hw], batch=batches, ideal=args.ideal, strict=args.strict, progress=progress,
+                    **opts)
+    progress(f"writing the {args.format} report")
+    write_output(render(r, args.format), args.output)
+    progress.done()
     return 0

@@ -129,7 +129,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="bind a symbolic dim (repeatable)")
     p.add_argument("--input", action="append", metavar="[NAME=]SHAPE",
                    help="input shape, e.g. 1x3x224x224 or input_ids=1x512 (repeatable)")
-    p.add_argument("--batch", type=int, default=None, help="batch size for zoo / config models (default 1)")
+    p.add_argument("--batch", default=None, help="batch size for zoo / config models (default 1); analyze also "
+                   "takes a list, e.g. 1,4,16,64: one row per batch, the compute-bound batch solved")
     p.add_argument("--seq", type=int, default=None, help="sequence length for zoo / config models (default 1024)")
     p.add_argument("--dtype", default=None, help="model dtype for zoo / config models, e.g. bf16 "
                    "(default: the checkpoint's)")
@@ -167,9 +168,11 @@ def frontend_opts(args: argparse.Namespace) -> dict:
     if shapes:
         opts["input_shapes"] = shapes
     if args.batch is not None:
-        if args.batch < 1:
-            raise InputError("--batch must be >= 1")
-        opts["batch"] = args.batch
+        batches = parse_int_list(args.batch, "--batch", "batch sizes", "8")
+        if len(batches) > 1:
+            raise InputError(f"--batch {args.batch}: one batch size here; `graphroof analyze MODEL --batch "
+                             f"{args.batch}` or `graphroof sweep` evaluates several")
+        opts["batch"] = batches[0]
     if args.seq is not None:
         if args.seq < 1:
             raise InputError("--seq must be >= 1")

@@ -186,6 +186,30 @@ def test_batch_sweep_onnx_solved_batch_matches_direct_analyses(tmp_path):
     assert "<svg" in render(r, "html")
 
 
+def test_cli_analyze_batch_list_is_a_batch_sweep(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    from tests.frontends._onnx_build import F32, init, model, node, save, vi
+
+    D = 1024
+    m = model([node("MatMul", ["x", "w"], ["y"], name="/fc/MatMul")], [vi("x", F32, ["batch", D])], ["y"],
+              [init("w", (D, D))])
+    p = save(tmp_path, m)
+    out = tmp_path / "b.json"
+    assert main(["analyze", str(p), "--hw", "h100", "--batch", "1,2,64", "-f", "json", "-o", str(out)]) == 0
+    import json
+
+    d = json.loads(out.read_text())
+    assert [q["batch"] for q in d["points"]] == [1, 2, 64]
+    # the same figures as the sweep API
+    from graphroof.sweep import batch_sweep
+
+    r = batch_sweep(str(p), hw=["h100"], batch=[1, 2, 64])
+    assert d["points"][2]["t_s"] == pytest.approx(r.points[2].t_s)
+    # one analysis only options are refused with one line
+    assert main(["analyze", str(p), "--batch", "1,2", "--ops"]) == 1
+    assert "--ops shows one analysis" in capsys.readouterr().err
+
+
 # -- early errors: from argv and the config alone, nothing built -----------------------------------------------
 
 @pytest.mark.parametrize("argv, msg", [
