@@ -88,7 +88,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     from .hf import HFSource
 
     m = zoo.resolve(str(model))
-    if m.family != "llm" or m.source != "hf":
+    if m.family not in zoo.GENERATIVE_FAMILIES or m.source != "hf":
         raise InputError(f"zoo model {m.name} is a {m.family} model, not a language model; use `graphroof analyze`")
     hf = frontend("hf")
     return HFSource(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
