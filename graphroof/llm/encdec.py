@@ -31,7 +31,7 @@ from ..errors import FrontendError, InputError
 from ..graph import OpGraph, Role, TensorSpec
 from .hf import HFSource
 
-__all__ = ["EncDecSource", "is_encoder_decoder", "cross_kv_per_token"]
+__all__ = ["EncDecSource", "is_encoder_decoder", "cross_kv_per_token", "mark_decoder_causal"]
 
 _KINDS = ("self", "cross")
 
@@ -223,7 +223,7 @@ class EncDecSource(HFSource):
         else:
             inputs["input_ids"] = ((batch, seq), "int64")
             what = f"prefill (batch {batch}, encoder {seq} tokens)"
-        return self._trace(inputs, names, self._step, True, what)
+        return mark_decoder_causal(self._trace(inputs, names, self._step, False, what))
 
     def decode_graph(self, batch: int, past: int) -> OpGraph:
         """One decoder token over *past* self-attention entries and the encoder's cross-attention entries."""
@@ -233,7 +233,28 @@ class EncDecSource(HFSource):
                              "first (estimate() does)")
         inputs, names = self._inputs(batch, 1, past, enc)
         inputs["encoder_hidden_states"] = ((batch, enc, self.spec.hidden), self._dtype)
-        return self._trace(inputs, names, self._step, True, f"decode step (batch {batch}, past {past}, encoder {enc})")
+        what = f"decode step (batch {batch}, past {past}, encoder {enc})"
+        return mark_decoder_causal(self._trace(inputs, names, self._step, False, what))
+
+
+_SELF_ATTENTION = ("SelfAttention", "self_attn", "self_attention")
+
+
+def mark_decoder_causal(g: OpGraph) -> OpGraph:
+    """Mark the decoder self-attention's explicit ``[q, k]`` masks causal (T5 folds its causal mask into the
+    position bias it passes as ``attn_mask``); the encoder's and the cross-attention's stay bidirectional
+    (the capture's global ``causal_masks`` would mark every square mask causal, the encoder's too)."""
+
+    def one(op):
+        parts = op.scope.split(".")
+        if op.op != "aten.scaled_dot_product_attention" or "decoder" not in parts or parts[-1] not in _SELF_ATTENTION:
+            return op
+        m, q, k = op.input(3), op.input(0), op.input(1)
+        if m is None or q is None or k is None or m.rank < 2 or tuple(m.shape[-2:]) != (q.shape[-2], k.shape[-2]):
+            return op
+        return replace(op, attrs={**op.attrs, "mask_causal": True, "mask_align": "bottom_right"})
+
+    return g.map_ops(one)
 
 
 def _prod(shape) -> int:
