@@ -56,7 +56,7 @@ def is_encoder_decoder(data: dict[str, Any] | None = None, model: Any = None) ->
     try:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-        return bool(CONFIG_MAPPING[data.get("model_type")]().is_encoder_decoder)
+        return bool(CONFIG_MAPPING[str(data.get("model_type"))]().is_encoder_decoder)
     except Exception:  # noqa: BLE001 - an unknown type: the loader reports it
         return False
 
@@ -184,13 +184,15 @@ class EncDecSource(HFSource):
         if self._layouts is None:
             d = self.spec.hidden or 1
             probe: dict = {}
-            self._step.probe = probe
+            step = self._step
+            assert step is not None
+            step.probe = probe
             try:
                 self._trace({"decoder_input_ids": ((1, 1), "int64"),
-                             "encoder_hidden_states": ((1, 2, d), self._dtype)}, (), self._step, True,
+                             "encoder_hidden_states": ((1, 2, d), self._dtype)}, (), step, False,
                             "cache-layout probe")
             finally:
-                self._step.probe = None
+                step.probe = None
             self._layouts = {kind: {i: (k[1:-2] + k[-1:], v[1:-2] + v[-1:]) for i, (k, v) in probe.get(kind, {}).items()}
                              for kind in _KINDS}
             if not self._layouts["self"] or not self._layouts["cross"]:

@@ -138,3 +138,10 @@ def test_cli_encdec_and_decoder_prompt_on_a_decoder(tmp_path, capsys):
     assert main(["llm", str(q), "--prompt", "8", "--gen", "2", "--decoder-prompt", "2"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("graphroof: error: --decoder-prompt applies to encoder-decoder") and "\n" not in err
+
+
+def test_sweep_refuses_encoder_decoders_in_one_line():
+    from graphroof.llm.sweep import sweep
+
+    with pytest.raises(InputError, match="encoder-decoder"):
+        sweep(EncDecSource(BART, name="bart"), hw="h100", prompt=[8, 16], gen=[4], batch=[1])
