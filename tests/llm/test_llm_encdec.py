@@ -145,3 +145,10 @@ def test_sweep_refuses_encoder_decoders_in_one_line():
 
     with pytest.raises(InputError, match="encoder-decoder"):
         sweep(EncDecSource(BART, name="bart"), hw="h100", prompt=[8, 16], gen=[4], batch=[1])
+
+
+@pytest.mark.parametrize("cfg, per_token", [(T5, T5_KV_TOKEN), (BART, BART_KV_TOKEN)])
+def test_tensor_parallel_splits_self_and_cross_kv(cfg, per_token):
+    # T5's q / k / v / o and wi / wo are split like Llama's q_proj ... o_proj: each device holds half the heads
+    r = estimate(EncDecSource(cfg, name="m"), hw="h100", prompt=16, gen=3, batch=1, tp=2)
+    assert r.configs[0].kv_cache_bytes == per_token * (1 + 3 + 16) / 2
