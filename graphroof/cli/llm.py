@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "past_key_values inputs, or 'pkg.module:factory'")
     p.add_argument("--hw", default=None, help="hardware profile name, alias or file (default a100)")
     p.add_argument("--prompt", type=_int("--prompt"), default=1024, help="prompt tokens per sequence (default 1024)")
+    p.add_argument("--decoder-prompt", type=_int("--decoder-prompt"), default=None, metavar="N",
+                   help="encoder-decoder models (T5, BART, Whisper): decoder tokens fed in the prefill (default 1, the "
+                   "decoder start token); --prompt is then the encoder input (source tokens)")
     p.add_argument("--gen", type=_int("--gen"), default=256, help="generated tokens per sequence (default 256)")
     p.add_argument("--batch", default="1", help="batch sizes, comma-separated: a sweep (default 1)")
     p.add_argument("--weights", default=None, help="what-if dtype of the weights (int4, int8, fp8, bf16 ...)")
@@ -83,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         opts["dims"] = dims
     if args.dtype:
         opts["dtype"] = args.dtype
+    if args.decoder_prompt is not None:
+        opts["decoder_prompt"] = args.decoder_prompt
     if args.experts_touched is not None:
         opts["experts_touched"] = args.experts_touched
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,

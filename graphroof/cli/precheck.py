@@ -69,6 +69,8 @@ def check_llm_args(model: Any, prompts: Sequence[int], gens: Sequence[int], tps:
         return
     name = model.rsplit("/", 1)[-1] if "/" in model else model
     limit = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length")
+    if cfg.get("is_encoder_decoder"):
+        limit = None  # encoder and decoder limits differ: the encoder-decoder source checks them once built
     src = SimpleNamespace(spec=ModelSpec(name=name, max_positions=limit), name=cfg.get("_name_or_path") or name)
     for p in prompts:
         for g in gens:

@@ -2,8 +2,8 @@
 
 No download and no weights: the config alone defines every shape.  The model class is the config's first
 ``architectures`` entry when transformers has it, else ``AutoModelForCausalLM`` for causal-LM types, else
-``AutoModel``.  Inputs are made from the model's main input: ``input_ids [batch, seq]`` for text models,
-``pixel_values [batch, channels, size, size]`` for vision models (or ``--input`` shapes).
+``AutoModel``.  Every input the forward needs gets a default from the config (:mod:`.hf_inputs`: token ids,
+images from ``vision_config``, Whisper's log-mel features, decoder tokens) unless ``--input`` gives its shape.
 
 The forward pass is captured as transformers runs it in eager inference on one unpadded prompt: the
 packed-sequence check (which would read tensor values) is skipped, so causal LMs call SDPA with
@@ -22,10 +22,9 @@ from typing import Any
 
 from ..errors import FrontendError, InputError
 from ..graph import OpGraph
+from .hf_inputs import DEFAULT_SEQ, learned_positions, model_inputs
 
-__all__ = ["load_config", "build_model", "DEFAULT_SEQ"]
-
-DEFAULT_SEQ = 1024
+__all__ = ["load_config", "build_model", "DEFAULT_SEQ", "learned_positions", "model_inputs"]
 
 
 def _transformers():
@@ -153,51 +152,6 @@ def eager_prompt() -> Iterator[None]:
         masking_utils.find_packed_sequence_indices = orig
 
 
-def learned_positions(model, cfg) -> int | None:
-    """The table size when the model learns one embedding per position (BERT, GPT-2), else None (RoPE ...)."""
-    import torch
-
-    for k in ("max_position_embeddings", "n_positions"):
-        v = getattr(cfg, k, None)
-        if isinstance(v, int) and v > 0 and any(isinstance(m, torch.nn.Embedding) and m.num_embeddings == v
-                                                 for m in model.modules()):
-            return v
-    return None
-
-
-def model_inputs(model, cfg, *, batch: int, seq: int | None, name: str) -> tuple[dict[str, Any], list[str]]:
-    """``({input: (shape, dtype)}, notes)`` for the model's main input, plus ``use_cache=False``."""
-    main = getattr(model, "main_input_name", "input_ids")
-    notes: list[str] = []
-    if main == "input_ids":
-        limit = learned_positions(model, cfg)
-        if seq is None:
-            seq = DEFAULT_SEQ
-            if limit and limit < seq:
-                seq = limit
-                notes.append(f"sequence length {seq}: the most its learned position embeddings allow "
-                             f"(default {DEFAULT_SEQ})")
-        elif limit and seq > limit:
-            raise InputError(f"{name} handles at most {limit} tokens (learned position embeddings); "
-                             f"use --seq {limit} or less")
-        inputs: dict[str, Any] = {"input_ids": ((batch, seq), "int64")}
-        if getattr(cfg, "is_encoder_decoder", False):  # one decoder pass over a target as long as the source
-            inputs["decoder_input_ids"] = ((batch, seq), "int64")
-            notes.append(f"encoder-decoder: encoder and decoder both run on {seq} tokens")
-    elif main == "pixel_values":
-        size = getattr(cfg, "image_size", 224)
-        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-        inputs = {"pixel_values": ((batch, getattr(cfg, "num_channels", 3), *size), None)}
-        if seq is not None:
-            notes.append("--seq ignored: a vision model takes images")
-    else:
-        raise FrontendError(f"{name}: no default inputs for main input {main!r}; pass shapes with "
-                            f"--input {main}=SHAPE")
-    if getattr(cfg, "use_cache", False):
-        inputs["use_cache"] = False
-    return inputs, notes
-
-
 def is_causal_lm(model) -> bool:
     return type(model).__name__.endswith("ForCausalLM") or bool(getattr(model.config, "is_decoder", False))
 
@@ -229,16 +183,13 @@ def load_config_data(data: dict[str, Any], *, batch: int = 1, seq: int | None = 
 
     model, cfg, dtype_name = build_model(data, dtype=dtype, source=source)
     notes = list(notes or [])
-    if input_shapes is not None:  # --input: by name, or positional in forward's order
-        if isinstance(input_shapes, Mapping):
-            inputs = dict(input_shapes)
-        else:
-            names = [p for p in inspect.signature(model.forward).parameters if p != "self"]
-            inputs = dict(zip(names, input_shapes))
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):  # --input: positional, forward's order
+        names = [p for p in inspect.signature(model.forward).parameters if p != "self"]
+        inputs = dict(zip(names, input_shapes))
         if getattr(cfg, "use_cache", False) and "use_cache" in inspect.signature(model.forward).parameters:
             inputs.setdefault("use_cache", False)
     else:
-        inputs, more = model_inputs(model, cfg, batch=batch, seq=seq, name=name)
+        inputs, more = model_inputs(model, cfg, batch=batch, seq=seq, name=name, given=input_shapes)
         notes += more
     notes.append(f"built from its transformers config on the meta device ({type(model).__name__}, {dtype_name})")
     eager = eager_attention_note(model)

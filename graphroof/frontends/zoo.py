@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InputError
 from ..graph import OpGraph
 
-__all__ = ["ZooModel", "ZOO", "zoo_names", "load_zoo", "config_path", "build_zoo_module", "VISION_INPUT"]
+__all__ = ["ZooModel", "ZOO", "GENERATIVE_FAMILIES", "zoo_names", "load_zoo", "config_path", "build_zoo_module", "VISION_INPUT"]
 
 #: Image size of the vision models (channels, height, width).
 VISION_INPUT = (3, 224, 224)
@@ -26,7 +26,7 @@ VISION_INPUT = (3, 224, 224)
 @dataclass(frozen=True)
 class ZooModel:
     name: str
-    family: str          # "llm" | "encoder" | "vision"
+    family: str          # "llm" | "seq2seq" | "speech" | "encoder" | "multimodal" | "vision"
     params: str          # nominal parameter count, for the listing
     source: str          # "hf" (a config in zoo_configs) or "torch" (a module in zoo_models)
     description: str
@@ -59,6 +59,16 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
              "fp32"),
     ZooModel("bert-large", "encoder", "335M", "hf", "BERT large uncased (masked-LM head): 24 layers, max 512 tokens",
              "fp32"),
+    ZooModel("t5-base", "seq2seq", "223M", "hf", "T5 base (original): 12+12 layers, d=768, 12 heads, relative "
+             "positions, encoder-decoder", "fp32"),
+    ZooModel("bart-large", "seq2seq", "406M", "hf", "BART large: 12+12 layers, d=1024, 16 heads, max 1024 tokens, "
+             "encoder-decoder", "fp32"),
+    ZooModel("whisper-large-v3", "speech", "1.55B", "hf", "Whisper large-v3: 32+32 layers, d=1280, 128 mel bins, "
+             "30 s audio (1500 encoder positions), max 448 decoder tokens", "fp16"),
+    ZooModel("clip-vit-b-32", "multimodal", "151M", "hf", "CLIP ViT-B/32: image tower (224x224, 12 layers, d=768) + "
+             "text tower (77 tokens, 12 layers, d=512)", "fp32"),
+    ZooModel("siglip-base", "multimodal", "203M", "hf", "SigLIP base patch16-224: image tower (196 patches) + text "
+             "tower (64 tokens), 12 layers each, d=768", "fp32"),
     ZooModel("resnet-18", "vision", "11.7M", "torch", "ResNet-18, 224x224 images", "fp32"),
     ZooModel("resnet-50", "vision", "25.6M", "torch", "ResNet-50 (v1.5), 224x224 images", "fp32"),
     ZooModel("resnet-101", "vision", "44.5M", "torch", "ResNet-101 (v1.5), 224x224 images", "fp32"),
@@ -72,7 +82,13 @@ _ALIASES = {"llama2-7b": "llama-2-7b", "llama2-13b": "llama-2-13b", "llama2-70b"
             "gemma-2": "gemma-2-9b", "gemma2-9b": "gemma-2-9b", "gemma-3": "gemma-3-1b", "gemma3-1b": "gemma-3-1b",
             "gpt-2": "gpt2", "bert": "bert-base", "bert-base-uncased": "bert-base", "resnet50": "resnet-50",
             "resnet18": "resnet-18", "resnet101": "resnet-101", "vit-b/16": "vit-b-16", "vit_b_16": "vit-b-16",
-            "vit-base": "vit-b-16", "vit-l/16": "vit-l-16"}
+            "vit-base": "vit-b-16", "vit-l/16": "vit-l-16", "t5": "t5-base", "bart": "bart-large",
+            "whisper": "whisper-large-v3", "whisper-large": "whisper-large-v3", "clip": "clip-vit-b-32",
+            "clip-vit-base-patch32": "clip-vit-b-32", "siglip": "siglip-base",
+            "siglip-base-patch16-224": "siglip-base"}
+
+#: Zoo families that generate text token by token (``graphroof llm`` takes them).
+GENERATIVE_FAMILIES = ("llm", "seq2seq", "speech")
 
 
 def zoo_names() -> list[str]:

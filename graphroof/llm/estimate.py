@@ -94,6 +94,7 @@ class _Run:
         P, gen = self.prompt, self.gen
         meta = {"model": self.src.name}
         if self.src.kv_cache:
+            P = self.src.decode_start(P)  # an encoder-decoder: its decoder prompt
             return self.pipe.phase("decode", "decode", b, P, P + max(gen - 2, 0), 1, meta)
         return self.pipe.phase("decode", "prefill", b, P + 1, P + max(gen - 1, 1), 2, meta)
 
@@ -102,7 +103,7 @@ class _Run:
 
     def critical(self, depth: int, b: int) -> list[dict]:
         """Costs are affine in the batch, so any two batches give the line: reuse counted ones."""
-        phase, x = ("decode", self.prompt) if self.src.kv_cache else ("prefill", self.prompt + 1)
+        phase, x = ("decode", self.src.decode_start(self.prompt)) if self.src.kv_cache else ("prefill", self.prompt + 1)
         other = next((o for o in self.batches if o != b), b + 1)
         b1, b2 = sorted((b, other))
         ops1 = self.pipe.counted(phase, b1, x).ops
@@ -113,7 +114,7 @@ class _Run:
         """Cache bytes per token and sequence, per device: what one decode step appends (one token each)."""
         if not self.src.kv_cache:
             return 0.0
-        ops = self.pipe.counted("decode", b, self.prompt).ops
+        ops = self.pipe.counted("decode", b, self.src.decode_start(self.prompt)).ops
         appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
         if appended:
             return appended / b
@@ -121,13 +122,27 @@ class _Run:
         per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
         return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
 
+    def cross_kv(self, b: int) -> tuple[float, int]:
+        """Encoder-decoder: (cross-attention KV bytes per encoder token and sequence, per device; encoder tokens),
+        from what the prefill appends; (0, 0) without a cross-attention cache."""
+        enc = self.src.cross_tokens(self.prompt)
+        if not enc:
+            return 0.0, 0
+        from .encdec import cross_kv_per_token
+
+        ops = self.pipe.counted("prefill", b, self.prompt).ops
+        appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND) / b
+        return cross_kv_per_token(appended, self.kv_bytes_per_token(b), self.src.decode_start(self.prompt), enc), enc
+
     def memory(self, b: int) -> MemoryFit:
-        pipe, ctx, sm = self.pipe, self.prompt + self.gen, self.serving
+        # ctx: tokens in the (self-attention) cache at the end: prompt + gen (encoder-decoder: decoder prompt + gen)
+        pipe, ctx, sm = self.pipe, self.src.decode_start(self.prompt) + self.gen, self.serving
         weights = resident_weight_bytes(self.params(), pipe.quant, pipe.tp, pipe.plan)
         # KV bytes per sequence at ctx = bytes per token * tokens held per layer (sliding layers hold <= W),
-        # in whole paged-KV blocks
+        # in whole paged-KV blocks; + an encoder-decoder's cross-attention KV of the encoder tokens
         kv_tok = self.kv_bytes_per_token(b) * self.src.spec.kv_cache_tokens(ctx) / ctx
-        kv_seq = kv_tok * sm.kv_tokens(ctx)
+        cross_tok, enc = self.cross_kv(b)
+        kv_seq = kv_tok * sm.kv_tokens(ctx) + cross_tok * sm.kv_tokens(enc)
         act_full = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
         batch_tokens = b * self.prompt
         act = act_full * sm.chunk_tokens(batch_tokens) / batch_tokens  # chunked prefill: one chunk live
@@ -152,7 +167,7 @@ class _Run:
                 if total <= usable:
                     min_tp = n
                     break
-        return MemoryFit(weights, kv_tok * ctx * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
+        return MemoryFit(weights, (kv_tok * ctx + cross_tok * enc) * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
 
     def config(self, b: int) -> LLMConfig:
         prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})

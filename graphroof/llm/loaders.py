@@ -48,12 +48,24 @@ def _is_hf_model(obj: Any) -> bool:
     return cfg is not None and hasattr(cfg, "model_type") and hasattr(obj, "named_parameters")
 
 
-def _from_module(module: Any, name: str, opts: dict) -> LLMSource:
+def _hf_source(data: dict | None = None, *, model: Any = None, decoder_prompt: int | None = None,
+               **kw: Any) -> LLMSource:
+    """An :class:`HFSource`, or an :class:`~graphroof.llm.encdec.EncDecSource` for an encoder-decoder."""
+    from .encdec import EncDecSource, is_encoder_decoder
     from .hf import HFSource
 
+    if is_encoder_decoder(data, model):
+        return EncDecSource(data, model=model, decoder_prompt=decoder_prompt, **kw)
+    if decoder_prompt is not None:
+        raise InputError("--decoder-prompt applies to encoder-decoder models (T5, BART, Whisper); a decoder-only "
+                         "model's prompt is --prompt")
+    return HFSource(data, model=model, **kw)
+
+
+def _from_module(module: Any, name: str, opts: dict) -> LLMSource:
     if _is_hf_model(module):
-        return HFSource(name=name, model=module, capture=opts.get("capture", "dispatch"),
-                        experts_touched=opts.get("experts_touched"))
+        return _hf_source(name=name, model=module, capture=opts.get("capture", "dispatch"),
+                          experts_touched=opts.get("experts_touched"), decoder_prompt=opts.get("decoder_prompt"))
     limit = getattr(getattr(module, "config", None), "block_size", None)
     return ModuleSource(module, name=name, capture=opts.get("capture", "auto"),
                         max_positions=limit if isinstance(limit, int) else None)
@@ -73,11 +85,10 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
 
         return ONNXSource(ref.path, dims=opts.get("dims"), name=name)
     if ref.kind == "hf_config":
-        from .hf import HFSource
-
         data = frontend("hf").read_config(ref.path)
         nm = name or str(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
-        return HFSource(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"))
+        return _hf_source(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"),
+                          decoder_prompt=opts.get("decoder_prompt"))
     if ref.kind == "factory":
         built = frontend("factory").build_module(ref.model if callable(ref.model) else ref.target, fallback_real=False)
         return _from_module(built.module, name or ref.target.rpartition(":")[2], opts)
@@ -85,11 +96,9 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         raise InputError(f"don't know how to read {ref.label!r} as an LLM; use a zoo name, a config.json (or its "
                          "folder), an .onnx file or 'module:factory'")
     zoo = frontend("zoo")
-    from .hf import HFSource
-
     m = zoo.resolve(str(model))
-    if m.family != "llm" or m.source != "hf":
+    if m.family not in zoo.GENERATIVE_FAMILIES or m.source != "hf":
         raise InputError(f"zoo model {m.name} is a {m.family} model, not a language model; use `graphroof analyze`")
     hf = frontend("hf")
-    return HFSource(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
-                    experts_touched=opts.get("experts_touched"))
+    return _hf_source(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
+                      experts_touched=opts.get("experts_touched"), decoder_prompt=opts.get("decoder_prompt"))

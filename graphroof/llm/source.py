@@ -87,6 +87,15 @@ class LLMSource:
         """Every parameter once (tied ones once), or None when the source cannot list them."""
         return None
 
+    def decode_start(self, prompt: int) -> int:
+        """Tokens in the (self-attention) KV cache at the first decode step: the prompt; an encoder-decoder's
+        decoder prompt (:mod:`graphroof.llm.encdec`)."""
+        return prompt
+
+    def cross_tokens(self, prompt: int) -> int:
+        """Encoder tokens whose cross-attention K/V each sequence keeps (0: no cross-attention cache)."""
+        return 0
+
     def check_context(self, prompt: int, gen: int) -> None:
         limit = self.spec.max_positions
         if limit and prompt > limit:

@@ -307,6 +307,9 @@ def sweep(
     if progress and not hasattr(model, "prefill_graph"):
         progress(f"building {model if isinstance(model, str) else type(model).__name__}")
     raw_src = open_source(model, **frontend_opts)
+    if getattr(raw_src, "encoder_decoder", False):  # its decode depends on the encoder length, not modelled here
+        raise InputError(f"{raw_src.name} is an encoder-decoder: the LLM sweep does not model its cross-attention "
+                         "cache yet; use `graphroof llm` for each prompt")
     raw_src.check_context(max(prompts), max(gens))
     for t in tps:
         check_tp(t, raw_src.spec.heads, raw_src.spec.kv_heads, raw_src.spec.intermediate)

@@ -46,9 +46,10 @@ class TPPlan:
         "q_proj", "k_proj", "v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj", "c_attn", "c_fc",
         "query_key_value", "query", "key", "value", "fc1", "w1", "w3", "wq", "wk", "wv", "Wqkv",
         "dense_h_to_4h", "fc_in",
+        "q", "k", "v", "wi", "wi_0", "wi_1",  # T5: attention q / k / v, MLP wi (gated: wi_0, wi_1)
     })
     row: frozenset[str] = frozenset({
-        "o_proj", "down_proj", "out_proj", "c_proj", "dense", "fc2", "w2", "wo", "dense_4h_to_h", "fc_out",
+        "o_proj", "down_proj", "out_proj", "c_proj", "dense", "fc2", "w2", "wo", "dense_4h_to_h", "fc_out", "o",
         "experts",  # fused MoE experts (one [E, ...] weight per projection): up / gate split, down reduced
     })
     embed: frozenset[str] = frozenset({"embed_tokens", "wte", "word_embeddings", "embed_in", "tok_embeddings"})
