@@ -37,9 +37,9 @@ def run(args: list[str]) -> tuple[int, float, float, str, str]:
 
 def llm_names() -> list[str]:
     sys.path.insert(0, ROOT)
-    from graphroof.frontends.zoo import ZOO  # type: ignore[attr-defined]
+    from graphroof.frontends.zoo import GENERATIVE_FAMILIES, ZOO
 
-    return [name for name, entry in ZOO.items() if getattr(entry, "family", "") in ("llm", "seq2seq", "ssm")]
+    return [name for name, entry in ZOO.items() if entry.family in GENERATIVE_FAMILIES]
 
 
 def ms(x: float | None) -> str:
