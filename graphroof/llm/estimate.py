@@ -117,9 +117,16 @@ class _Run:
         appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
         if appended:
             return appended / b
+        if self.state_bytes_per_seq() and not self.src.spec.kv_elems_per_token:
+            return 0.0  # a pure state-space model: its only cache is the recurrent state
         bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
         per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
         return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
+
+    def state_bytes_per_seq(self) -> float:
+        """Recurrent-state bytes per sequence and device (state-space layers: fixed, whatever the context)."""
+        per_seq = getattr(self.src, "state_bytes_per_seq", None)
+        return per_seq(self.pipe.quant.kv, self.pipe.tp) if per_seq else 0.0
 
     def memory(self, b: int) -> MemoryFit:
         pipe, ctx, sm = self.pipe, self.prompt + self.gen, self.serving
@@ -127,7 +134,8 @@ class _Run:
         # KV bytes per sequence at ctx = bytes per token * tokens held per layer (sliding layers hold <= W),
         # in whole paged-KV blocks
         kv_tok = self.kv_bytes_per_token(b) * self.src.spec.kv_cache_tokens(ctx) / ctx
-        kv_seq = kv_tok * sm.kv_tokens(ctx)
+        state = self.state_bytes_per_seq()  # + the fixed recurrent state of state-space layers
+        kv_seq = kv_tok * sm.kv_tokens(ctx) + state
         act_full = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
         batch_tokens = b * self.prompt
         act = act_full * sm.chunk_tokens(batch_tokens) / batch_tokens  # chunked prefill: one chunk live
@@ -152,7 +160,7 @@ class _Run:
                 if total <= usable:
                     min_tp = n
                     break
-        return MemoryFit(weights, kv_tok * ctx * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
+        return MemoryFit(weights, (kv_tok * ctx + state) * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
 
     def config(self, b: int) -> LLMConfig:
         prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})

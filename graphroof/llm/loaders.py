@@ -49,10 +49,10 @@ def _is_hf_model(obj: Any) -> bool:
 
 
 def _from_module(module: Any, name: str, opts: dict) -> LLMSource:
-    from .hf import HFSource
+    from .ssm import hf_source
 
     if _is_hf_model(module):
-        return HFSource(name=name, model=module, capture=opts.get("capture", "dispatch"),
+        return hf_source(name=name, model=module, capture=opts.get("capture", "dispatch"),
                         experts_touched=opts.get("experts_touched"))
     limit = getattr(getattr(module, "config", None), "block_size", None)
     return ModuleSource(module, name=name, capture=opts.get("capture", "auto"),
@@ -73,11 +73,11 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
 
         return ONNXSource(ref.path, dims=opts.get("dims"), name=name)
     if ref.kind == "hf_config":
-        from .hf import HFSource
+        from .ssm import hf_source
 
         data = frontend("hf").read_config(ref.path)
         nm = name or str(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
-        return HFSource(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"))
+        return hf_source(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"))
     if ref.kind == "factory":
         built = frontend("factory").build_module(ref.model if callable(ref.model) else ref.target, fallback_real=False)
         return _from_module(built.module, name or ref.target.rpartition(":")[2], opts)
@@ -85,11 +85,11 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         raise InputError(f"don't know how to read {ref.label!r} as an LLM; use a zoo name, a config.json (or its "
                          "folder), an .onnx file or 'module:factory'")
     zoo = frontend("zoo")
-    from .hf import HFSource
+    from .ssm import hf_source
 
     m = zoo.resolve(str(model))
     if m.family != "llm" or m.source != "hf":
         raise InputError(f"zoo model {m.name} is a {m.family} model, not a language model; use `graphroof analyze`")
     hf = frontend("hf")
-    return HFSource(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
+    return hf_source(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
                     experts_touched=opts.get("experts_touched"))

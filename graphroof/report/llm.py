@@ -33,8 +33,14 @@ def header_lines(r: LLMEstimate) -> list[str]:
                 f"{h.mem_bw_efficiency:g}, interconnect {h.interconnect_efficiency:g}, launch "
                 f"{fmt_time(h.launch_overhead_s)}/kernel from the profile), ideal roofline beside it")
     mode += f"; runtime preset {runtime}"
+    decode = 'KV-cache decode' if r.kv_cache else 'no KV cache: decode recomputes the context'
+    states = getattr(r.spec, "state_layers", 0)
+    if r.kv_cache and states:  # state-space layers: a fixed recurrent state per sequence (graphroof.llm.ssm)
+        attn = (r.spec.layers or states) - states
+        decode = (f"recurrent-state decode ({states} state-space layers" +
+                  (f"; KV cache on {attn} attention layers)" if attn else ", no KV cache)"))
     return [
-        f"model: {r.model}; {'KV-cache decode' if r.kv_cache else 'no KV cache: decode recomputes the context'}",
+        f"model: {r.model}; {decode}",
         f"hardware: {h.label}; {fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
         f"prompt {r.prompt} tokens, gen {r.gen} tokens; dtypes: {r.quant.describe()}; TP {r.tp}",
         f"mode: {mode}",
