@@ -266,5 +266,5 @@ def estimate(
             if n not in notes:
                 notes.append(n)
     return LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=tp, quant=quant, ideal=ideal,
-                       kv_cache=src.kv_cache, spec=spec, configs=configs, notes=notes, settings=settings,
+                       kv_cache=src.kv_cache, spec=src.spec, configs=configs, notes=notes, settings=settings,
                        pipeline=pipe)

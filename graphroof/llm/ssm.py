@@ -71,6 +71,10 @@ class _States:
     def __call__(self, layer: Any, i: int, past: dict) -> bool:
         if not isinstance(layer, _state_layer_types()):
             return False
+        from transformers.cache_utils import CacheLayerMixin
+
+        # a layer that is both (linear attention + attention): its K / V are filled by the caller after this
+        done = not isinstance(layer, CacheLayerMixin)
         conv, rec = past.get(f"conv_state_{i}"), past.get(f"ssm_state_{i}")
         if conv is not None or rec is not None:
             ref = conv if conv is not None else rec
@@ -81,9 +85,9 @@ class _States:
             if rec is not None:
                 layer.recurrent_states[0], layer.is_recurrent_states_initialized[0] = rec, True
             layer.has_previous_state[0] = True
-            return True
+            return done
         self._prefill(layer, i)
-        return True
+        return done
 
     def _prefill(self, layer: Any, i: int) -> None:
         probe = self.probe
@@ -134,28 +138,42 @@ class SSMSource(HFSource):
         self._step.states = self._states
         self._state_layout: StateLayout | None = None
         self._decoding = False
+        #: no attention layer: no K / V probe needed, and a decode step does not depend on the context
+        self._pure = _all_state_layers(self.cfg)
+        self._decode_memo: dict[int, OpGraph] = {}
 
     # -- layout ------------------------------------------------------------------------------------------
     def kv_layout(self) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
-        """Attention layers' K / V entry shapes (HFSource's probe); the state layout is probed in the same step."""
+        """Attention layers' K / V entry shapes (HFSource's one-token probe, which records the states too); a
+        pure state-space model has none, and its state layout is recorded by whichever step is traced first."""
         if self._layout is None:
+            if self._pure:
+                self._layout = {}
+                return self._layout
             probe: dict = {}
-            states: StateLayout = {}
-            self._step.probe, self._states.probe = probe, states
+            self._step.probe = probe
             try:
                 self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
             finally:
-                self._step.probe, self._states.probe = None, None
+                self._step.probe = None
             self._layout = {i: (k[1:-2] + k[-1:], v[1:-2] + v[-1:]) for i, (k, v) in probe.items()}
-            self._state_layout = states
-            elems = sum(_prod(k) + _prod(v) for k, v in self._layout.values())
-            self.spec = replace(self.spec, kv_elems_per_token=elems or None,
-                                layers=self.spec.layers or len(states) or None, state_layers=len(states))
-            self.notes.append(state_note(self.spec.name, states, len(self._layout), self.spec.layers))
+            self._set_states(self._state_layout or {})
         return self._layout
 
+    def _set_states(self, states: StateLayout) -> None:
+        self._state_layout = states
+        elems = sum(_prod(k) + _prod(v) for k, v in (self._layout or {}).values())
+        self.spec = replace(self.spec, kv_elems_per_token=elems or None,
+                            layers=self.spec.layers or len(states) or None, state_layers=len(states))
+        note = state_note(self.spec.name, states, len(self._layout or {}), self.spec.layers)
+        if note not in self.notes:
+            self.notes.append(note)
+
     def state_layout(self) -> StateLayout:
+        """Per state-space layer: (conv state shape, dtype, recurrent state shape, dtype), batch dim dropped."""
         self.kv_layout()
+        if self._state_layout is None:  # nothing traced yet: a one-token step records it
+            self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
         return self._state_layout or {}
 
     def state_bytes_per_seq(self, kv_dtype: str | None = None, tp: int = 1) -> float:
@@ -179,15 +197,43 @@ class SSMSource(HFSource):
                         inputs[n] = TensorSpec((batch, *shape), dt, Role.KV_CACHE)
                         names.append(n)
             kv_names = tuple(names)
-        return super()._trace(inputs, kv_names, module, causal, what)
+        record = module is self._step and not self._decoding and self._state_layout is None
+        states: StateLayout = {}
+        if record:
+            self._states.probe = states
+        try:
+            g = super()._trace(inputs, kv_names, module, causal, what)
+        finally:
+            self._states.probe = None
+        if record and (states or self._layout is not None):
+            self._set_states(states)
+        return g
 
     def decode_graph(self, batch: int, past: int) -> OpGraph:
-        self.kv_layout()
+        """One token with every layer's states as cache inputs; a pure state-space model's step is the same
+        graph at any context, traced once per batch."""
+        if self._pure and batch in self._decode_memo:
+            return self._decode_memo[batch]
+        self.state_layout()
         self._decoding = True
         try:
-            return self._cached(batch, 1, past)
+            g = self._cached(batch, 1, past)
         finally:
             self._decoding = False
+        if self._pure:
+            self._decode_memo[batch] = g
+        return g
+
+
+def _all_state_layers(cfg) -> bool:
+    try:
+        from transformers.cache_utils import CacheLayerMixin, DynamicCache
+
+        layers = DynamicCache(config=cfg).layers
+        mixin = _state_layer_types()
+        return bool(layers) and all(isinstance(la, mixin) and not isinstance(la, CacheLayerMixin) for la in layers)
+    except Exception:  # noqa: BLE001 - the cache cannot be built from the config: probe as a hybrid
+        return False
 
 
 def _prod(shape) -> int:
