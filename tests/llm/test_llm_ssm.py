@@ -133,3 +133,58 @@ def test_whole_scan_ops_compute_what_transformers_computes():
             step = model(nxt, cache_params=out.cache_params, use_cache=True).logits
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(step, ref_step, rtol=1e-4, atol=1e-4)
+
+
+# Mamba-2: hidden 64 -> d_inner 128 = 8 heads of 16, 2 groups of state 8, chunk 4 (a 7-token prompt is padded)
+MAMBA2 = {"model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"], "hidden_size": 64, "num_heads": 8,
+          "head_dim": 16, "state_size": 8, "n_groups": 2, "num_hidden_layers": 2, "vocab_size": 128, "chunk_size": 4,
+          "expand": 2, "conv_kernel": 4, "torch_dtype": "bfloat16"}
+
+
+def test_mamba2_chunked_scan_capture_and_state():
+    src = hf_source(MAMBA2, name="tiny-mamba2")
+    # conv over x, B and C: 128 + 2 groups * 2 * 8 = 160 channels * 4 taps * 2 B = 1,280 B; SSM state
+    # [8 heads, 16, 8] fp32 = 4,096 B; per layer 5,376 B, 2 layers
+    assert src.state_layout() == {i: ((160, 4), "bf16", (8, 16, 8), "fp32") for i in (0, 1)}
+    assert src.state_bytes_per_seq() == 10_752
+    small, large = src.prefill_graph(1, 8), src.prefill_graph(1, 64)
+    assert [op.op for op in small.ops()] == [op.op for op in large.ops()]
+    assert sum(op.op == "graphroof.ssd_chunk_scan" for op in large.ops()) == 2
+    g = src.decode_graph(2, 30)
+    assert _sum(g, "kv_read_bytes") == _sum(g, "kv_write_bytes") == 2 * 10_752
+
+
+def test_mamba2_reference_ops_match_transformers():
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+
+    from graphroof.frontends.ssm import ssm_kernels
+
+    torch.manual_seed(0)
+    cfg = Mamba2Config(**{k: v for k, v in MAMBA2.items() if k not in ("model_type", "architectures", "torch_dtype")})
+    model = Mamba2ForCausalLM(cfg).eval()
+    ids, nxt = torch.randint(0, 128, (2, 7)), torch.randint(0, 128, (2, 1))
+    with torch.no_grad():
+        ref = model(ids, use_cache=True)
+        ref_step = model(nxt, cache_params=ref.cache_params, use_cache=True).logits
+        with ssm_kernels():
+            from transformers.models.mamba2 import modeling_mamba2 as mm
+
+            assert mm.mamba2_chunk_scan.__module__ == "graphroof.frontends.ssm"
+            out = model(ids, use_cache=True)
+            step = model(nxt, cache_params=out.cache_params, use_cache=True).logits
+    torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(step, ref_step, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_zoo_mamba_jamba_state_and_kv():
+    from graphroof.llm.loaders import open_model
+
+    m = open_model("mamba-2.8b")
+    # 64 layers * (conv 5120 * 4 + SSM 5120 * 16) * 4 B (fp32 checkpoint) = 64 * 409,600 = 26,214,400 B
+    assert m.state_bytes_per_seq() == 26_214_400 and m.spec.kv_bytes_per_token(16) is None
+    j = open_model("jamba-v0.1")
+    # attention at layers 4, 12, 20, 28: 4 * (K + V) * 8 KV heads * 128 * 2 B = 16,384 B per token
+    assert sorted(j.kv_layout()) == [4, 12, 20, 28] and j.spec.kv_bytes_per_token(16) == 16_384
+    # the 28 Mamba layers: conv 8192 * 4 * 2 B + SSM 8192 * 16 * 4 B = 589,824 B each = 16,515,072 B
+    assert j.state_bytes_per_seq() == 28 * 589_824
