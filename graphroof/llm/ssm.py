@@ -78,6 +78,7 @@ class _States:
         conv, rec = past.get(f"conv_state_{i}"), past.get(f"ssm_state_{i}")
         if conv is not None or rec is not None:
             ref = conv if conv is not None else rec
+            assert ref is not None
             layer.dtype, layer.device = ref.dtype, ref.device
             if conv is not None:
                 layer.conv_states[0], layer.is_conv_states_initialized[0] = conv, True
@@ -151,11 +152,12 @@ class SSMSource(HFSource):
                 self._layout = {}
                 return self._layout
             probe: dict = {}
-            self._step.probe = probe
+            step: Any = self._step
+            step.probe = probe
             try:
-                self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
+                self._trace({"input_ids": ((1, 1), "int64")}, (), step, True, "cache-layout probe")
             finally:
-                self._step.probe = None
+                step.probe = None
             self._layout = {i: (k[1:-2] + k[-1:], v[1:-2] + v[-1:]) for i, (k, v) in probe.items()}
             self._set_states(self._state_layout or {})
         return self._layout

@@ -66,15 +66,16 @@ def _cost(node: OpNode, matrix: int, vector: int, reads: list[TensorSpec | None]
     r = read_bytes(reads)
     w = write_bytes([out])
     kv_w = w["kv_write_bytes"] + (state_out.nbytes if state_out is not None else 0)
-    return Cost(matrix_flops=matrix, vector_flops=vector, act_write_bytes=w["act_write_bytes"],
-                kv_write_bytes=kv_w, **r)
+    return Cost(matrix_flops=matrix, vector_flops=vector, weight_bytes=r["weight_bytes"],
+                act_read_bytes=r["act_read_bytes"], kv_read_bytes=r["kv_read_bytes"],
+                act_write_bytes=w["act_write_bytes"], kv_write_bytes=kv_w)
 
 
 @register_rule("graphroof.selective_scan")
 def selective_scan(node: OpNode) -> Cost:
     """Inputs ``(x [B, D, L], dt, A [D, N], B, C, D?, z?, dt_bias?)``; outputs ``(y, last state or [0])``."""
     x, a = req(node, 0), req(node, 2)
-    state_elems = x.numel * a.shape[-1]     # B * L tokens x D channels x N
+    state_elems = x.numel * int(a.shape[-1])     # B * L tokens x D channels x N
     vec = scan_vector_flops(state_elems, req(node, 1).numel, x.numel, bias=node.input(7) is not None,
                             softplus=bool(node.attrs.get("dt_softplus")), skip=node.input(5) is not None,
                             gate=node.input(6) is not None)
@@ -96,7 +97,7 @@ def selective_state_update(node: OpNode) -> Cost:
 def causal_conv1d_update(node: OpNode) -> Cost:
     """Inputs ``(x [B, C, T], conv_state [B, C, K], weight [C, K], bias?)``; outputs ``(out, new state)``."""
     out, conv_state, weight = node.outputs[0], req(node, 1), req(node, 2)
-    taps = weight.shape[-1]
+    taps = int(weight.shape[-1])
     act = _SILU if node.attrs.get("activation") in ("silu", "swish") else 0
     vec = out.numel * ((1 if node.input(3) is not None else 0) + act)
     return _cost(node, FLOPS_PER_MAC * taps * out.numel, vec, list(node.inputs), out, conv_state)
@@ -119,7 +120,7 @@ def ssd_chunk_scan(node: OpNode) -> Cost:
     """Inputs ``(x [B, L, H, P], dt [B, L, H], A [H], B [B, L, G, N], C, D?, dt_bias?, initial_state?)``,
     ``attrs["chunk_size"]``; outputs ``(y, final state or [0])``."""
     x, bm = req(node, 0), req(node, 3)
-    b, length, h, p = x.shape
-    m, v = ssd_flops(b, length, h, p, bm.shape[2], bm.shape[3], int(node.attrs.get("chunk_size") or length))
+    b, length, h, p = (int(d) for d in x.shape)
+    m, v = ssd_flops(b, length, h, p, int(bm.shape[2]), int(bm.shape[3]), int(node.attrs.get("chunk_size") or length))
     state = node.outputs[1] if len(node.outputs) > 1 and node.outputs[1].numel else None
     return _cost(node, m, v, list(node.inputs), node.outputs[0], state)
