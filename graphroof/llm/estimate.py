@@ -126,7 +126,7 @@ class _Run:
     def state_bytes_per_seq(self) -> float:
         """Recurrent-state bytes per sequence and device (state-space layers: fixed, whatever the context)."""
         per_seq = getattr(self.src, "state_bytes_per_seq", None)
-        return per_seq(self.pipe.quant.kv, self.pipe.tp) if per_seq else 0.0
+        return per_seq(self.pipe.quant.kv) if per_seq else 0.0
 
     def memory(self, b: int) -> MemoryFit:
         pipe, ctx, sm = self.pipe, self.prompt + self.gen, self.serving

@@ -178,14 +178,15 @@ class SSMSource(HFSource):
             self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
         return self._state_layout or {}
 
-    def state_bytes_per_seq(self, kv_dtype: str | None = None, tp: int = 1) -> float:
-        """Bytes of every layer's recurrent states for one sequence (``kv_dtype`` re-types them)."""
+    def state_bytes_per_seq(self, kv_dtype: str | None = None) -> float:
+        """Bytes of every layer's recurrent states for one sequence (``kv_dtype`` re-types them).  Per device
+        under ``--tp`` too: the TP plan does not split the state-space mixers (their scans stay replicated)."""
         total = 0.0
         for conv, conv_dt, rec, rec_dt in self.state_layout().values():
             for shape, dt in ((conv, conv_dt), (rec, rec_dt)):
                 if shape is not None and dt is not None:
                     total += _prod(shape) * dtype_bits(kv_dtype or dt) / 8
-        return total / tp
+        return total
 
     # -- graphs ------------------------------------------------------------------------------------------
     def _trace(self, inputs: dict, kv_names: tuple[str, ...], module, causal: bool, what: str) -> OpGraph:

@@ -188,3 +188,13 @@ def test_zoo_mamba_jamba_state_and_kv():
     assert sorted(j.kv_layout()) == [4, 12, 20, 28] and j.spec.kv_bytes_per_token(16) == 16_384
     # the 28 Mamba layers: conv 8192 * 4 * 2 B + SSM 8192 * 16 * 4 B = 589,824 B each = 16,515,072 B
     assert j.state_bytes_per_seq() == 28 * 589_824
+
+
+def test_sweep_memory_counts_the_state(mamba):
+    from graphroof.llm.sweep import sweep
+
+    point = sweep(mamba, hw="h100", batch=2, prompt=16, gen=4).points[0]
+    c = estimate(mamba, hw="h100", prompt=16, gen=4, batch=[2]).configs[0]
+    # weights + 2 sequences * 10,240 B of state + the prefill's activation peak, as estimate() has it
+    assert point.memory_bytes == pytest.approx(c.memory.total_bytes, rel=1e-12)
+    assert c.memory.kv_reserved_bytes == 2 * 10_240
