@@ -27,7 +27,7 @@ from typing import Any
 
 from ..dtypes import dtype_bits
 from ..graph import OpGraph, Role, TensorSpec
-from .hf import HFSource, _step_module
+from .hf import HFSource, _generates, _step_module
 
 __all__ = ["SSMSource", "STATE_OPS", "has_state_layers", "hf_source", "state_note"]
 
@@ -269,4 +269,4 @@ def state_note(name: str, states: StateLayout, attention_layers: int, layers: in
 def hf_source(data: dict[str, Any] | None = None, **kw: Any) -> HFSource:
     """:class:`HFSource` for a transformers model, an :class:`SSMSource` when its cache has state-space layers."""
     src = HFSource(data, **kw)
-    return SSMSource.adopt(src) if has_state_layers(src.cfg) else src
+    return SSMSource.adopt(src) if has_state_layers(src.cfg) and _generates(src.model) else src

@@ -198,3 +198,18 @@ def test_sweep_memory_counts_the_state(mamba):
     # weights + 2 sequences * 10,240 B of state + the prefill's activation peak, as estimate() has it
     assert point.memory_bytes == pytest.approx(c.memory.total_bytes, rel=1e-12)
     assert c.memory.kv_reserved_bytes == 2 * 10_240
+
+
+@pytest.mark.parametrize("data, scan", [(MAMBA, "graphroof.selective_scan"), (MAMBA2, "graphroof.ssd_chunk_scan")])
+def test_both_captures_keep_the_scan_whole(data, scan):
+    from graphroof.counters.count import count
+    from graphroof.frontends import hf
+    from graphroof.graph import COST
+
+    totals = []
+    for capture in ("dispatch", "export"):
+        g = hf.load_config_data(data, seq=16, name="t", capture=capture)
+        assert sum(op.op == scan for op in g.ops()) == 2
+        assert count(g, warn=False).n_unknown == 0
+        totals.append([sum(getattr(g.get(op.name, COST), f) for op in g.ops()) for f in ("flops", "bytes")])
+    assert totals[0] == totals[1]
