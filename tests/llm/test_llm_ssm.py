@@ -213,3 +213,28 @@ def test_both_captures_keep_the_scan_whole(data, scan):
         assert count(g, warn=False).n_unknown == 0
         totals.append([sum(getattr(g.get(op.name, COST), f) for op in g.ops()) for f in ("flops", "bytes")])
     assert totals[0] == totals[1]
+
+
+def test_zoo_mamba_2_8b_parameters_by_hand():
+    from graphroof.frontends import hf, zoo
+
+    model, _, _ = hf.build_model(hf.read_config(zoo.config_path("mamba-2.8b")))
+    # per layer: in_proj 2560 * 10240 = 26,214,400; conv 5120 * 4 + bias 5120 = 25,600; x_proj 5120 * (160 + 2 *
+    # 16) = 983,040; dt_proj 160 * 5120 + 5120 = 824,320; A_log 5120 * 16 = 81,920; D 5120; out_proj 5120 * 2560 =
+    # 13,107,200; norm 2560 -> 41,244,160; * 64 + tied embedding 50280 * 2560 + final norm 2560 = 2,768,345,600
+    assert sum(p.numel() for p in model.parameters()) == 64 * 41_244_160 + 50_280 * 2_560 + 2_560 == 2_768_345_600
+
+
+@pytest.mark.slow
+def test_zoo_jamba_parameters_by_hand():
+    from graphroof.frontends import hf, zoo
+
+    model, _, _ = hf.build_model(hf.read_config(zoo.config_path("jamba-v0.1")))
+    # Mamba mixer: in_proj 4096 * 16384 + conv 8192 * 4 + 8192 + x_proj 8192 * (256 + 32) + dt_proj 256 * 8192 + 8192
+    # + A_log 8192 * 16 + D 8192 + out_proj 8192 * 4096 + dt/B/C norms 256 + 16 + 16 = 105,308,448
+    mamba = 67_108_864 + 40_960 + 2_359_296 + 2_105_344 + 131_072 + 8_192 + 33_554_432 + 288
+    attn = 2 * 4096 * 4096 + 2 * 4096 * 1024              # q, o + GQA k, v (8 KV heads of 128)
+    mlp = 3 * 4096 * 14336                                # gate, up, down
+    moe = 16 * mlp + 4096 * 16                            # 16 experts + router
+    total = 28 * mamba + 4 * attn + 16 * moe + 16 * mlp + 32 * 2 * 4096 + 2 * 65536 * 4096 + 4096
+    assert sum(p.numel() for p in model.parameters()) == total == 51_570_323_328
