@@ -160,7 +160,8 @@ class _Run:
                 if total <= usable:
                     min_tp = n
                     break
-        return MemoryFit(weights, (kv_tok * ctx + state) * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
+        return MemoryFit(weights, (kv_tok * ctx + state) * b, act, cap, mb, min_tp, usable, sm, kv_seq * b,
+                         state * b)
 
     def config(self, b: int) -> LLMConfig:
         prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})

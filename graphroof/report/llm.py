@@ -84,7 +84,9 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     m = c.memory
     per = " per device" if c.tp > 1 else ""
     line = (f"memory{per}, batch {c.batch} at {c.prompt + c.gen} tokens: weights {fmt_bytes(m.weight_bytes)} + "
-            f"KV cache {fmt_bytes(m.kv_cache_bytes)} + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
+            f"KV cache {fmt_bytes(m.kv_cache_bytes)}"
+            + (f" (recurrent state {fmt_bytes(m.state_bytes)} of it)" if m.state_bytes else "")
+            + f" + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
             f"{fmt_bytes(m.total_bytes)}")
     if m.capacity_bytes is None:
         return [line + "; the profile gives no memory capacity"]

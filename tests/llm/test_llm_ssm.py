@@ -106,6 +106,12 @@ def test_jamba_memory_is_kv_per_token_plus_state(jamba):
     assert c.kv_cache_bytes == 2 * (JAMBA_KV_PER_TOKEN * 20 + 10_240)
     # paged blocks of 16 tokens: 20 tokens hold 32 token slots
     assert c.memory.kv_reserved_bytes == 2 * (JAMBA_KV_PER_TOKEN * 32 + 10_240)
+    assert c.memory.state_bytes == 2 * 10_240
+    import graphroof
+
+    text = graphroof.render(r, "terminal")
+    assert "recurrent-state decode (2 state-space layers; KV cache on 2 attention layers)" in text
+    assert "(recurrent state 20.5 kB of it)" in text
     assert any(n.startswith("recurrent state: 2 of 4 layers") for n in r.notes)
 
 
