@@ -19,8 +19,9 @@ write of the state's size).  Per state element 7, per ``dt`` element bias + soft
 ``u = dt * x`` 1, skip 2, gate 6.
 
 **Causal conv update** (``graphroof.causal_conv1d_update``, one decode token of the depthwise causal conv):
-``weight [C, K]``: each output is a K-tap dot product (``2K``, matrix FLOPs as the conv family counts a
-depthwise conv) + bias (1) + activation (silu 5); reads the conv state ``[B, C, K]``, writes it back shifted
+``weight [C, K]``: each output is a K-tap dot product (``2K``) + bias (1) + activation (silu 5), all vector
+FLOPs (one output column per channel: a CUDA-core kernel, not a GEMM; the prefill's whole-sequence conv stays
+``aten.conv1d``, counted by the conv family); reads the conv state ``[B, C, K]``, writes it back shifted
 (KV-role bytes).
 
 **SSD chunked scan, Mamba-2** (``graphroof.ssd_chunk_scan``, prefill; chunk ``Q``, ``L`` padded to ``Lp``, heads
@@ -99,8 +100,8 @@ def causal_conv1d_update(node: OpNode) -> Cost:
     out, conv_state, weight = node.outputs[0], req(node, 1), req(node, 2)
     taps = int(weight.shape[-1])
     act = _SILU if node.attrs.get("activation") in ("silu", "swish") else 0
-    vec = out.numel * ((1 if node.input(3) is not None else 0) + act)
-    return _cost(node, FLOPS_PER_MAC * taps * out.numel, vec, list(node.inputs), out, conv_state)
+    vec = out.numel * (FLOPS_PER_MAC * taps + (1 if node.input(3) is not None else 0) + act)
+    return _cost(node, 0, vec, list(node.inputs), out, conv_state)
 
 
 def ssd_flops(batch: int, length: int, heads: int, head_dim: int, groups: int, state: int,

@@ -60,8 +60,8 @@ def test_causal_conv1d_update():
     n = node("graphroof.causal_conv1d_update", [x, st, W("bf16", 8, 4), W("bf16", 8)],
              [T("bf16", 2, 8, 1), T("bf16", 2, 8, 4)], activation="silu")
     c = run(n)
-    # 16 outputs * 4 taps * 2 = 128 matrix FLOPs (a depthwise conv, as the conv family counts it); bias 1 + silu 5
-    assert c.matrix_flops == 128 and c.vector_flops == 16 * 6
+    # 16 outputs * (4 taps * 2 + bias 1 + silu 5) = 224 vector FLOPs (one column per channel: no GEMM)
+    assert c.matrix_flops == 0 and c.vector_flops == 16 * (8 + 1 + 5)
     # conv state read and written back: 2 * 8 * 4 * 2 B = 128 B each way; weight 64 + bias 16 B
     assert c.kv_read_bytes == 128 and c.kv_write_bytes == 128 and c.weight_bytes == 80
     assert c.act_read_bytes == 32 and c.act_write_bytes == 32
