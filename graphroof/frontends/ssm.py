@@ -35,11 +35,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..counters.rules.ssm import STATE_OPS
+
 __all__ = ["SCAN_OPS", "STATE_OPS", "ssm_kernels"]
 
 #: op keys of the whole-scan ops (prefill) and of the ops that rewrite a recurrent state (decode)
 SCAN_OPS = ("graphroof.selective_scan", "graphroof.ssd_chunk_scan")
-STATE_OPS = ("graphroof.selective_state_update", "graphroof.causal_conv1d_update")
 
 
 def _act(y: Tensor, activation: str | None) -> Tensor:

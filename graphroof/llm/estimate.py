@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..counters.registry import Rule
+from ..counters.rules.ssm import STATE_OPS
 from ..counters.settings import CountSettings
 from ..dtypes import dtype_bits
 from ..errors import GraphroofError, InputError
@@ -117,16 +118,19 @@ class _Run:
         appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
         if appended:
             return appended / b
-        if self.state_bytes_per_seq() and not self.src.spec.kv_elems_per_token:
+        if self.state_bytes_per_seq(b) and not self.src.spec.kv_elems_per_token:
             return 0.0  # a pure state-space model: its only cache is the recurrent state
         bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
         per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
         return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
 
-    def state_bytes_per_seq(self) -> float:
-        """Recurrent-state bytes per sequence and device (state-space layers: fixed, whatever the context)."""
-        per_seq = getattr(self.src, "state_bytes_per_seq", None)
-        return per_seq(self.pipe.quant.kv) if per_seq else 0.0
+    def state_bytes_per_seq(self, b: int) -> float:
+        """Recurrent-state bytes per sequence and device (state-space layers: fixed, whatever the context): what
+        one decode step rewrites (:data:`~graphroof.counters.rules.ssm.STATE_OPS`), so --kv and --tp apply."""
+        if not self.src.kv_cache:
+            return 0.0
+        ops = self.pipe.counted("decode", b, self.prompt).ops
+        return sum(c.kv_write_bytes for op, c in ops if op.op in STATE_OPS) / b
 
     def memory(self, b: int) -> MemoryFit:
         pipe, ctx, sm = self.pipe, self.prompt + self.gen, self.serving
@@ -134,7 +138,7 @@ class _Run:
         # KV bytes per sequence at ctx = bytes per token * tokens held per layer (sliding layers hold <= W),
         # in whole paged-KV blocks
         kv_tok = self.kv_bytes_per_token(b) * self.src.spec.kv_cache_tokens(ctx) / ctx
-        state = self.state_bytes_per_seq()  # + the fixed recurrent state of state-space layers
+        state = self.state_bytes_per_seq(b)  # + the fixed recurrent state of state-space layers
         kv_seq = kv_tok * sm.kv_tokens(ctx) + state
         act_full = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
         batch_tokens = b * self.prompt

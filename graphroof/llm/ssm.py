@@ -25,14 +25,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..counters.rules.ssm import STATE_OPS
 from ..dtypes import dtype_bits
 from ..graph import OpGraph, Role, TensorSpec
 from .hf import HFSource, _generates, _step_module
 
 __all__ = ["SSMSource", "STATE_OPS", "has_state_layers", "hf_source", "state_note"]
 
-#: op keys whose KV-role writes are a recurrent state rewritten in place (not a cache growing per token)
-STATE_OPS = ("graphroof.selective_state_update", "graphroof.causal_conv1d_update")
 
 #: (conv state shape, conv dtype, recurrent state shape, recurrent dtype) per layer, batch dim dropped
 StateLayout = dict[int, tuple[tuple[int, ...] | None, str | None, tuple[int, ...] | None, str | None]]
@@ -179,8 +178,8 @@ class SSMSource(HFSource):
         return self._state_layout or {}
 
     def state_bytes_per_seq(self, kv_dtype: str | None = None) -> float:
-        """Bytes of every layer's recurrent states for one sequence (``kv_dtype`` re-types them).  Per device
-        under ``--tp`` too: the TP plan does not split the state-space mixers (their scans stay replicated)."""
+        """Bytes of every layer's recurrent states for one sequence, unsplit (``kv_dtype`` re-types them); the
+        estimate's memory fit takes them per device from the decode graph (what a step rewrites)."""
         total = 0.0
         for conv, conv_dt, rec, rec_dt in self.state_layout().values():
             for shape, dt in ((conv, conv_dt), (rec, rec_dt)):

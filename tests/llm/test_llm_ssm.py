@@ -244,3 +244,12 @@ def test_zoo_jamba_parameters_by_hand():
     moe = 16 * mlp + 4096 * 16                            # 16 experts + router
     total = 28 * mamba + 4 * attn + 16 * moe + 16 * mlp + 32 * 2 * 4096 + 2 * 65536 * 4096 + 4096
     assert sum(p.numel() for p in model.parameters()) == total == 51_570_323_328
+
+
+def test_state_memory_follows_kv_dtype_and_tp(mamba):
+    # --kv fp8: (128 * 4 + 128 * 8) * 1 B per layer, 2 layers, per sequence
+    c = estimate(mamba, hw="h100", prompt=16, gen=4, batch=[1], kv="fp8").configs[0]
+    assert c.memory.state_bytes == 2 * 1_536
+    # --tp 2: the decode graph splits the mixers' state ops, so each device holds half of the state
+    c = estimate(mamba, hw="h100", prompt=16, gen=4, batch=[1], tp=2).configs[0]
+    assert c.memory.state_bytes == 10_240 / 2

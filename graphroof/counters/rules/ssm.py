@@ -45,7 +45,10 @@ from ..registry import register_rule
 from .elementwise import ACTIVATION_FLOPS_PER_ELEMENT
 from .matmul import req
 
-__all__ = ["SCAN_FLOPS_PER_STATE", "scan_vector_flops", "ssd_flops"]
+__all__ = ["SCAN_FLOPS_PER_STATE", "STATE_OPS", "scan_vector_flops", "ssd_flops"]
+
+#: op keys whose KV-role writes rewrite a fixed recurrent state in place (decode), not a cache growing per token
+STATE_OPS = ("graphroof.selective_state_update", "graphroof.causal_conv1d_update")
 
 #: vector FLOPs per (token, channel, state element): exp(dt*A) 2, u*B 1, h update 2, C.h 2
 SCAN_FLOPS_PER_STATE = 7
