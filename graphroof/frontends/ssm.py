@@ -53,6 +53,13 @@ def _act(y: Tensor, activation: str | None) -> Tensor:
 
 # -- Mamba-1 selective scan ----------------------------------------------------------------------------------
 
+def _per_channel(m: Tensor, d: int) -> Tensor:
+    """B or C, ``[b, N, L]`` (shared by the channels) or grouped ``[b, G, N, L]``, as ``[b, 1 or D, N, L]``."""
+    if m.dim() == 3:
+        return m.float()[:, None]
+    return m.float().repeat_interleave(d // m.shape[1], dim=1)
+
+
 @torch.library.custom_op("graphroof::selective_scan", mutates_args=())
 def selective_scan(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None, z: Tensor | None,
                    dt_bias: Tensor | None, dt_softplus: bool, return_state: bool) -> tuple[Tensor, Tensor]:
@@ -62,10 +69,7 @@ def selective_scan(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Te
     dt = dt.float() + (dt_bias.float()[None, :, None] if dt_bias is not None else 0)
     if dt_softplus:
         dt = F.softplus(dt)
-    Bf = B.float().reshape(b, -1, n, length).repeat_interleave(d // B.reshape(b, -1, n, length).shape[1], dim=1) \
-        if B.dim() == 4 else B.float()[:, None]
-    Cf = C.float().reshape(b, -1, n, length).repeat_interleave(d // C.reshape(b, -1, n, length).shape[1], dim=1) \
-        if C.dim() == 4 else C.float()[:, None]
+    Bf, Cf = _per_channel(B, d), _per_channel(C, d)
     h = torch.zeros(b, d, n, dtype=torch.float32, device=x.device)
     ys = []
     for t in range(length):
