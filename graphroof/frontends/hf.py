@@ -135,7 +135,10 @@ def eager_attention_note(model) -> str | None:
 
 @contextlib.contextmanager
 def eager_prompt() -> Iterator[None]:
-    """Trace as eager inference on one unpadded prompt runs: no packed-sequence detection (it reads values)."""
+    """Trace as eager inference on one unpadded prompt runs: no packed-sequence detection (it reads values);
+    state-space mixers run their scans as whole ops (:func:`graphroof.frontends.ssm.ssm_kernels`)."""
+    from .ssm import ssm_kernels
+
     try:
         from transformers import masking_utils
     except ImportError:  # pragma: no cover - older transformers
@@ -143,11 +146,13 @@ def eager_prompt() -> Iterator[None]:
         return
     orig = getattr(masking_utils, "find_packed_sequence_indices", None)
     if orig is None:
-        yield
+        with ssm_kernels():
+            yield
         return
     masking_utils.find_packed_sequence_indices = lambda *a, **k: None
     try:
-        yield
+        with ssm_kernels():
+            yield
     finally:
         masking_utils.find_packed_sequence_indices = orig
 

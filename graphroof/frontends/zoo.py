@@ -51,6 +51,12 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("gemma-2-9b", "llm", "9.2B", "hf", "Gemma 2 9B: 42 layers, sliding (4k) and full layers alternating, "
              "GQA 16/8", "bf16"),
     ZooModel("gemma-3-1b", "llm", "1.0B", "hf", "Gemma 3 1B: 26 layers, 5 sliding (512) per full layer, MQA", "bf16"),
+    ZooModel("mamba-2.8b", "llm", "2.8B", "hf", "Mamba 2.8B (state-spaces/mamba-2.8b-hf): 64 Mamba-1 layers, d=2560, "
+             "d_state 16, no attention", "fp32"),
+    ZooModel("mamba2-2.7b", "llm", "2.7B", "hf", "Mamba-2 2.7B (state-spaces/mamba2-2.7b): 64 SSD layers, d=2560, 80 "
+             "heads of 64, d_state 128, chunked scan (256)", "fp16"),
+    ZooModel("jamba-v0.1", "llm", "52B", "hf", "Jamba v0.1: 32 layers, attention every 8th (4 of 32) else Mamba, "
+             "16 experts top-2 every 2nd layer, GQA 32/8", "bf16"),
     ZooModel("gpt2", "llm", "124M", "hf", "GPT-2 small: 12 layers, d=768, learned positions (max 1024)", "fp32"),
     ZooModel("gpt2-medium", "llm", "355M", "hf", "GPT-2 medium: 24 layers, d=1024", "fp32"),
     ZooModel("gpt2-large", "llm", "774M", "hf", "GPT-2 large: 36 layers, d=1280", "fp32"),
@@ -80,6 +86,7 @@ _ALIASES = {"llama2-7b": "llama-2-7b", "llama2-13b": "llama-2-13b", "llama2-70b"
             "llama3-8b": "llama-3-8b", "llama3-70b": "llama-3-70b", "mistral": "mistral-7b", "mixtral": "mixtral-8x7b",
             "qwen3-moe": "qwen3-30b-a3b", "deepseek-v2": "deepseek-v2-lite", "deepseek": "deepseek-v3",
             "gemma-2": "gemma-2-9b", "gemma2-9b": "gemma-2-9b", "gemma-3": "gemma-3-1b", "gemma3-1b": "gemma-3-1b",
+            "mamba": "mamba-2.8b", "mamba2": "mamba2-2.7b", "jamba": "jamba-v0.1",
             "gpt-2": "gpt2", "bert": "bert-base", "bert-base-uncased": "bert-base", "resnet50": "resnet-50",
             "resnet18": "resnet-18", "resnet101": "resnet-101", "vit-b/16": "vit-b-16", "vit_b_16": "vit-b-16",
             "vit-base": "vit-b-16", "vit-l/16": "vit-l-16", "t5": "t5-base", "bart": "bart-large",

@@ -85,6 +85,11 @@ def gemm_mnk(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
     if not out.shape or numel == 0:
         return None
     n = int(out.shape[1]) if is_conv(node) and len(out.shape) > 2 else int(out.shape[-1])
+    w = node.inputs[0] if node.op == "aten.matmul" and node.inputs else None
+    if w is not None and w.role is Role.WEIGHT and w.rank == 2 and len(out.shape) > 2:
+        # ``W @ x`` with a 2-D weight on the left of a batch (Mamba's dt_proj): one GEMM [rows, K] x [K, batch*N]
+        # sharing the weight, as the linear it is runs, not batch x rows rows of an N-wide GEMM
+        n = max(numel // int(w.shape[0]), 1)
     m = max(numel // max(n, 1), 1)
     k = max(round(cost.matrix_flops / (2 * m * max(n, 1))), 1)
     return (m, n, k)

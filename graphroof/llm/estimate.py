@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..counters.registry import Rule
+from ..counters.rules.ssm import STATE_OPS
 from ..counters.settings import CountSettings
 from ..dtypes import dtype_bits
 from ..errors import GraphroofError, InputError
@@ -118,6 +119,8 @@ class _Run:
         appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
         if appended:
             return appended / b
+        if self.state_bytes_per_seq(b) and not self.src.spec.kv_elems_per_token:
+            return 0.0  # a pure state-space model: its only cache is the recurrent state
         bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
         per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
         return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
@@ -134,6 +137,14 @@ class _Run:
         appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND) / b
         return cross_kv_per_token(appended, self.kv_bytes_per_token(b), self.src.decode_start(self.prompt), enc), enc
 
+    def state_bytes_per_seq(self, b: int) -> float:
+        """Recurrent-state bytes per sequence and device (state-space layers: fixed, whatever the context): what
+        one decode step rewrites (:data:`~graphroof.counters.rules.ssm.STATE_OPS`), so --kv and --tp apply."""
+        if not self.src.kv_cache:
+            return 0.0
+        ops = self.pipe.counted("decode", b, self.prompt).ops
+        return sum(c.kv_write_bytes for op, c in ops if op.op in STATE_OPS) / b
+
     def memory(self, b: int) -> MemoryFit:
         # ctx: tokens in the (self-attention) cache at the end: prompt + gen (encoder-decoder: decoder prompt + gen)
         pipe, ctx, sm = self.pipe, self.src.decode_start(self.prompt) + self.gen, self.serving
@@ -142,7 +153,8 @@ class _Run:
         # in whole paged-KV blocks; + an encoder-decoder's cross-attention KV of the encoder tokens
         kv_tok = self.kv_bytes_per_token(b) * self.src.spec.kv_cache_tokens(ctx) / ctx
         cross_tok, enc = self.cross_kv(b)
-        kv_seq = kv_tok * sm.kv_tokens(ctx) + cross_tok * sm.kv_tokens(enc)
+        state = self.state_bytes_per_seq(b)  # + the fixed recurrent state of state-space layers
+        kv_seq = kv_tok * sm.kv_tokens(ctx) + cross_tok * sm.kv_tokens(enc) + state
         act_full = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
         batch_tokens = b * self.prompt
         act = act_full * sm.chunk_tokens(batch_tokens) / batch_tokens  # chunked prefill: one chunk live
@@ -167,7 +179,8 @@ class _Run:
                 if total <= usable:
                     min_tp = n
                     break
-        return MemoryFit(weights, (kv_tok * ctx + cross_tok * enc) * b, act, cap, mb, min_tp, usable, sm, kv_seq * b)
+        return MemoryFit(weights, (kv_tok * ctx + cross_tok * enc + state) * b, act, cap, mb, min_tp, usable, sm,
+                         kv_seq * b, state * b)
 
     def config(self, b: int) -> LLMConfig:
         prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})
@@ -273,5 +286,5 @@ def estimate(
             if n not in notes:
                 notes.append(n)
     return LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=tp, quant=quant, ideal=ideal,
-                       kv_cache=src.kv_cache, spec=spec, configs=configs, notes=notes, settings=settings,
+                       kv_cache=src.kv_cache, spec=src.spec, configs=configs, notes=notes, settings=settings,
                        pipeline=pipe)

@@ -139,12 +139,19 @@ def _step_module(model):
         probe: dict | None = None
         #: logits of the last position only (what a serving engine samples from), where forward supports it
         last_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        #: the forward's cache argument (Mamba: ``cache_params``)
+        cache_arg = "cache_params" if "cache_params" in inspect.signature(model.forward).parameters \
+            else "past_key_values"
+        #: ``(cache layer, index, past) -> bool``: fills a recurrent-state layer (:mod:`graphroof.llm.ssm`)
+        states = None
 
         def forward(self, input_ids, **past):
             from transformers.cache_utils import DynamicCache
 
             cache = DynamicCache(config=self.lm.config)
             for i, layer in enumerate(cache.layers):
+                if self.states is not None and self.states(layer, i, past):
+                    continue
                 if f"past_key_{i}" not in past:  # probe: the layer initialises itself from what it receives
                     if self.probe is not None:
                         layer.update = _recording(layer.update, self.probe, i)
@@ -156,7 +163,7 @@ def _step_module(model):
                 if hasattr(layer, "cumulative_length"):  # sliding / chunked: positions and mask from the context
                     layer.cumulative_length = self.context
             kw = {"logits_to_keep": 1} if self.last_logits else {}
-            return self.lm(input_ids=input_ids, past_key_values=cache, use_cache=True, **kw).logits
+            return self.lm(input_ids=input_ids, **{self.cache_arg: cache}, use_cache=True, **kw).logits
 
     return CachedStep(model)
 

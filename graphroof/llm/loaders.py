@@ -52,14 +52,14 @@ def _hf_source(data: dict | None = None, *, model: Any = None, decoder_prompt: i
                **kw: Any) -> LLMSource:
     """An :class:`HFSource`, or an :class:`~graphroof.llm.encdec.EncDecSource` for an encoder-decoder."""
     from .encdec import EncDecSource, is_encoder_decoder
-    from .hf import HFSource
+    from .ssm import hf_source
 
     if is_encoder_decoder(data, model):
         return EncDecSource(data, model=model, decoder_prompt=decoder_prompt, **kw)
     if decoder_prompt is not None:
         raise InputError("--decoder-prompt applies to encoder-decoder models (T5, BART, Whisper); a decoder-only "
                          "model's prompt is --prompt")
-    return HFSource(data, model=model, **kw)
+    return hf_source(data, model=model, **kw)  # an SSMSource for state-space models
 
 
 def _from_module(module: Any, name: str, opts: dict) -> LLMSource:

@@ -155,6 +155,7 @@ class MemoryFit:
     usable_bytes: float | None = None  # capacity x gpu_mem_util
     serving: ServingMemory = ServingMemory()
     kv_reserved_bytes: float | None = None  # the KV cache in whole paged-KV blocks (what the engine reserves)
+    state_bytes: float = 0.0  # of kv_cache_bytes: state-space layers' fixed recurrent state (graphroof.llm.ssm)
 
     @property
     def total_bytes(self) -> float:
@@ -170,7 +171,7 @@ class MemoryFit:
 
     def as_dict(self) -> dict:
         return {"weight_bytes": self.weight_bytes, "kv_cache_bytes": self.kv_cache_bytes,
-                "kv_reserved_bytes": self.kv_reserved_bytes,
+                "kv_reserved_bytes": self.kv_reserved_bytes, "state_bytes": self.state_bytes,
                 "activation_peak_bytes": self.activation_peak_bytes, "total_bytes": self.total_bytes,
                 "capacity_bytes": self.capacity_bytes, "usable_bytes": self.usable_bytes, "fits": self.fits,
                 "max_batch_that_fits": self.max_batch, "max_concurrent_sequences": self.max_batch,

@@ -53,6 +53,8 @@ class ModelSpec:
     #: K + V cache elements per token over all layers, as the model's cache receives them (MLA: the latent);
     #: None: ``2 * layers * kv_heads * head_dim``
     kv_elems_per_token: int | None = None
+    #: layers that keep a fixed-size recurrent state instead of a per-token KV cache (Mamba, :mod:`.ssm`)
+    state_layers: int = 0
 
     def kv_bytes_per_token(self, kv_bits: int) -> float | None:
         """``2 (K and V) * layers * kv_heads * head_dim * bytes`` (or ``kv_elems_per_token * bytes`` when the

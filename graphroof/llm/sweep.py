@@ -373,6 +373,7 @@ def _point(src, pipe, prof, b, prompt, gen, tp, ideal, dtypes, price) -> SweepPo
     ctx = prompt + gen
     sm = run.serving  # the same serving memory model as estimate(): sliding windows, paged-KV blocks
     mem = weights + kv_tok * src.spec.kv_cache_tokens(ctx) / ctx * sm.kv_tokens(ctx) * b + act
+    mem += run.state_bytes_per_seq(b) * b  # state-space layers: a fixed recurrent state per sequence
     return SweepPoint(hw=prof.name, batch=b, prompt=prompt, gen=gen, tp=tp, ttft_s=ttft, tpot_s=tpot,
                       prefill_bound=pbound, decode_bound=dbound, memory_bytes=mem,
                       capacity_bytes=(prof.mem_capacity_bytes * sm.gpu_mem_util if prof.mem_capacity_bytes else None),

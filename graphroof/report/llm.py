@@ -33,8 +33,14 @@ def header_lines(r: LLMEstimate) -> list[str]:
                 f"{h.mem_bw_efficiency:g}, interconnect {h.interconnect_efficiency:g}, launch "
                 f"{fmt_time(h.launch_overhead_s)}/kernel from the profile), ideal roofline beside it")
     mode += f"; runtime preset {runtime}"
+    decode = 'KV-cache decode' if r.kv_cache else 'no KV cache: decode recomputes the context'
+    states = getattr(r.spec, "state_layers", 0)
+    if r.kv_cache and states:  # state-space layers: a fixed recurrent state per sequence (graphroof.llm.ssm)
+        attn = (r.spec.layers or states) - states
+        decode = (f"recurrent-state decode ({states} state-space layers" +
+                  (f"; KV cache on {attn} attention layers)" if attn else ", no KV cache)"))
     return [
-        f"model: {r.model}; {'KV-cache decode' if r.kv_cache else 'no KV cache: decode recomputes the context'}",
+        f"model: {r.model}; {decode}",
         f"hardware: {h.label}; {fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
         f"prompt {r.prompt} tokens, gen {r.gen} tokens; dtypes: {r.quant.describe()}; TP {r.tp}",
         f"mode: {mode}",
@@ -78,7 +84,9 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     m = c.memory
     per = " per device" if c.tp > 1 else ""
     line = (f"memory{per}, batch {c.batch} at {c.prompt + c.gen} tokens: weights {fmt_bytes(m.weight_bytes)} + "
-            f"KV cache {fmt_bytes(m.kv_cache_bytes)} + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
+            f"KV cache {fmt_bytes(m.kv_cache_bytes)}"
+            + (f" (recurrent state {fmt_bytes(m.state_bytes)} of it)" if m.state_bytes else "")
+            + f" + activation peak {fmt_bytes(m.activation_peak_bytes)} = "
             f"{fmt_bytes(m.total_bytes)}")
     if m.capacity_bytes is None:
         return [line + "; the profile gives no memory capacity"]

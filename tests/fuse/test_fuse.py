@@ -205,3 +205,18 @@ def test_batch_norm_folds_into_conv_when_compiled():
 def test_unknown_runtime_is_a_clear_error():
     with pytest.raises(InputError, match="use one of: eager, compiled, serving"):
         get_runtime("tensorrt")
+
+
+def test_gemm_shape_of_a_weight_on_the_left_of_a_batch():
+    from graphroof.counters.cost import Cost
+    from graphroof.fuse.classify import gemm_mnk
+
+    # Mamba's dt_proj: W [5120, 160] @ x [64, 160, 1] -> [64, 5120, 1]: one GEMM [5120, 160] x [160, 64] sharing
+    # the weight (M 5120, N 64, K 160), not 327,680 rows of a 1-wide GEMM
+    w = TensorSpec((5120, 160), "bf16", Role.WEIGHT)
+    x, y = TensorSpec((64, 160, 1), "bf16"), TensorSpec((64, 5120, 1), "bf16")
+    n = OpNode("mm", "aten.matmul", (w, x), (y,), {}, "")
+    assert gemm_mnk(n, Cost(matrix_flops=2 * 64 * 5120 * 160)) == (5120, 64, 160)
+    # an activation on the left keeps the output's last dim as N
+    a = OpNode("mm", "aten.matmul", (TensorSpec((64, 5120, 160), "bf16"), x), (y,), {}, "")
+    assert gemm_mnk(a, Cost(matrix_flops=2 * 64 * 5120 * 160)) == (64 * 5120, 1, 160)

@@ -1,8 +1,8 @@
 """Built-in rules, one module per op family; each registers its table (ATen and ONNX keys) on import.
 
 matmul, conv, attention, norm, elementwise, reduce, movement, recurrent, quant, spectral: :mod:`..family` tables.
-comm (tensor-parallel collectives), kvcache (``kv_cache.append``) and table (op-table rows): graphroof's own
-op keys, registered with ``@register_rule``.
+comm (tensor-parallel collectives), kvcache (``kv_cache.append``), ssm (whole state-space scans) and table
+(op-table rows): graphroof's own op keys, registered with ``@register_rule``.
 """
 
 from . import (  # noqa: F401
@@ -19,5 +19,6 @@ from . import (  # noqa: F401
     recurrent,
     reduce,
     spectral,
+    ssm,
     table,
 )
