@@ -32,6 +32,7 @@ from .memory import (
     resident_weight_bytes,
 )
 from .phases import Pipeline
+from .poly import DEGREE, GridPlan, grid_points
 from .quant import Quant
 from .result import LLMConfig, LLMEstimate
 from .source import GraphSource, LLMSource
@@ -97,6 +98,20 @@ class _Run:
             return self.pipe.phase("decode", "decode", b, P, P + max(gen - 2, 0), 1, meta)
         return self.pipe.phase("decode", "prefill", b, P + 1, P + max(gen - 1, 1), 2, meta)
 
+    def plan_grids(self) -> None:
+        """Sample the phases on grids (:mod:`graphroof.llm.poly`) whose points are the ones a direct estimate
+        traces anyway (the first batch, and the second batch the critical batch needs): other batches, and the
+        re-runs of the advice, are then interpolated instead of traced."""
+        bs = sorted(set(self.batches))
+        b2 = grid_points(bs, 1) if len(bs) > 1 else (bs[0], bs[0] + 1)
+        P, G = self.prompt, self.gen
+        if self.src.kv_cache:
+            self.pipe.plan_grid("prefill", GridPlan(b2, (P,), DEGREE["prefill"]))
+            self.pipe.plan_grid("decode", GridPlan(b2, grid_points({P, P + max(G - 2, 0)}, 1), DEGREE["decode"]))
+        elif len(bs) > 1:  # no cache: decode steps are prefill graphs at P + 1 .. P + G - 1
+            need = {P, *range(P + 1, P + max(G - 1, 1) + 1)}
+            self.pipe.plan_grid("prefill", GridPlan(b2, grid_points(need, 2), DEGREE["prefill"]))
+
     def key(self, depth: int):
         return lambda op: fold_name(scope_at(op.scope, depth)) if self.fold else scope_at(op.scope, depth)
 
@@ -105,6 +120,9 @@ class _Run:
         phase, x = ("decode", self.prompt) if self.src.kv_cache else ("prefill", self.prompt + 1)
         other = next((o for o in self.batches if o != b), b + 1)
         b1, b2 = sorted((b, other))
+        plan = self.pipe.plans.get(phase)
+        if plan is not None and len(plan.bs) == 2 and x in plan.xs:
+            b1, b2 = plan.bs  # the same line through two traced batches
         ops1 = self.pipe.counted(phase, b1, x).ops
         ops2 = self.pipe.counted(phase, b2, x).ops
         return critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
@@ -244,6 +262,7 @@ def estimate(
                     depth=depth, progress=progress, runtime=rt)
     run = _Run(src, pipe, prompt, gen, depth, fold, ideal, serving)
     run.batches = batches
+    run.plan_grids()
     configs = [run.config(b) for b in batches]
     notes = list(getattr(src, "notes", []) or [])
     notes.append(rt.describe())
@@ -254,7 +273,7 @@ def estimate(
         notes.append(msg)
         warn_user(msg)
     for c in configs:
-        for n in c.prefill.notes + c.decode.notes:
+        for n in c.prefill.notes + c.decode.notes + pipe.poly_notes:
             if n not in notes:
                 notes.append(n)
     return LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=tp, quant=quant, ideal=ideal,

@@ -210,12 +210,16 @@ class OpSeries:
             xs = list(xs)
             if self._constant(i):
                 xs = xs[:1]
-            t_k = sum(_kernel_s(evaluate(self.cost_at(i, x), hw, dtype, node=self.node_at(i, x))) for x in xs) / len(xs)
+            t_k = sum(self.kernel_s(i, x, hw, dtype) for x in xs) / len(xs)
             launch = 0.0 if cuda_graphs else b.t_launch_s
             return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_k + launch, t_launch_s=launch))
         launch = 0.0 if (cuda_graphs or not works) else hw.launch_overhead_s
         t_r = sum_max_poly(real, lo, hi) / n + launch
         return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r, t_launch_s=launch))
+
+    def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
+        """Kernel-level time of op i at *x* without its launch (the ``[timing]`` model)."""
+        return _kernel_s(evaluate(self.cost_at(i, x), hw, dtype, node=self.node_at(i, x)))
 
     def _constant(self, i: int) -> bool:
         return all(abs(p[1]) < 1e-12 * (1 + abs(p[0])) and abs(p[2]) < 1e-12 * (1 + abs(p[0]))

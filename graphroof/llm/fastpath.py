@@ -1,0 +1,227 @@
+"""Serving figures at thousands of (batch, prompt, gen) points without tracing or counting per point.
+
+:class:`KernelGrid` takes one phase's counted kernel graphs on a :class:`~graphroof.llm.poly.GridPlan` (the
+traces of :mod:`graphroof.llm.poly`) and keeps each kernel's cost fields as samples on the grid, so the cost at
+any covered ``(b, x)`` is their Lagrange combination (exact: the fields are polynomials of the shapes).  Kernels
+with identical samples, kind, dtype and shapes (the same kernel in 32 identical decoder blocks) are one group
+with a multiplicity.  MoE grouped GEMMs read ``W * min(1, E (1 - (1 - k/E)^T) / E)`` weight bytes, not a
+polynomial of the tokens ``T``: their weight bytes are sampled without that term, and the term is added back
+at each point from the interpolated ``T`` (the whole expert weight ``W`` comes from the tensor, after the
+dtype what-if and divided by the TP degree like the counted cost).
+
+:class:`PhaseEval` prices one phase on one device exactly as :meth:`graphroof.llm.phases.Pipeline.phase`
+does (same :class:`~graphroof.llm.series.OpSeries` sums, same per-step kernel-time samples), group by group:
+a group constant in the context is priced once per batch, the kernel-time model once per (batch, context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..counters.common import read_bytes
+from ..counters.cost import Cost
+from ..counters.rules.matmul import expected_experts
+from ..graph import COST, OpNode
+from ..hardware import HardwareProfile
+from ..roofline import bound_name, compute_dtype
+from .memory import activation_live_bytes
+from .poly import GridPlan, NotPolynomial, interp
+from .series import FIELDS, OpSeries, StepSums
+
+__all__ = ["KernelGrid", "PhaseEval", "LiveGrid", "ScalarGrid", "Totals"]
+
+_WB = FIELDS.index("weight_bytes")
+
+
+def _moe_terms(op: OpNode, ops_on_grid: Sequence[OpNode]) -> tuple[float, int, int, list[int]] | None:
+    """(whole expert weight bytes per device, E, k, tokens on the grid) of a routed grouped GEMM, else None."""
+    a = op.attrs
+    if not a.get("moe_experts") or a.get("moe_experts_touched") is not None or not a.get("moe_top_k"):
+        return None
+    if a.get("moe_tokens") is None or len(op.inputs) < 2 or op.inputs[1] is None or op.inputs[1].rank != 3:
+        return None
+    w = read_bytes([op.inputs[1]])["weight_bytes"]
+    info = a.get("tp_shard")
+    if info:
+        w /= info["world_size"]
+    return w, int(a["moe_experts"]), int(a["moe_top_k"]), [int(o.attrs["moe_tokens"]) for o in ops_on_grid]
+
+
+def _frac(e: int, k: int, t: float) -> float:
+    return min(1.0, expected_experts(e, k, max(0, round(t))) / e)
+
+
+class KernelGrid:
+    """Kernel costs of one phase of one pipeline (dtypes, TP) sampled on a grid, identical kernels grouped.
+
+    *counted*: the pipeline's :class:`~graphroof.llm.phases.Counted` at ``plan.points`` (same order).
+    """
+
+    def __init__(self, plan: GridPlan, counted: Sequence):
+        self.plan = plan
+        kgs = [c.kernels if c.kernels is not None else c.counted for c in counted]
+        ops = [list(c.counted.nx.nodes) for c in counted]
+        if any(o != ops[0] for o in ops[1:]):
+            raise NotPolynomial("the counted graphs differ between the traces")
+        names = list(kgs[0].nx.nodes)
+        for kg in kgs[1:]:
+            if list(kg.nx.nodes) != names or any(kg.node(n).op != kgs[0].node(n).op for n in names):
+                raise NotPolynomial("the kernels differ between the traces")
+        n, g = len(names), len(kgs)
+        y = np.empty((n, len(FIELDS), g))
+        for j, kg in enumerate(kgs):
+            for i, name in enumerate(names):
+                c = kg.get(name, COST)
+                y[i, :, j] = [getattr(c, f) for f in FIELDS]
+        moe: dict[int, list] = {}
+        for i, name in enumerate(names):
+            node = kgs[0].node(name)
+            members = node.attrs.get("ops") if counted[0].kernels is not None else (name,)
+            for m in members or ():
+                ops_on_grid = [c.counted.node(m) for c in counted]
+                term = _moe_terms(ops_on_grid[0], ops_on_grid)
+                if term is None:
+                    continue
+                w, e, k, toks = term
+                y[i, _WB, :] -= [w * _frac(e, k, t) for t in toks]
+                moe.setdefault(i, []).append(term)
+        groups: dict[tuple, list[int]] = {}
+        for i, name in enumerate(names):
+            nodes = [kg.node(name) for kg in kgs]
+            nd = nodes[0]
+            key = (y[i].tobytes(), repr(moe.get(i)), nd.attrs.get("kernel_kind"), compute_dtype(nd),
+                   nd.attrs.get("op_keys"), nd.attrs.get("world_size"), nd.attrs.get("collective"),
+                   tuple(o.attrs.get("gemm_mnk") for o in nodes),
+                   tuple((tuple(t.shape if t is not None else None for t in o.inputs),
+                          tuple(t.shape for t in o.outputs)) for o in nodes), nd.op)
+            groups.setdefault(key, []).append(i)
+        self.members = list(groups.values())
+        self.mult = [len(m) for m in self.members]
+        reps = [m[0] for m in self.members]
+        self.y = y[reps]                                   # [groups, fields, grid points]
+        self.moe = [moe.get(i, []) for i in reps]
+        self.nodes = [[kg.node(names[i]) for kg in kgs] for i in reps]
+        self.dtypes = [compute_dtype(n[0]) for n in self.nodes]
+        self.estimated = [any(kg.get(names[i], COST).estimated for kg in kgs) for i in reps]
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def at(self, b: int, x: int) -> list[tuple[OpNode, Cost]]:
+        """Every group's (kernel node, cost) at ``(b, x)``."""
+        if not self.plan.covers(b, x):
+            raise NotPolynomial(f"batch {b}, context {x} is outside the grid {self.plan}")
+        w = self.plan.weights(b, x)
+        vals = self.y @ np.asarray(w)                      # [groups, fields]
+        out = []
+        for gi in range(len(self.members)):
+            v = vals[gi]
+            if self.moe[gi]:
+                v = v.copy()
+                for wb, e, k, toks in self.moe[gi]:
+                    v[_WB] += wb * _frac(e, k, sum(p * q for p, q in zip(w, toks)))
+            cost = Cost(**{f: max(0.0, float(c)) for f, c in zip(FIELDS, v)}, estimated=self.estimated[gi])
+            out.append((interp(self.nodes[gi], w), cost))
+        return out
+
+
+class _MemoSeries(OpSeries):
+    """An OpSeries whose per-step kernel times are remembered (the same x recurs across many points)."""
+
+    def __init__(self, samples):
+        super().__init__(samples)
+        self._memo: dict[tuple[int, int], float] = {}
+
+    def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
+        key = (i, x)
+        if key not in self._memo:
+            self._memo[key] = super().kernel_s(i, x, hw, dtype)
+        return self._memo[key]
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Phase totals as :class:`graphroof.analysis.Analysis` sums them (per step, mean over the steps)."""
+
+    t_ideal_s: float
+    t_realistic_s: float
+    t_compute_s: float
+    t_memory_s: float
+    t_network_s: float
+
+    @property
+    def bound(self) -> str:
+        return bound_name(self.t_compute_s, self.t_memory_s, self.t_network_s)
+
+
+class PhaseEval:
+    """One phase of one pipeline on one device: totals of the mean step over ``x = lo .. hi`` at batch ``b``."""
+
+    def __init__(self, grid: KernelGrid, hw: HardwareProfile, *, cuda_graphs: bool = False,
+                 step_launch_s: float = 0.0):
+        self.grid, self.hw, self.cuda_graphs, self.step_launch_s = grid, hw, cuda_graphs, step_launch_s
+        self._series: dict[int, _MemoSeries] = {}
+        self._const: dict[int, dict[int, StepSums]] = {}
+        self._points: dict[tuple[int, int], Totals] = {}
+
+    def _at(self, b: int) -> _MemoSeries:
+        if b not in self._series:
+            self._series[b] = _MemoSeries({x: self.grid.at(b, x) for x in self.grid.plan.xs})
+            self._const[b] = {}
+        return self._series[b]
+
+    def totals(self, b: int, lo: int, hi: int) -> Totals:
+        """Totals of the mean step over ``lo .. hi``; one step (``lo == hi``) is priced from the kernels at that
+        exact point, as a single-sample phase is."""
+        if not (self.grid.plan.covers(b, lo) and self.grid.plan.covers(b, hi)):
+            raise NotPolynomial(f"batch {b}, context {lo}..{hi} is outside the grid {self.grid.plan}")
+        if lo == hi:
+            if (b, lo) not in self._points:
+                self._points[b, lo] = self._sum(_MemoSeries({lo: self.grid.at(b, lo)}), {}, lo, hi)
+            return self._points[b, lo]
+        return self._sum(self._at(b), self._const[b], lo, hi)
+
+    def _sum(self, s: _MemoSeries, const: dict[int, StepSums], lo: int, hi: int) -> Totals:
+        t = t_r = tc = tm = tn = 0.0
+        for i, mult in enumerate(self.grid.mult):
+            if i in const:
+                r = const[i]
+            else:
+                r = s.sums(i, self.hw, lo, hi, cuda_graphs=self.cuda_graphs)
+                if s._constant(i):  # noqa: SLF001 - same series class family
+                    const[i] = r
+            bd = r.bound
+            t += mult * bd.t_s
+            t_r += mult * bd.t_realistic_s
+            tc += mult * bd.t_compute_s
+            tm += mult * bd.t_memory_s
+            tn += mult * bd.t_network_s
+        return Totals(t, t_r + self.step_launch_s, tc, tm, tn)
+
+
+class LiveGrid:
+    """Live activation bytes after each op of the prepared prefill graphs on a grid: the activation peak at
+    any covered ``(b, x)`` is the largest interpolated entry (0 at least), as :func:`activation_peak_bytes`."""
+
+    def __init__(self, plan: GridPlan, graphs: Sequence):
+        rows = [activation_live_bytes(g) for g in graphs]
+        if len({len(r) for r in rows}) != 1:
+            raise NotPolynomial("the prefill graphs differ in size")
+        self.plan = plan
+        self.y = np.unique(np.asarray(rows).T, axis=0)     # [distinct live sums, grid points]
+
+    def peak(self, b: int, x: int) -> float:
+        return max(0.0, float((self.y @ np.asarray(self.plan.weights(b, x))).max()))
+
+
+class ScalarGrid:
+    """One number per grid point (a sum of costs of a step), interpolated."""
+
+    def __init__(self, plan: GridPlan, values: Sequence[float]):
+        self.plan, self.values = plan, list(values)
+
+    def at(self, b: int, x: int) -> float:
+        return sum(p * q for p, q in zip(self.plan.weights(b, x), self.values))
