@@ -77,6 +77,20 @@ def _check_lengths(prompt: int, gen: int) -> None:
                          f"prefill), got {gen!r}")
 
 
+def kv_write_sums(ops) -> tuple[float, float]:
+    """(KV bytes the cache appends write, all KV-role bytes written) of a counted decode step's ops."""
+    return (sum(c.kv_write_bytes for op, c in ops if op.op == APPEND), sum(c.kv_write_bytes for _, c in ops))
+
+
+def kv_bytes_per_token_of(appended: float, all_kv: float, b: int, src: LLMSource, quant: Quant, tp: int) -> float:
+    """Cache bytes per token and sequence, per device, from a decode step of batch *b*'s KV write sums."""
+    if appended:
+        return appended / b
+    bits = dtype_bits(quant.kv or src.spec.dtype or "bf16")
+    per = src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
+    return per / tp if per else all_kv / b
+
+
 class _Run:
     def __init__(self, src: LLMSource, pipe: Pipeline, prompt: int, gen: int, depth: int | None, fold: bool,
                  ideal: bool, serving: ServingMemory | None = None):
@@ -132,12 +146,8 @@ class _Run:
         if not self.src.kv_cache:
             return 0.0
         ops = self.pipe.counted("decode", b, self.prompt).ops
-        appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
-        if appended:
-            return appended / b
-        bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
-        per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
-        return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
+        appended, all_kv = kv_write_sums(ops)
+        return kv_bytes_per_token_of(appended, all_kv, b, self.src, self.pipe.quant, self.pipe.tp)
 
     def memory(self, b: int) -> MemoryFit:
         pipe, ctx, sm = self.pipe, self.prompt + self.gen, self.serving

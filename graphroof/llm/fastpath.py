@@ -17,7 +17,7 @@ a group constant in the context is priced once per batch, the kernel-time model 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -104,6 +104,13 @@ class KernelGrid:
         self.y = y[reps]                                   # [groups, fields, grid points]
         self.moe = [moe.get(i, []) for i in reps]
         self.nodes = [[kg.node(names[i]) for kg in kgs] for i in reps]
+        # the timing model reads a kernel's kind, op keys, dtype and GEMM shape; only collectives (output bytes)
+        # and GEMMs without a recorded shape (derived from the tensors) need their tensors interpolated
+        self._light: list[list | None] = []
+        for nodes in self.nodes:
+            kind, mnks = nodes[0].attrs.get("kernel_kind"), [o.attrs.get("gemm_mnk") for o in nodes]
+            full = not kind or kind == "comm" or (kind == "gemm" and any(m is None for m in mnks))
+            self._light.append(None if full else mnks)
         self.dtypes = [compute_dtype(n[0]) for n in self.nodes]
         self.estimated = [any(kg.get(names[i], COST).estimated for kg in kgs) for i in reps]
 
@@ -124,22 +131,58 @@ class KernelGrid:
                 for wb, e, k, toks in self.moe[gi]:
                     v[_WB] += wb * _frac(e, k, sum(p * q for p, q in zip(w, toks)))
             cost = Cost(**{f: max(0.0, float(c)) for f, c in zip(FIELDS, v)}, estimated=self.estimated[gi])
-            out.append((interp(self.nodes[gi], w), cost))
+            out.append((self._node(gi, w), cost))
         return out
+
+    def _node(self, gi: int, w: Sequence[float]) -> OpNode:
+        mnks = self._light[gi]
+        nodes = self.nodes[gi]
+        if mnks is None:
+            return interp(nodes, w)
+        if all(m == mnks[0] for m in mnks[1:]):
+            return nodes[0]
+        return replace(nodes[0], attrs={**nodes[0].attrs, "gemm_mnk": interp(mnks, w)})
 
 
 class _MemoSeries(OpSeries):
-    """An OpSeries whose per-step kernel times are remembered (the same x recurs across many points)."""
+    """An OpSeries whose per-step kernel times are computed once per x: for the whole sampled range at once
+    with the vectorised model (:func:`graphroof.timing.vectorized.kernel_times`) where it has the kernel's kind,
+    else one by one and remembered (the same x recurs across many points)."""
 
     def __init__(self, samples):
         super().__init__(samples)
         self._memo: dict[tuple[int, int], float] = {}
+        self._vec: dict[int, np.ndarray | None] = {}
 
     def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
+        lo, hi = self.xs[0], self.xs[-1]
+        if lo < hi and lo <= x <= hi:
+            if i not in self._vec:
+                self._vec[i] = self._vector(i, np.arange(lo, hi + 1), hw, dtype)
+            v = self._vec[i]
+            if v is not None:
+                return float(v[x - lo])
         key = (i, x)
         if key not in self._memo:
             self._memo[key] = super().kernel_s(i, x, hw, dtype)
         return self._memo[key]
+
+    def _vector(self, i: int, xs: np.ndarray, hw: HardwareProfile, dtype: str) -> np.ndarray | None:
+        from ..timing.vectorized import kernel_times
+
+        op = self.ops[i]
+        xf = xs.astype(float)
+        cost = {f: np.maximum(0.0, p[0] + p[1] * xf + p[2] * xf * xf) for f, p in self.coeffs[i].items()}
+        mnk = None
+        if i in self.mnk:
+            mnk = tuple(np.maximum(1, np.round(p[0] + p[1] * xf + p[2] * xf * xf)).astype(np.int64)
+                        for p in self.mnk[i])
+        elif op.attrs.get("gemm_mnk"):
+            mnk = tuple(np.full(xs.shape, int(v), dtype=np.int64) for v in op.attrs["gemm_mnk"])
+        kind = op.attrs.get("kernel_kind")
+        if not kind:
+            return None
+        return kernel_times(str(kind), op.attrs.get("op_keys") or (op.op,), dtype, cost, mnk, hw)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
