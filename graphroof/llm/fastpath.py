@@ -1,29 +1,25 @@
-"""Serving figures at thousands of (batch, prompt, gen) points without tracing or counting per point.
+"""Serving figures at thousands of (batch, prompt, gen) points without tracing or counting each point's graph.
 
 :class:`KernelGrid` takes one phase's counted kernel graphs on a :class:`~graphroof.llm.poly.GridPlan` (the
-traces of :mod:`graphroof.llm.poly`) and keeps each kernel's cost fields as samples on the grid, so the cost at
-any covered ``(b, x)`` is their Lagrange combination (exact: the fields are polynomials of the shapes).  Kernels
-with identical samples, kind, dtype and shapes (the same kernel in 32 identical decoder blocks) are one group
-with a multiplicity.  MoE grouped GEMMs read ``W * min(1, E (1 - (1 - k/E)^T) / E)`` weight bytes, not a
-polynomial of the tokens ``T``: their weight bytes are sampled without that term, and the term is added back
-at each point from the interpolated ``T`` (the whole expert weight ``W`` comes from the tensor, after the
-dtype what-if and divided by the TP degree like the counted cost).
+traces of :mod:`graphroof.llm.poly`).  At any covered ``(b, x)`` an op's cost is its rule run on the op node
+interpolated there (each distinct op once: the 32 decoder blocks share theirs), and a kernel's cost is its ops'
+costs plus the interpolated fusion correction.  Kernels with identical samples, ops, kind, dtype and shapes (the
+same kernel in every decoder block) are one group with a multiplicity.
 
 :class:`PhaseEval` prices one phase on one device exactly as :meth:`graphroof.llm.phases.Pipeline.phase`
 does (same :class:`~graphroof.llm.series.OpSeries` sums, same per-step kernel-time samples), group by group:
-a group constant in the context is priced once per batch, the kernel-time model once per (batch, context).
+a group constant in the context is priced once per batch, the kernel-time model once per (batch, context) or
+over the whole sampled range at once (:mod:`graphroof.timing.vectorized`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..counters.common import read_bytes
 from ..counters.cost import Cost
-from ..counters.rules.matmul import expected_experts
 from ..graph import COST, OpNode
 from ..hardware import HardwareProfile
 from ..roofline import bound_name, compute_dtype
@@ -33,35 +29,27 @@ from .series import FIELDS, OpSeries, StepSums
 
 __all__ = ["KernelGrid", "PhaseEval", "LiveGrid", "ScalarGrid", "Totals"]
 
-_WB = FIELDS.index("weight_bytes")
-
-
-def _moe_terms(op: OpNode, ops_on_grid: Sequence[OpNode]) -> tuple[float, int, int, list[int]] | None:
-    """(whole expert weight bytes per device, E, k, tokens on the grid) of a routed grouped GEMM, else None."""
-    a = op.attrs
-    if not a.get("moe_experts") or a.get("moe_experts_touched") is not None or not a.get("moe_top_k"):
-        return None
-    if a.get("moe_tokens") is None or len(op.inputs) < 2 or op.inputs[1] is None or op.inputs[1].rank != 3:
-        return None
-    w = read_bytes([op.inputs[1]])["weight_bytes"]
-    info = a.get("tp_shard")
-    if info:
-        w /= info["world_size"]
-    return w, int(a["moe_experts"]), int(a["moe_top_k"]), [int(o.attrs["moe_tokens"]) for o in ops_on_grid]
-
-
-def _frac(e: int, k: int, t: float) -> float:
-    return min(1.0, expected_experts(e, k, max(0, round(t))) / e)
+def _signature(nodes: Sequence[OpNode]) -> tuple:
+    """What an op's cost depends on, on every grid point (its name and scope aside)."""
+    return tuple((o.op, o.inputs, o.outputs, repr(sorted(o.attrs.items()))) for o in nodes)
 
 
 class KernelGrid:
-    """Kernel costs of one phase of one pipeline (dtypes, TP) sampled on a grid, identical kernels grouped.
+    """Kernel costs of one phase of one pipeline (dtypes, TP) on a grid, identical kernels grouped.
 
     *counted*: the pipeline's :class:`~graphroof.llm.phases.Counted` at ``plan.points`` (same order).
+    *recount*: counts a list of op nodes as the pipeline does (rules, settings, TP scaling), one cost each.
+
+    A kernel's cost at ``(b, x)`` = the cost of its ops counted by their rules on the interpolated op nodes
+    (identical ops counted once) + the interpolated fusion correction (kernel cost minus its ops' costs on the
+    grid: the intermediate tensors the fusion keeps on chip, a polynomial).  So the ops whose rules are not
+    polynomial in the shapes (a gather reads at most its table, ``min(tokens, vocab)`` rows; an MoE grouped
+    GEMM reads ``E (1 - (1 - k/E)^T)`` experts) are exact at every point.
     """
 
-    def __init__(self, plan: GridPlan, counted: Sequence):
-        self.plan = plan
+    def __init__(self, plan: GridPlan, counted: Sequence, recount: Callable[[list[OpNode]], list[Cost]],
+                 check: Sequence[tuple[int, int]] = ()):
+        self.plan, self.recount = plan, recount
         kgs = [c.kernels if c.kernels is not None else c.counted for c in counted]
         ops = [list(c.counted.nx.nodes) for c in counted]
         if any(o != ops[0] for o in ops[1:]):
@@ -70,39 +58,52 @@ class KernelGrid:
         for kg in kgs[1:]:
             if list(kg.nx.nodes) != names or any(kg.node(n).op != kgs[0].node(n).op for n in names):
                 raise NotPolynomial("the kernels differ between the traces")
-        n, g = len(names), len(kgs)
-        y = np.empty((n, len(FIELDS), g))
-        for j, kg in enumerate(kgs):
-            for i, name in enumerate(names):
+        # op groups: ops with the same nodes on every grid point (the same op in every decoder block)
+        op_group: dict[str, int] = {}
+        sigs: dict[tuple, int] = {}
+        self.op_nodes: list[list[OpNode]] = []
+        op_y: list[np.ndarray] = []
+        for n in ops[0]:
+            nodes = [c.counted.node(n) for c in counted]
+            sig = _signature(nodes)
+            if sig not in sigs:
+                sigs[sig] = len(self.op_nodes)
+                self.op_nodes.append(nodes)
+                op_y.append(np.array([[getattr(c.counted.get(n, COST), f) for f in FIELDS] for c in counted]).T)
+            op_group[n] = sigs[sig]
+        irregular = self._irregular(op_y, check)
+        n_k, g = len(names), len(kgs)
+        y = np.empty((n_k, len(FIELDS), g))
+        kops: list[tuple[int, ...]] = []
+        for i, name in enumerate(names):
+            for j, kg in enumerate(kgs):
                 c = kg.get(name, COST)
                 y[i, :, j] = [getattr(c, f) for f in FIELDS]
-        moe: dict[int, list] = {}
-        for i, name in enumerate(names):
-            node = kgs[0].node(name)
-            members = node.attrs.get("ops") if counted[0].kernels is not None else (name,)
-            for m in members or ():
-                ops_on_grid = [c.counted.node(m) for c in counted]
-                term = _moe_terms(ops_on_grid[0], ops_on_grid)
-                if term is None:
-                    continue
-                w, e, k, toks = term
-                y[i, _WB, :] -= [w * _frac(e, k, t) for t in toks]
-                moe.setdefault(i, []).append(term)
+            members = kgs[0].node(name).attrs.get("ops") if counted[0].kernels is not None else (name,)
+            mine = tuple(sorted(op_group[m] for m in members or () if op_group[m] in irregular))
+            for k in mine:
+                y[i] -= op_y[k]
+            kops.append(mine)
         groups: dict[tuple, list[int]] = {}
         for i, name in enumerate(names):
             nodes = [kg.node(name) for kg in kgs]
             nd = nodes[0]
-            key = (y[i].tobytes(), repr(moe.get(i)), nd.attrs.get("kernel_kind"), compute_dtype(nd),
-                   nd.attrs.get("op_keys"), nd.attrs.get("world_size"), nd.attrs.get("collective"),
-                   tuple(o.attrs.get("gemm_mnk") for o in nodes),
+            key = (y[i].tobytes(), kops[i], nd.attrs.get("kernel_kind"), compute_dtype(nd), nd.attrs.get("op_keys"),
+                   nd.attrs.get("world_size"), nd.attrs.get("collective"), tuple(o.attrs.get("gemm_mnk") for o in nodes),
                    tuple((tuple(t.shape if t is not None else None for t in o.inputs),
                           tuple(t.shape for t in o.outputs)) for o in nodes), nd.op)
             groups.setdefault(key, []).append(i)
         self.members = list(groups.values())
         self.mult = [len(m) for m in self.members]
         reps = [m[0] for m in self.members]
-        self.y = y[reps]                                   # [groups, fields, grid points]
-        self.moe = [moe.get(i, []) for i in reps]
+        self.y = y[reps]                                   # [groups, fields, grid points]: fusion corrections
+        used = sorted({k for i in reps for k in kops[i]})
+        self._used = used
+        self.incidence = np.zeros((len(reps), len(used)))  # kernel group x op group: how many times
+        pos = {k: j for j, k in enumerate(used)}
+        for gi, i in enumerate(reps):
+            for k in kops[i]:
+                self.incidence[gi, pos[k]] += 1
         self.nodes = [[kg.node(names[i]) for kg in kgs] for i in reps]
         # the timing model reads a kernel's kind, op keys, dtype and GEMM shape; only collectives (output bytes)
         # and GEMMs without a recorded shape (derived from the tensors) need their tensors interpolated
@@ -111,8 +112,24 @@ class KernelGrid:
             kind, mnks = nodes[0].attrs.get("kernel_kind"), [o.attrs.get("gemm_mnk") for o in nodes]
             full = not kind or kind == "comm" or (kind == "gemm" and any(m is None for m in mnks))
             self._light.append(None if full else mnks)
-        self.dtypes = [compute_dtype(n[0]) for n in self.nodes]
         self.estimated = [any(kg.get(names[i], COST).estimated for kg in kgs) for i in reps]
+
+    def _irregular(self, op_y: list[np.ndarray], check: Sequence[tuple[int, int]]) -> set[int]:
+        """Op groups whose rule, run on the interpolated nodes at the *check* points, does not give the
+        interpolated cost (caps such as ``min(tokens, vocab)``, the MoE experts-visited expectation): those are
+        counted at every point, the others interpolated with their kernels."""
+        out: set[int] = set()
+        pts = self.plan.points
+        for b, x in check:
+            if (b, x) in pts or not self.plan.covers(b, x):
+                continue
+            w = np.asarray(self.plan.weights(b, x))
+            costs = self.recount([interp(nodes, list(w)) for nodes in self.op_nodes])
+            for k, c in enumerate(costs):
+                want = np.array([getattr(c, f) for f in FIELDS])
+                if not np.allclose(op_y[k] @ w, want, rtol=1e-9, atol=1e-6):
+                    out.add(k)
+        return out
 
     def __len__(self) -> int:
         return len(self.members)
@@ -123,14 +140,12 @@ class KernelGrid:
             raise NotPolynomial(f"batch {b}, context {x} is outside the grid {self.plan}")
         w = self.plan.weights(b, x)
         vals = self.y @ np.asarray(w)                      # [groups, fields]
+        if self._used:
+            costs = self.recount([interp(self.op_nodes[k], w) for k in self._used])
+            vals = vals + self.incidence @ np.array([[getattr(c, f) for f in FIELDS] for c in costs])
         out = []
         for gi in range(len(self.members)):
-            v = vals[gi]
-            if self.moe[gi]:
-                v = v.copy()
-                for wb, e, k, toks in self.moe[gi]:
-                    v[_WB] += wb * _frac(e, k, sum(p * q for p, q in zip(w, toks)))
-            cost = Cost(**{f: max(0.0, float(c)) for f, c in zip(FIELDS, v)}, estimated=self.estimated[gi])
+            cost = Cost(**{f: max(0.0, float(c)) for f, c in zip(FIELDS, vals[gi])}, estimated=self.estimated[gi])
             out.append((self._node(gi, w), cost))
         return out
 
@@ -166,6 +181,16 @@ class _MemoSeries(OpSeries):
         if key not in self._memo:
             self._memo[key] = super().kernel_s(i, x, hw, dtype)
         return self._memo[key]
+
+    def kernel_mean(self, i: int, xs: Sequence[int], hw: HardwareProfile, dtype: str) -> float:
+        lo, hi = self.xs[0], self.xs[-1]
+        if lo < hi and lo <= xs[0] and xs[-1] <= hi:
+            if i not in self._vec:
+                self._vec[i] = self._vector(i, np.arange(lo, hi + 1), hw, dtype)
+            v = self._vec[i]
+            if v is not None:
+                return float(v[np.asarray(xs) - lo].sum()) / len(xs)
+        return super().kernel_mean(i, xs, hw, dtype)
 
     def _vector(self, i: int, xs: np.ndarray, hw: HardwareProfile, dtype: str) -> np.ndarray | None:
         from ..timing.vectorized import kernel_times

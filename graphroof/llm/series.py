@@ -210,12 +210,16 @@ class OpSeries:
             xs = list(xs)
             if self._constant(i):
                 xs = xs[:1]
-            t_k = sum(self.kernel_s(i, x, hw, dtype) for x in xs) / len(xs)
+            t_k = self.kernel_mean(i, xs, hw, dtype)
             launch = 0.0 if cuda_graphs else b.t_launch_s
             return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_k + launch, t_launch_s=launch))
         launch = 0.0 if (cuda_graphs or not works) else hw.launch_overhead_s
         t_r = sum_max_poly(real, lo, hi) / n + launch
         return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r, t_launch_s=launch))
+
+    def kernel_mean(self, i: int, xs: Sequence[int], hw: HardwareProfile, dtype: str) -> float:
+        """Mean kernel-level time of op i over the steps *xs*."""
+        return sum(self.kernel_s(i, x, hw, dtype) for x in xs) / len(xs)
 
     def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
         """Kernel-level time of op i at *x* without its launch (the ``[timing]`` model)."""

@@ -27,6 +27,33 @@ def _decode_range(prompt: int, gen: int, kv_cache: bool) -> tuple[int, int]:
     return prompt + 1, prompt + max(gen - 1, 1)
 
 
+def _quantiles(values: list[int], n: int) -> list[int]:
+    vals = sorted(set(values))
+    return sorted({vals[round(i * (len(vals) - 1) / (n - 1))] for i in range(n)})
+
+
+def _lattice(batches: list[int], xs: list[int], n: int = 5) -> list[tuple[int, int]]:
+    """Check points: ``n`` quantiles of the batches x ``n`` of the contexts the sweep asks for."""
+    return [(b, x) for b in _quantiles(batches, n) for x in _quantiles(xs, n)]
+
+
+def _recounter(pipe: Any, meta: dict):
+    """Counts op nodes as *pipe* counts its graphs (its rules and settings, then the per-device TP costs)."""
+    from ..counters.count import count
+    from ..graph import COST, OpGraph
+    from .tp import scale_costs
+
+    def recount(nodes):
+        g = OpGraph("ops", {"dims": meta.get("dims", {})})
+        for nd in nodes:
+            g.add_op(nd)
+        count(g, rules=pipe.rules, settings=pipe.settings, warn=False)
+        scale_costs(g)
+        return [g.get(nd.name, COST) for nd in nodes]
+
+    return recount
+
+
 class FastLLM:
     """Grids of one pipeline group (dtypes, TP), built from the pipeline's counted graphs at the grid points.
 
@@ -51,13 +78,15 @@ class FastLLM:
                     (dec_x if self.kv else pre_x).update(range(lo, hi + 1))
         pre = GridPlan(bs, grid_points(pre_x, DEGREE["prefill"]), DEGREE["prefill"])
         counted = [pipe.counted("prefill", b, x) for b, x in pre.points]
-        self.prefill = KernelGrid(pre, counted)
+        self.prefill = KernelGrid(pre, counted, _recounter(pipe, counted[0].counted.meta),
+                                  _lattice(batches, sorted(pre_x)))
         self.live = LiveGrid(pre, [c.graph for c in counted])
         self.decode: KernelGrid | None = None
         if self.kv:
             dec = GridPlan(bs, grid_points(dec_x, DEGREE["decode"]), DEGREE["decode"])
             counted = [pipe.counted("decode", b, x) for b, x in dec.points]
-            self.decode = KernelGrid(dec, counted)
+            self.decode = KernelGrid(dec, counted, _recounter(pipe, counted[0].counted.meta),
+                                     _lattice(batches, sorted(dec_x)))
             sums = [kv_write_sums(c.ops) for c in counted]
             self.kv_appended = ScalarGrid(dec, [s[0] for s in sums])
             self.kv_all = ScalarGrid(dec, [s[1] for s in sums])
