@@ -45,11 +45,10 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
         i_l2 = peak / t.gemm_l2_bw_bytes_per_s if t.gemm_l2_bw_bytes_per_s else 0.0
         tn = t.gemm_tile[1]
         heights = _heights(t)
-        best = None
         if t.gemm_tile_policy != "cover_m":  # "best": the configuration with the least compute time
-            for tm in heights:
-                cand = _compute(m, n, k, tm, tn, t, rate, in_b, i_l2)
-                best = cand if best is None else _lexmin(best, cand)
+            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2)
+            for tm in heights[1:]:
+                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2))
         else:  # the smallest height covering M, else the largest
             pick = np.full(m.shape, heights[0])
             for h in sorted(heights, reverse=True):

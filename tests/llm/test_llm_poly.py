@@ -192,10 +192,9 @@ def test_moe_expert_bytes_are_counted_not_interpolated():
     pytest.importorskip("transformers")
     from graphroof.hardware import load_hardware
     from graphroof.llm.fastpath import KernelGrid
+    from graphroof.llm.hf import HFSource
     from graphroof.llm.phases import Pipeline
     from graphroof.llm.sweep_fast import _lattice, _recounter
-
-    from graphroof.llm.hf import HFSource
 
     src = HFSource(MIXTRAL, name="tiny-mixtral")  # 2 decoder blocks
     pipe = Pipeline(src, load_hardware("a100"))
