@@ -124,7 +124,8 @@ class KernelGrid:
             if (b, x) in pts or not self.plan.covers(b, x):
                 continue
             w = np.asarray(self.plan.weights(b, x))
-            costs = self.recount([interp(nodes, list(w)) for nodes in self.op_nodes])
+            memo: dict = {}
+            costs = self.recount([interp(nodes, list(w), memo) for nodes in self.op_nodes])
             for k, c in enumerate(costs):
                 want = np.array([getattr(c, f) for f in FIELDS])
                 if not np.allclose(op_y[k] @ w, want, rtol=1e-9, atol=1e-6):
@@ -141,7 +142,8 @@ class KernelGrid:
         w = self.plan.weights(b, x)
         vals = self.y @ np.asarray(w)                      # [groups, fields]
         if self._used:
-            costs = self.recount([interp(self.op_nodes[k], w) for k in self._used])
+            memo: dict = {}
+            costs = self.recount([interp(self.op_nodes[k], w, memo) for k in self._used])
             vals = vals + self.incidence @ np.array([[getattr(c, f) for f in FIELDS] for c in costs])
         out = []
         for gi in range(len(self.members)):

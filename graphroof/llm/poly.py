@@ -70,10 +70,25 @@ def _dot(w: Sequence[float], vals: Sequence[float]) -> float:
     return sum(a * b for a, b in zip(w, vals))
 
 
-def interp(vals: Sequence[Any], w: Sequence[float]) -> Any:
+def interp(vals: Sequence[Any], w: Sequence[float], memo: dict | None = None) -> Any:
     """The value at the weights *w* of an object sampled on the grid (*vals*, one per grid point): equal samples
     are kept, numbers interpolated (ints must come out whole), tuples / lists / dicts / dataclasses (tensor specs,
-    op nodes) interpolated field by field.  Raises :class:`NotPolynomial` for anything else that differs."""
+    op nodes) interpolated field by field.  Raises :class:`NotPolynomial` for anything else that differs.
+
+    *memo* (one per *w*) keeps the results of hashable samples (tensor specs recur in every decoder block)."""
+    if memo is not None:
+        try:
+            key = (type(vals[0]), tuple(vals))
+            hit = memo.get(key)
+        except TypeError:  # unhashable (dict attrs): not remembered
+            return _interp(vals, w, memo)
+        if hit is None:
+            hit = memo[key] = _interp(vals, w, memo)
+        return hit
+    return _interp(vals, w, None)
+
+
+def _interp(vals: Sequence[Any], w: Sequence[float], memo: dict | None) -> Any:
     v0 = vals[0]
     if all(v == v0 for v in vals[1:]):
         return v0
@@ -92,20 +107,20 @@ def interp(vals: Sequence[Any], w: Sequence[float]) -> Any:
         parts = [_NUM.split(v) for v in vals]
         if any(len(p) != len(parts[0]) or p[0::2] != parts[0][0::2] for p in parts[1:]):
             raise NotPolynomial(f"a label differs across the traces: {vals!r:.200}")
-        return "".join(str(interp([int(p[i]) for p in parts], w)) if i % 2 else parts[0][i]
+        return "".join(str(interp([int(p[i]) for p in parts], w, memo)) if i % 2 else parts[0][i]
                        for i in range(len(parts[0])))
     if t in (tuple, list):
         n = len(v0)
         if any(len(v) != n for v in vals):
             raise NotPolynomial("a tuple changes length across the traces")
-        return t(interp([v[i] for v in vals], w) for i in range(n))
+        return t(interp([v[i] for v in vals], w, memo) for i in range(n))
     if isinstance(v0, dict):
         keys = list(v0)
         if any(list(v) != keys for v in vals):
             raise NotPolynomial("an attribute dict changes keys across the traces")
-        return {k: interp([v[k] for v in vals], w) for k in keys}
+        return {k: interp([v[k] for v in vals], w, memo) for k in keys}
     if dataclasses.is_dataclass(v0) and not isinstance(v0, type):
-        kw = {f.name: interp([getattr(v, f.name) for v in vals], w) for f in dataclasses.fields(v0) if f.init}
+        kw = {f.name: interp([getattr(v, f.name) for v in vals], w, memo) for f in dataclasses.fields(v0) if f.init}
         return dataclasses.replace(v0, **kw)
     raise NotPolynomial(f"a {t.__name__} value differs across the traces: {vals!r:.200}")
 
@@ -174,12 +189,13 @@ class GraphGrid:
         if not self.plan.covers(b, x):
             raise NotPolynomial(f"batch {b}, context {x} is outside what the grid {self.plan} determines")
         w = self.plan.weights(b, x)
-        new = {n: interp(nodes, w) for n, nodes in self._varying.items()}
+        memo: dict = {}
+        new = {n: interp(nodes, w, memo) for n, nodes in self._varying.items()}
         g = self.graphs[0].map_ops(lambda op: new.get(op.name, op))
         meta = {}
         for k, v in self._metas[0].items():
             try:
-                meta[k] = interp([m.get(k) for m in self._metas], w)
+                meta[k] = interp([m.get(k) for m in self._metas], w, memo)
             except NotPolynomial:
                 meta[k] = v
         g.meta = meta

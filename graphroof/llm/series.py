@@ -27,6 +27,8 @@ FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act
           "kv_write_bytes", "net_bytes")
 
 Poly = tuple[float, float, float]  # c0 + c1 x + c2 x^2
+#: node attributes that name other nodes (a kernel's ops): not part of what an op's time depends on
+_NAME_ATTRS = ("ops", "folded")
 
 
 def fit(xs: Sequence[float], ys: Sequence[float]) -> Poly:
@@ -144,6 +146,8 @@ class OpSeries:
         for i in range(len(base)):
             self.coeffs.append({f: fit(self.xs, [getattr(samples[x][i][1], f) for x in self.xs]) for f in FIELDS})
             self.estimated.append(any(samples[x][i][1].estimated for x in self.xs))
+        self._sig: list[tuple | None] = [None] * len(base)
+        self._sums: dict[tuple, StepSums] = {}
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -198,6 +202,22 @@ class OpSeries:
         step, or at 64 evenly spaced steps of longer ranges; *cuda_graphs* drops the per-kernel launch (the
         step pays one graph launch instead, see :class:`graphroof.analysis.Analysis`).
         """
+        key = (self.signature(i), hw.name, id(hw), lo, hi, cuda_graphs)
+        if key not in self._sums:  # ops with the same costs and node (one per decoder block) are summed once
+            self._sums[key] = self._sums_of(i, hw, lo, hi, cuda_graphs)
+        return self._sums[key]
+
+    def signature(self, i: int) -> tuple:
+        """What op i's sums depend on: its cost polynomials, GEMM shapes and node (names aside)."""
+        if self._sig[i] is None:
+            op = self.ops[i]
+            attrs = repr(sorted((k, v) for k, v in op.attrs.items() if k not in _NAME_ATTRS))
+            c = self.coeffs[i]
+            self._sig[i] = (op.op, op.inputs, op.outputs, attrs, tuple(c[f] for f in FIELDS),
+                            tuple(self.mnk.get(i, ())), self.estimated[i])
+        return self._sig[i]  # type: ignore[return-value]
+
+    def _sums_of(self, i: int, hw: HardwareProfile, lo: int, hi: int, cuda_graphs: bool) -> StepSums:
         n = hi - lo + 1
         mean = self.mean_cost(i, lo, hi)
         op = self.ops[i]
