@@ -262,7 +262,8 @@ def sweep(
 ) -> SweepResult:
     """Every combination of *hw* x dtypes x *tp* x *prompt* x *gen* x *batch* (see the module docstring).
 
-    *usd_per_hour*: price per GPU-hour by profile name (or the name as given in *hw*).  Everything checkable
+    *usd_per_hour*: price per GPU-hour by profile name (or the name as given in *hw*); a device not named there
+    takes its profile's ``[price]`` list price when it has one.  Everything checkable
     from the arguments and the model's config is checked before the first trace.
 
     >>> r = sweep("llama-3-8b", hw=["a100", "h100"], batch=[1, 8, 64], max_tpot_s=0.05)  # doctest: +SKIP
@@ -295,6 +296,11 @@ def sweep(
         if not v > 0:
             raise InputError(f"--usd-per-hour {key}: the price must be > 0, got {v}")
         prices[match[0].name] = float(v)
+    listed = []
+    for pr in profs:  # devices without --usd-per-hour: the profile's list price, when it has one
+        if pr.name not in prices and pr.usd_per_hour is not None:
+            prices[pr.name] = pr.usd_per_hour
+            listed.append(f"{pr.name} ${pr.usd_per_hour:g}/GPU-hour ({pr.price_source}, {pr.price_date})")
     for flag, v in (("--max-ttft", max_ttft_s), ("--max-tpot", max_tpot_s)):
         if v is not None and not v > 0:
             raise InputError(f"{flag} must be > 0 seconds, got {v}")
@@ -313,6 +319,8 @@ def sweep(
     src = _SharedTraces(raw_src)
     points: list[SweepPoint] = []
     notes = list(getattr(raw_src, "notes", []) or [])
+    if listed:
+        notes.append("prices from the profiles' on-demand list prices (--usd-per-hour overrides): " + "; ".join(listed))
     if not raw_src.kv_cache:
         notes.append(f"{raw_src.name} has no KV cache ({raw_src.no_cache_reason}): each decode step recomputes "
                      "the whole context")
