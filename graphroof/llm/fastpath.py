@@ -172,27 +172,28 @@ class _MemoSeries(OpSeries):
         self._vec: dict[int, np.ndarray | None] = {}
 
     def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
-        lo, hi = self.xs[0], self.xs[-1]
-        if lo < hi and lo <= x <= hi:
-            if i not in self._vec:
-                self._vec[i] = self._vector(i, np.arange(lo, hi + 1), hw, dtype)
-            v = self._vec[i]
-            if v is not None:
-                return float(v[x - lo])
+        v = self._range(i, hw, dtype)
+        if v is not None and self.xs[0] <= x <= self.xs[-1]:
+            return float(v[x - self.xs[0]])
         key = (i, x)
         if key not in self._memo:
             self._memo[key] = super().kernel_s(i, x, hw, dtype)
         return self._memo[key]
 
     def kernel_mean(self, i: int, xs: Sequence[int], hw: HardwareProfile, dtype: str) -> float:
-        lo, hi = self.xs[0], self.xs[-1]
-        if lo < hi and lo <= xs[0] and xs[-1] <= hi:
-            if i not in self._vec:
-                self._vec[i] = self._vector(i, np.arange(lo, hi + 1), hw, dtype)
-            v = self._vec[i]
-            if v is not None:
-                return float(v[np.asarray(xs) - lo].sum()) / len(xs)
+        v = self._range(i, hw, dtype)
+        if v is not None and self.xs[0] <= xs[0] and xs[-1] <= self.xs[-1]:
+            return float(v[np.asarray(xs) - self.xs[0]].sum()) / len(xs)
         return super().kernel_mean(i, xs, hw, dtype)
+
+    def _range(self, i: int, hw: HardwareProfile, dtype: str) -> np.ndarray | None:
+        """Kernel times of op i at every x of the sampled range (None: not vectorised)."""
+        lo, hi = self.xs[0], self.xs[-1]
+        if lo == hi:
+            return None
+        if i not in self._vec:
+            self._vec[i] = self._vector(i, np.arange(lo, hi + 1), hw, dtype)
+        return self._vec[i]
 
     def _vector(self, i: int, xs: np.ndarray, hw: HardwareProfile, dtype: str) -> np.ndarray | None:
         from ..timing.vectorized import kernel_times
