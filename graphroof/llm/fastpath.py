@@ -22,7 +22,8 @@ import numpy as np
 from ..counters.cost import Cost
 from ..graph import COST, OpNode
 from ..hardware import HardwareProfile
-from ..roofline import bound_name, compute_dtype
+from ..roofline import Bound, bound_name, compute_dtype, evaluate
+from ..timing.profile import timing_of
 from .memory import activation_live_bytes
 from .poly import GridPlan, NotPolynomial, interp
 from .series import FIELDS, OpSeries, StepSums
@@ -170,6 +171,17 @@ class _MemoSeries(OpSeries):
         super().__init__(samples)
         self._memo: dict[tuple[int, int], float] = {}
         self._vec: dict[int, np.ndarray | None] = {}
+
+    def evaluate_mean(self, mean: Cost, hw: HardwareProfile, dtype: str, op: OpNode) -> Bound:
+        """As the base class, without running the kernel-time model on the mean step: only the roofline terms
+        and the launch of the result are used (the times are the step sums), and the launch is the timing
+        model's per kernel launch for any kernel that works."""
+        b = evaluate(mean, hw, dtype)
+        if hw.timing is None:
+            return b
+        works = bool(mean.flops or mean.bytes or mean.net_bytes)
+        launch = timing_of(hw).launch_overhead_s if works else 0.0
+        return replace(b, t_launch_s=launch)
 
     def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
         v = self._range(i, hw, dtype)

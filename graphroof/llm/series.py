@@ -148,6 +148,7 @@ class OpSeries:
             self.estimated.append(any(samples[x][i][1].estimated for x in self.xs))
         self._sig: list[tuple | None] = [None] * len(base)
         self._sums: dict[tuple, StepSums] = {}
+        self._term_memo: dict[tuple[int, int], tuple] = {}
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -222,8 +223,11 @@ class OpSeries:
         mean = self.mean_cost(i, lo, hi)
         op = self.ops[i]
         dtype = compute_dtype(op)
-        b = evaluate(mean, hw, dtype, node=op)  # raises if collectives meet a profile without links
-        ideal, real, works = self._terms(i, hw)
+        b = self.evaluate_mean(mean, hw, dtype, op)  # raises if collectives meet a profile without links
+        tkey = (i, id(hw))
+        if tkey not in self._term_memo:
+            self._term_memo[tkey] = self._terms(i, hw)
+        ideal, real, works = self._term_memo[tkey]
         t = sum_max_poly(ideal, lo, hi) / n
         if hw.timing is not None:
             xs = range(lo, hi + 1) if n <= 64 else sorted({round(lo + (hi - lo) * j / 63) for j in range(64)})
@@ -236,6 +240,10 @@ class OpSeries:
         launch = 0.0 if (cuda_graphs or not works) else hw.launch_overhead_s
         t_r = sum_max_poly(real, lo, hi) / n + launch
         return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r, t_launch_s=launch))
+
+    def evaluate_mean(self, mean: Cost, hw: HardwareProfile, dtype: str, op: OpNode) -> Bound:
+        """The roofline of the mean step's cost (its terms and launch; :meth:`sums` replaces the times)."""
+        return evaluate(mean, hw, dtype, node=op)
 
     def kernel_mean(self, i: int, xs: Sequence[int], hw: HardwareProfile, dtype: str) -> float:
         """Mean kernel-level time of op i over the steps *xs*."""

@@ -91,6 +91,7 @@ class FastLLM:
             self.kv_appended = ScalarGrid(dec, [s[0] for s in sums])
             self.kv_all = ScalarGrid(dec, [s[1] for s in sums])
         self._evals: dict[str, tuple[PhaseEval, PhaseEval]] = {}
+        self._mem: dict[tuple[int, int], tuple[float, float]] = {}
 
     def evals(self, pipe: Any) -> tuple[PhaseEval, PhaseEval]:
         """(prefill, decode) evaluators on *pipe*'s device (kept per device)."""
@@ -121,4 +122,6 @@ class FastLLM:
             lo, hi = _decode_range(prompt, gen, self.kv)
             d = dec.totals(b, lo, hi)
             tpot, dbound = (d.t_ideal_s if ideal else d.t_realistic_s), d.bound
-        return ttft, t.bound, tpot, dbound, self.live.peak(b, prompt), self.kv_bytes_per_token(b, prompt)
+        if (b, prompt) not in self._mem:
+            self._mem[b, prompt] = (self.live.peak(b, prompt), self.kv_bytes_per_token(b, prompt))
+        return (ttft, t.bound, tpot, dbound, *self._mem[b, prompt])

@@ -226,7 +226,11 @@ def test_estimate_batches_interpolated_equal_single_batch_runs(hf):
     # prefill at batches 1 and 8, decode at (1, 8) x (24, 31): batch 3 is interpolated
     assert sum("tracing" in m for m in traced) == 6
     for b in (3,):
-        one = estimate(src, hw="a100", prompt=24, gen=9, batch=b)
+        solo: list[str] = []
+        one = estimate(src, hw="a100", prompt=24, gen=9, batch=b, progress=solo.append)
+        # one batch: as many traces as before the grids (prefill; decode at both ends; the critical batch's line
+        # at batch 4): the grid's points are those
+        assert sum("tracing" in m for m in solo) == 4
         c, d = many[b], one[b]
         assert c.ttft_s == pytest.approx(d.ttft_s, rel=1e-9)
         assert c.tpot_s == pytest.approx(d.tpot_s, rel=1e-9)
