@@ -250,3 +250,24 @@ def test_sliding_windows_are_traced_directly():
     src.spec = replace(src.spec, windows=(None, 8))
     assert not poly_ok(src)
 
+
+
+def test_estimate_traces_every_point_when_the_structure_changes():
+    from graphroof.graph import bind
+    from graphroof.llm import estimate
+    from graphroof.llm.source import GraphSource
+    from tests.llm.toy import toy_graph
+
+    base = toy_source()
+
+    def prefill(batch, seq):  # one decoder block more from batch 3 on: the graphs cannot be interpolated
+        g = toy_graph(L=3 if batch >= 3 else 2)
+        return bind(g, {"batch": batch, "seq": seq})
+
+    src = GraphSource(prefill, base.decode, base.spec)
+    traced: list[str] = []
+    r = estimate(src, hw="a100", prompt=16, gen=4, batch=[1, 2, 3], rules=RULES, progress=traced.append)
+    assert any("prefill: every point traced" in n for n in r.notes)
+    assert sum("prefill graph" in m for m in traced) == 3  # batches 1 and 3 (the grid), then 2 directly
+    direct = estimate(src, hw="a100", prompt=16, gen=4, batch=2, rules=RULES)
+    assert r[2].ttft_s == pytest.approx(direct[2].ttft_s, rel=1e-12)
