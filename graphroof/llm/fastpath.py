@@ -1,10 +1,11 @@
 """Serving figures at thousands of (batch, prompt, gen) points without tracing or counting each point's graph.
 
 :class:`KernelGrid` takes one phase's counted kernel graphs on a :class:`~graphroof.llm.poly.GridPlan` (the
-traces of :mod:`graphroof.llm.poly`).  At any covered ``(b, x)`` an op's cost is its rule run on the op node
-interpolated there (each distinct op once: the 32 decoder blocks share theirs), and a kernel's cost is its ops'
-costs plus the interpolated fusion correction.  Kernels with identical samples, ops, kind, dtype and shapes (the
-same kernel in every decoder block) are one group with a multiplicity.
+traces of :mod:`graphroof.llm.poly`).  At any covered ``(b, x)`` a kernel's cost is the Lagrange interpolation of
+its grid samples, except for the ops whose rules are not polynomial in the shapes (found by checking the rule on
+interpolated op nodes at a lattice of points): those are counted by their rule at each point (each distinct op
+once: the decoder blocks share theirs) and the rest of the kernel's cost is interpolated.  Kernels with identical
+samples, ops, kind, dtype and shapes (the same kernel in every decoder block) are one group with a multiplicity.
 
 :class:`PhaseEval` prices one phase on one device exactly as :meth:`graphroof.llm.phases.Pipeline.phase`
 does (same :class:`~graphroof.llm.series.OpSeries` sums, same per-step kernel-time samples), group by group:
@@ -30,6 +31,7 @@ from .series import FIELDS, OpSeries, StepSums
 
 __all__ = ["KernelGrid", "PhaseEval", "LiveGrid", "ScalarGrid", "Totals"]
 
+
 def _signature(nodes: Sequence[OpNode]) -> tuple:
     """What an op's cost depends on, on every grid point (its name and scope aside)."""
     return tuple((o.op, o.inputs, o.outputs, repr(sorted(o.attrs.items()))) for o in nodes)
@@ -41,11 +43,10 @@ class KernelGrid:
     *counted*: the pipeline's :class:`~graphroof.llm.phases.Counted` at ``plan.points`` (same order).
     *recount*: counts a list of op nodes as the pipeline does (rules, settings, TP scaling), one cost each.
 
-    A kernel's cost at ``(b, x)`` = the cost of its ops counted by their rules on the interpolated op nodes
-    (identical ops counted once) + the interpolated fusion correction (kernel cost minus its ops' costs on the
-    grid: the intermediate tensors the fusion keeps on chip, a polynomial).  So the ops whose rules are not
-    polynomial in the shapes (a gather reads at most its table, ``min(tokens, vocab)`` rows; an MoE grouped
-    GEMM reads ``E (1 - (1 - k/E)^T)`` experts) are exact at every point.
+    A kernel's cost at ``(b, x)`` = the interpolation of its samples without its *irregular* ops (those whose rule,
+    run on the interpolated op nodes at the *check* points, disagrees with the interpolated cost: a gather reads at
+    most its table, ``min(tokens, vocab)`` rows; an MoE grouped GEMM reads ``E (1 - (1 - k/E)^T)`` experts) + those
+    ops counted by their rule at ``(b, x)``.  TP scaling and the dtype what-ifs are in the op nodes and the rule.
     """
 
     def __init__(self, plan: GridPlan, counted: Sequence, recount: Callable[[list[OpNode]], list[Cost]],
