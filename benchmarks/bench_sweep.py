@@ -3,8 +3,11 @@
 The model is the hand-built toy decoder of the tests (graphs built by binding symbolic dims, so "tracing" is
 cheap and the table shows the sweep's own cost: counting, per-point evaluation, memory fit).  Reference in the
 same run: the same 100 points through ``graphroof.llm.estimate`` one call per point (what a script would do
-without ``sweep``).  Columns: points, wall s, of which traces s, beyond traces s, ms per point (beyond traces),
-ratio of that per-point cost to the 100-point sweep's, peak RSS MB (whole process, so far).
+without ``sweep``).  Columns: points, wall s, of which traces s, beyond traces s (counting the sampled graphs and
+pricing every point), ms per point (beyond traces), ratio of that per-point cost to the 100-point sweep's and to
+the reference's, peak RSS MB (whole process, so far).  A sweep samples each phase on a small grid of traces
+(``graphroof.llm.poly``: prefill 2 batches x 3 prompts, decode 2 batches x 2 contexts) and prices every point
+from them.
 
 Run: ``python benchmarks/bench_sweep.py [--max-points 10000]``.
 """
@@ -58,7 +61,8 @@ def main() -> None:
                 estimate(toy_source(), hw="a100", batch=b, prompt=p, gen=n, rules=RULES)
                 n_ref += 1
     ref_s = time.perf_counter() - t0
-    rows.append(["estimate() per point (reference)", n_ref, ref_s, None, None, 1e3 * ref_s / n_ref, None, rss_mb()])
+    ref_per = 1e3 * ref_s / n_ref
+    rows.append(["estimate() per point (reference)", n_ref, ref_s, None, None, ref_per, None, 1.0, rss_mb()])
     base = None
     for size in (100, 1000, 10000):
         if size > args.max_points:
@@ -69,9 +73,11 @@ def main() -> None:
         beyond = wall - r.trace_s
         per = 1e3 * beyond / len(r.points)
         base = base or per
-        rows.append([f"sweep ({r.traces} graphs)", len(r.points), wall, r.trace_s, beyond, per, per / base, rss_mb()])
+        rows.append([f"sweep ({r.traces} graphs)", len(r.points), wall, r.trace_s, beyond, per, per / base,
+                     per / ref_per, rss_mb()])
     print(tabulate(rows, headers=["run", "points", "wall s", "traces s", "beyond traces s", "ms/point",
-                                  "per-point vs 100", "peak RSS MB"], floatfmt=".3g", missingval="-"))
+                                  "per-point vs 100", "per-point vs reference", "peak RSS MB"], floatfmt=".3g",
+                   missingval="-"))
 
 
 if __name__ == "__main__":

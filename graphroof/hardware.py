@@ -28,6 +28,10 @@ per second, bytes decimal)::
     launch_overhead_s = 5e-6
     [sources]                         # one source per section; derived numbers say how
     matrix_peak_flops_per_s = "..."
+    [price]                           # optional: a public on-demand list price, with where and when
+    usd_per_hour = 1.49               # per GPU-hour (``graphroof sweep`` uses it without --usd-per-hour)
+    source = "Jarvislabs on-demand A100 80GB, jarvislabs.ai/blog/h100-vs-a100"
+    date = "2026-04"
     [timing]                          # optional: kernel-level model, see graphroof.timing.params
     [collectives]                     # optional: alpha-beta collectives, see graphroof.timing.params
 """
@@ -83,6 +87,10 @@ class HardwareProfile:
     #: fp32 matmuls: ``high`` (default, as PyTorch's cuDNN convolutions) run on TF32 matrix units where the
     #: profile lists them; ``highest`` keeps fp32 math (vector units unless fp32 matrix units exist)
     matmul_precision: str = "high"
+    #: [price]: a public on-demand list price per GPU-hour, its source and date (None: no price)
+    usd_per_hour: float | None = None
+    price_source: str = ""
+    price_date: str = ""
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
@@ -150,6 +158,8 @@ class HardwareProfile:
             "sources": dict(self.sources), "path": self.path,
             "timing": dict(self.timing.__dict__) if self.timing else None,
             "collectives": dict(self.collectives.__dict__) if self.collectives else None,
+            "price": ({"usd_per_hour": self.usd_per_hour, "source": self.price_source, "date": self.price_date}
+                      if self.usd_per_hour is not None else None),
         }
 
 
@@ -235,7 +245,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     """Validate a parsed profile; every error names the file and the field."""
     known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
              "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes",
-             "timing", "collectives"}
+             "timing", "collectives", "price"}
     extra = sorted(set(data) - known)
     if extra:
         raise HardwareProfileError(f"{path.name}: unknown field {extra[0]!r}; known fields: {', '.join(sorted(known))}")
@@ -253,6 +263,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     sources = data.get("sources", {}) or {}
     if not isinstance(sources, dict):
         raise HardwareProfileError(f"{path.name}: sources must be a table of section = source text")
+    usd, price_source, price_date = _price(path, data.get("price"))
     return HardwareProfile(
         name=str(data.get("name") or path.stem),
         display_name=str(data.get("display_name", "")),
@@ -277,7 +288,24 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         path=str(path),
         timing=parse_timing(path, data.get("timing")),
         collectives=parse_collectives(path, data.get("collectives")),
+        usd_per_hour=usd, price_source=price_source, price_date=price_date,
     )
+
+
+def _price(path: Path, price: Any) -> tuple[float | None, str, str]:
+    """``[price]``: usd_per_hour (> 0) with its source and date, all three or none."""
+    if price is None:
+        return None, "", ""
+    if not isinstance(price, dict):
+        raise HardwareProfileError(f"{path.name}: price must be a table with usd_per_hour, source and date")
+    extra = sorted(set(price) - {"usd_per_hour", "source", "date"})
+    if extra:
+        raise HardwareProfileError(f"{path.name}: unknown field price.{extra[0]}; known: usd_per_hour, source, date")
+    usd = _num(path, "price.usd_per_hour", price.get("usd_per_hour"))
+    for k in ("source", "date"):
+        if not str(price.get(k) or "").strip():
+            raise HardwareProfileError(f"{path.name}: price.{k} is missing; a list price needs its source and date")
+    return usd, str(price["source"]), str(price["date"])
 
 
 _CACHE: dict[str, HardwareProfile] = {}

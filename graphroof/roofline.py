@@ -69,6 +69,11 @@ def _bound_name(tc: float, tm: float, tn: float) -> str:
     return "compute" if tc >= tm else "memory"
 
 
+def bound_name(tc: float, tm: float, tn: float) -> str:
+    """``compute`` / ``memory`` / ``network``: the bound of summed compute, memory and network times."""
+    return _bound_name(tc, tm, tn)
+
+
 def _peaks(hw: HardwareProfile, dtype: str) -> tuple[float, str, float, str]:
     return (*hw.peak("matrix", dtype), *hw.peak("vector", dtype))
 

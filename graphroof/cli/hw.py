@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"efficiency (realistic mode): matrix {p.matrix_efficiency:g}, vector {p.vector_efficiency:g}, "
           f"memory {p.mem_bw_efficiency:g}, interconnect {p.interconnect_efficiency:g}, "
           f"launch overhead {p.launch_overhead_s:g} s/op")
+    if p.usd_per_hour is not None:
+        print(f"list price: ${p.usd_per_hour:g} per GPU-hour on demand ({p.price_source}, {p.price_date}); "
+              "`graphroof sweep` uses it when --usd-per-hour is not given")
     for k, v in p.sources.items():
         print(f"source [{k}]: {v}")
     return 0

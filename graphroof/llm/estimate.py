@@ -33,6 +33,7 @@ from .memory import (
     resident_weight_bytes,
 )
 from .phases import Pipeline
+from .poly import DEGREE, GridPlan, grid_points
 from .quant import Quant
 from .result import LLMConfig, LLMEstimate
 from .source import GraphSource, LLMSource
@@ -77,6 +78,20 @@ def _check_lengths(prompt: int, gen: int) -> None:
                          f"prefill), got {gen!r}")
 
 
+def kv_write_sums(ops) -> tuple[float, float]:
+    """(KV bytes the cache appends write, all KV-role bytes written) of a counted decode step's ops."""
+    return (sum(c.kv_write_bytes for op, c in ops if op.op == APPEND), sum(c.kv_write_bytes for _, c in ops))
+
+
+def kv_bytes_per_token_of(appended: float, all_kv: float, b: int, src: LLMSource, quant: Quant, tp: int) -> float:
+    """Cache bytes per token and sequence, per device, from a decode step of batch *b*'s KV write sums."""
+    if appended:
+        return appended / b
+    bits = dtype_bits(quant.kv or src.spec.dtype or "bf16")
+    per = src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
+    return per / tp if per else all_kv / b
+
+
 class _Run:
     def __init__(self, src: LLMSource, pipe: Pipeline, prompt: int, gen: int, depth: int | None, fold: bool,
                  ideal: bool, serving: ServingMemory | None = None):
@@ -99,6 +114,20 @@ class _Run:
             return self.pipe.phase("decode", "decode", b, P, P + max(gen - 2, 0), 1, meta)
         return self.pipe.phase("decode", "prefill", b, P + 1, P + max(gen - 1, 1), 2, meta)
 
+    def plan_grids(self) -> None:
+        """Sample the phases on grids (:mod:`graphroof.llm.poly`) whose points are the ones a direct estimate
+        traces anyway (the first batch, and the second batch the critical batch needs): other batches, and the
+        re-runs of the advice, are then interpolated instead of traced."""
+        bs = sorted(set(self.batches))
+        b2 = grid_points(bs, 1) if len(bs) > 1 else (bs[0], bs[0] + 1)
+        P, G = self.prompt, self.gen
+        if self.src.kv_cache:
+            self.pipe.plan_grid("prefill", GridPlan(b2, (P,), DEGREE["prefill"]))
+            self.pipe.plan_grid("decode", GridPlan(b2, grid_points({P, P + max(G - 2, 0)}, 1), DEGREE["decode"]))
+        elif len(bs) > 1:  # no cache: decode steps are prefill graphs at P + 1 .. P + G - 1
+            need = {P, *range(P + 1, P + max(G - 1, 1) + 1)}
+            self.pipe.plan_grid("prefill", GridPlan(b2, grid_points(need, 2), DEGREE["prefill"]))
+
     def key(self, depth: int):
         return lambda op: fold_name(scope_at(op.scope, depth)) if self.fold else scope_at(op.scope, depth)
 
@@ -107,6 +136,9 @@ class _Run:
         phase, x = ("decode", self.src.decode_start(self.prompt)) if self.src.kv_cache else ("prefill", self.prompt + 1)
         other = next((o for o in self.batches if o != b), b + 1)
         b1, b2 = sorted((b, other))
+        plan = self.pipe.plans.get(phase)
+        if plan is not None and len(plan.bs) == 2 and x in plan.xs:
+            b1, b2 = plan.bs  # the same line through two traced batches
         ops1 = self.pipe.counted(phase, b1, x).ops
         ops2 = self.pipe.counted(phase, b2, x).ops
         return critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
@@ -116,14 +148,10 @@ class _Run:
         if not self.src.kv_cache:
             return 0.0
         ops = self.pipe.counted("decode", b, self.src.decode_start(self.prompt)).ops
-        appended = sum(c.kv_write_bytes for op, c in ops if op.op == APPEND)
-        if appended:
-            return appended / b
-        if self.state_bytes_per_seq(b) and not self.src.spec.kv_elems_per_token:
+        appended, all_kv = kv_write_sums(ops)
+        if not appended and not self.src.spec.kv_elems_per_token and self.state_bytes_per_seq(b):
             return 0.0  # a pure state-space model: its only cache is the recurrent state
-        bits = dtype_bits(self.pipe.quant.kv or self.src.spec.dtype or "bf16")
-        per = self.src.spec.kv_bytes_per_token(bits)  # the graph writes its cache inside a fused op
-        return per / self.pipe.tp if per else sum(c.kv_write_bytes for _, c in ops) / b
+        return kv_bytes_per_token_of(appended, all_kv, b, self.src, self.pipe.quant, self.pipe.tp)
 
     def cross_kv(self, b: int) -> tuple[float, int]:
         """Encoder-decoder: (cross-attention KV bytes per encoder token and sequence, per device; encoder tokens),
@@ -272,6 +300,7 @@ def estimate(
                     depth=depth, progress=progress, runtime=rt)
     run = _Run(src, pipe, prompt, gen, depth, fold, ideal, serving)
     run.batches = batches
+    run.plan_grids()
     configs = [run.config(b) for b in batches]
     notes = list(getattr(src, "notes", []) or [])
     notes.append(rt.describe())
@@ -282,7 +311,7 @@ def estimate(
         notes.append(msg)
         warn_user(msg)
     for c in configs:
-        for n in c.prefill.notes + c.decode.notes:
+        for n in c.prefill.notes + c.decode.notes + pipe.poly_notes:
             if n not in notes:
                 notes.append(n)
     return LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=tp, quant=quant, ideal=ideal,

@@ -168,6 +168,22 @@ def _step_module(model):
     return CachedStep(model)
 
 
+def _meta_probe(step, probe: dict) -> bool:
+    """Run the one-token probe step as a plain forward on meta tensors (no capture: the probe only reads the
+    shapes the cache receives); False when the model is not on the meta device or the forward fails there
+    (data-dependent ops), so the caller traces the probe instead."""
+    import torch
+
+    try:
+        if any(p.device.type != "meta" for p in step.lm.parameters()):
+            return False
+        with torch.no_grad():
+            step(torch.zeros((1, 1), dtype=torch.long, device="meta"))
+    except Exception:  # noqa: BLE001 - any failure: the traced probe decides
+        return False
+    return bool(probe)
+
+
 def _strip_prefix(g: OpGraph, prefix: str) -> OpGraph:
     from dataclasses import replace
 
@@ -271,7 +287,9 @@ class HFSource(LLMSource):
             probe: dict = {}
             self._step.probe = probe
             try:
-                self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
+                if not _meta_probe(self._step, probe):  # a plain meta forward; else a traced step
+                    probe.clear()
+                    self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
             except Exception:  # noqa: BLE001 - no probe: the config's layout (a real trace then reports)
                 probe = {}
             finally:

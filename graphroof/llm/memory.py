@@ -29,7 +29,7 @@ from .source import Param
 from .tp import DEFAULT_PLAN, TPPlan
 
 __all__ = ["MemoryFit", "ServingMemory", "resident_weight_bytes", "params_from_graph", "activation_peak_bytes",
-           "max_batch", "max_concurrent"]
+           "activation_live_bytes", "max_batch", "max_concurrent"]
 
 
 def resident_weight_bytes(params: Iterable[Param], quant: Quant, tp: int = 1, plan: TPPlan = DEFAULT_PLAN) -> float:
@@ -67,6 +67,12 @@ def _out_bytes(op, t: TensorSpec) -> float:
 
 def activation_peak_bytes(graph: OpGraph) -> float:
     """Largest sum of live activation tensors over the op order (see module docstring)."""
+    return max(0.0, max(activation_live_bytes(graph)))
+
+
+def activation_live_bytes(graph: OpGraph) -> list[float]:
+    """Bytes of live activation tensors after each op in order (and one trailing 0), the liveness sweep of
+    :func:`activation_peak_bytes`; a step graph's entries are polynomials of the shapes (see llm/poly.py)."""
     order = list(graph.nx.nodes)
     idx = {n: i for i, n in enumerate(order)}
     root: dict[str, str] = {}
@@ -87,11 +93,12 @@ def activation_peak_bytes(graph: OpGraph) -> float:
     for r, s in size.items():
         delta[idx[r]] += s
         delta[last[r] + 1] -= s
-    peak = live = 0.0
+    out = []
+    live = 0.0
     for d in delta:
         live += d
-        peak = max(peak, live)
-    return peak
+        out.append(live)
+    return out
 
 
 def max_batch(capacity: float, fixed: float, per_seq: float) -> int:

@@ -30,6 +30,7 @@ from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate, evaluate_graph
 from .kvcache import mark_kv_cache
+from .poly import GraphGrid, GridPlan, NotPolynomial, poly_ok
 from .quant import Quant, requantize
 from .series import OpSeries
 from .source import LLMSource
@@ -94,6 +95,10 @@ class Pipeline:
         self._cache: dict[tuple[str, int, int], Counted] = {}
         self._raw: dict[tuple[str, int, int], OpGraph] = {}
         self._warned = False
+        #: grids the phases are sampled on (llm/poly.py): other covered points are virtual traces
+        self.plans: dict[str, GridPlan] = {}
+        self._grids: dict[str, GraphGrid | None] = {}
+        self.poly_notes: list[str] = []
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
         g = requantize(mark_kv_cache(graph), self.quant)
@@ -103,11 +108,38 @@ class Pipeline:
         """The source's graph (traced once per key and kept: tracing is the slow part)."""
         key = (phase, batch, x)
         if key not in self._raw:
-            what = f"past {x}" if phase == "decode" else f"seq {x}"
-            self.progress(f"tracing {self.source.name}: {phase} graph, batch {batch}, {what}")
-            self._raw[key] = (self.source.decode_graph(batch, x) if phase == "decode"
-                              else self.source.prefill_graph(batch, x))
+            g = self._virtual(phase, batch, x)
+            if g is None:
+                what = f"past {x}" if phase == "decode" else f"seq {x}"
+                self.progress(f"tracing {self.source.name}: {phase} graph, batch {batch}, {what}")
+                g = self.source.decode_graph(batch, x) if phase == "decode" else self.source.prefill_graph(batch, x)
+            self._raw[key] = g
         return self._raw[key]
+
+    def plan_grid(self, phase: str, plan: GridPlan) -> None:
+        """Sample *phase* on *plan*: the graph at any other point the plan covers is interpolated from the
+        traces at its points (traced on first need) instead of traced (:mod:`graphroof.llm.poly`)."""
+        if poly_ok(self.source):
+            self.plans[phase] = plan
+            self._grids.pop(phase, None)
+
+    def _virtual(self, phase: str, batch: int, x: int) -> OpGraph | None:
+        plan = self.plans.get(phase)
+        if plan is None or (batch, x) in plan.points or not plan.covers(batch, x):
+            return None
+        if phase not in self._grids:
+            try:
+                self._grids[phase] = GraphGrid(plan, {p: self.raw(phase, *p) for p in plan.points})
+            except NotPolynomial as e:
+                self._grids[phase] = None
+                self.poly_notes.append(f"{phase}: every point traced ({e})")
+        grid = self._grids[phase]
+        if grid is None:
+            return None
+        try:
+            return grid.at(batch, x)
+        except NotPolynomial:
+            return None
 
     def counted(self, phase: str, batch: int, x: int) -> Counted:
         """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""

@@ -27,6 +27,8 @@ FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act
           "kv_write_bytes", "net_bytes")
 
 Poly = tuple[float, float, float]  # c0 + c1 x + c2 x^2
+#: node attributes that name other nodes (a kernel's ops): not part of what an op's time depends on
+_NAME_ATTRS = ("ops", "folded")
 
 
 def fit(xs: Sequence[float], ys: Sequence[float]) -> Poly:
@@ -144,6 +146,9 @@ class OpSeries:
         for i in range(len(base)):
             self.coeffs.append({f: fit(self.xs, [getattr(samples[x][i][1], f) for x in self.xs]) for f in FIELDS})
             self.estimated.append(any(samples[x][i][1].estimated for x in self.xs))
+        self._sig: list[tuple | None] = [None] * len(base)
+        self._sums: dict[tuple, StepSums] = {}
+        self._term_memo: dict[tuple[int, int], tuple] = {}
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -198,24 +203,55 @@ class OpSeries:
         step, or at 64 evenly spaced steps of longer ranges; *cuda_graphs* drops the per-kernel launch (the
         step pays one graph launch instead, see :class:`graphroof.analysis.Analysis`).
         """
+        key = (self.signature(i), hw.name, id(hw), lo, hi, cuda_graphs)
+        if key not in self._sums:  # ops with the same costs and node (one per decoder block) are summed once
+            self._sums[key] = self._sums_of(i, hw, lo, hi, cuda_graphs)
+        return self._sums[key]
+
+    def signature(self, i: int) -> tuple:
+        """What op i's sums depend on: its cost polynomials, GEMM shapes and node (names aside)."""
+        if self._sig[i] is None:
+            op = self.ops[i]
+            attrs = repr(sorted((k, v) for k, v in op.attrs.items() if k not in _NAME_ATTRS))
+            c = self.coeffs[i]
+            self._sig[i] = (op.op, op.inputs, op.outputs, attrs, tuple(c[f] for f in FIELDS),
+                            tuple(self.mnk.get(i, ())), self.estimated[i])
+        return self._sig[i]  # type: ignore[return-value]
+
+    def _sums_of(self, i: int, hw: HardwareProfile, lo: int, hi: int, cuda_graphs: bool) -> StepSums:
         n = hi - lo + 1
         mean = self.mean_cost(i, lo, hi)
         op = self.ops[i]
         dtype = compute_dtype(op)
-        b = evaluate(mean, hw, dtype, node=op)  # raises if collectives meet a profile without links
-        ideal, real, works = self._terms(i, hw)
+        b = self.evaluate_mean(mean, hw, dtype, op)  # raises if collectives meet a profile without links
+        tkey = (i, id(hw))
+        if tkey not in self._term_memo:
+            self._term_memo[tkey] = self._terms(i, hw)
+        ideal, real, works = self._term_memo[tkey]
         t = sum_max_poly(ideal, lo, hi) / n
         if hw.timing is not None:
             xs = range(lo, hi + 1) if n <= 64 else sorted({round(lo + (hi - lo) * j / 63) for j in range(64)})
             xs = list(xs)
             if self._constant(i):
                 xs = xs[:1]
-            t_k = sum(_kernel_s(evaluate(self.cost_at(i, x), hw, dtype, node=self.node_at(i, x))) for x in xs) / len(xs)
+            t_k = self.kernel_mean(i, xs, hw, dtype)
             launch = 0.0 if cuda_graphs else b.t_launch_s
             return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_k + launch, t_launch_s=launch))
         launch = 0.0 if (cuda_graphs or not works) else hw.launch_overhead_s
         t_r = sum_max_poly(real, lo, hi) / n + launch
         return StepSums(n, mean, replace(b, t_s=t, t_realistic_s=t_r, t_launch_s=launch))
+
+    def evaluate_mean(self, mean: Cost, hw: HardwareProfile, dtype: str, op: OpNode) -> Bound:
+        """The roofline of the mean step's cost (its terms and launch; :meth:`sums` replaces the times)."""
+        return evaluate(mean, hw, dtype, node=op)
+
+    def kernel_mean(self, i: int, xs: Sequence[int], hw: HardwareProfile, dtype: str) -> float:
+        """Mean kernel-level time of op i over the steps *xs*."""
+        return sum(self.kernel_s(i, x, hw, dtype) for x in xs) / len(xs)
+
+    def kernel_s(self, i: int, x: int, hw: HardwareProfile, dtype: str) -> float:
+        """Kernel-level time of op i at *x* without its launch (the ``[timing]`` model)."""
+        return _kernel_s(evaluate(self.cost_at(i, x), hw, dtype, node=self.node_at(i, x)))
 
     def _constant(self, i: int) -> bool:
         return all(abs(p[1]) < 1e-12 * (1 + abs(p[0])) and abs(p[2]) < 1e-12 * (1 + abs(p[0]))

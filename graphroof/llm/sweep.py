@@ -262,7 +262,8 @@ def sweep(
 ) -> SweepResult:
     """Every combination of *hw* x dtypes x *tp* x *prompt* x *gen* x *batch* (see the module docstring).
 
-    *usd_per_hour*: price per GPU-hour by profile name (or the name as given in *hw*).  Everything checkable
+    *usd_per_hour*: price per GPU-hour by profile name (or the name as given in *hw*); a device not named there
+    takes its profile's ``[price]`` list price when it has one.  Everything checkable
     from the arguments and the model's config is checked before the first trace.
 
     >>> r = sweep("llama-3-8b", hw=["a100", "h100"], batch=[1, 8, 64], max_tpot_s=0.05)  # doctest: +SKIP
@@ -295,6 +296,11 @@ def sweep(
         if not v > 0:
             raise InputError(f"--usd-per-hour {key}: the price must be > 0, got {v}")
         prices[match[0].name] = float(v)
+    listed = []
+    for pr in profs:  # devices without --usd-per-hour: the profile's list price, when it has one
+        if pr.name not in prices and pr.usd_per_hour is not None:
+            prices[pr.name] = pr.usd_per_hour
+            listed.append(f"{pr.name} ${pr.usd_per_hour:g}/GPU-hour ({pr.price_source}, {pr.price_date})")
     for flag, v in (("--max-ttft", max_ttft_s), ("--max-tpot", max_tpot_s)):
         if v is not None and not v > 0:
             raise InputError(f"{flag} must be > 0 seconds, got {v}")
@@ -316,17 +322,22 @@ def sweep(
     src = _SharedTraces(raw_src)
     points: list[SweepPoint] = []
     notes = list(getattr(raw_src, "notes", []) or [])
+    if listed:
+        notes.append("prices from the profiles' on-demand list prices (--usd-per-hour overrides): " + "; ".join(listed))
     if not raw_src.kv_cache:
         notes.append(f"{raw_src.name} has no KV cache ({raw_src.no_cache_reason}): each decode step recomputes "
                      "the whole context")
     for (w, a, k, quant), t in itertools.product(quants, tps):
         pipes = [_pipeline(src, pr, quant, t, settings, rules, strict, progress) for pr in profs]
+        fast = _fast(pipes[0], batches, prompts, gens, notes)
         for pr, pipe in zip(profs, pipes):
             if progress:
                 progress(f"evaluating {len(prompts) * len(gens) * len(batches)} points on {pr.name}, TP {t}, "
                          f"dtypes {quant.describe()}")
             for p_, g_, b in itertools.product(prompts, gens, batches):
-                points.append(_point(src, pipe, pr, b, p_, g_, t, ideal, (w, a, k), prices.get(pr.name)))
+                figs = (fast.figures(pipe, b, p_, g_, ideal) if fast is not None
+                        else _direct_figures(src, pipe, b, p_, g_, ideal))
+                points.append(_point(src, pipe, pr, b, p_, g_, t, (w, a, k), prices.get(pr.name), figs))
     return SweepResult(model=raw_src.name, points=points, hw_labels={pr.name: pr.label for pr in profs},
                        max_ttft_s=max_ttft_s, max_tpot_s=max_tpot_s, ideal=ideal, notes=notes,
                        traces=len(src._graphs), trace_s=src.trace_s)
@@ -348,11 +359,31 @@ def _pipeline(src, prof, quant, tp, settings, rules, strict, progress):
     return pipe
 
 
-def _point(src, pipe, prof, b, prompt, gen, tp, ideal, dtypes, price) -> SweepPoint:
-    """One point.  What does not depend on ``gen`` (the prefill phase, the activation peak, the cache bytes per
-    token) is kept on the pipeline per (batch, prompt), so a sweep over ``--gen`` evaluates it once."""
+def _fast(pipe, batches, prompts, gens, notes):
+    """The interpolated evaluation of a pipeline group (llm/sweep_fast.py), or None: every point traced."""
+    from .sweep_fast import FastLLM, NotPolynomial
+
+    if len(batches) * len(prompts) * len(gens) <= 1:
+        return None
+    if pipe.source.spec.state_layers:  # recurrent state: memory and decode are not a KV cache over (batch, context)
+        msg = "points priced one trace each: state-space layers are not interpolated"
+        if msg not in notes:
+            notes.append(msg)
+        return None
+    try:
+        return FastLLM(pipe, batches, prompts, gens)
+    except NotPolynomial as e:
+        msg = f"points priced one trace each: costs are not interpolated ({e})"
+        if msg not in notes:
+            notes.append(msg)
+        return None
+
+
+def _direct_figures(src, pipe, b, prompt, gen, ideal):
+    """(ttft_s, prefill bound, tpot_s, decode bound, activation peak, KV bytes per token) from traces at the
+    point.  What does not depend on ``gen`` is kept on the pipeline per (batch, prompt)."""
     from .estimate import _Run
-    from .memory import activation_peak_bytes, resident_weight_bytes
+    from .memory import activation_peak_bytes
 
     run = _Run(src, pipe, prompt, gen, None, True, ideal)
     per_prompt = pipe.__dict__.setdefault("_sweep_by_prompt", {})
@@ -367,13 +398,25 @@ def _point(src, pipe, prof, b, prompt, gen, tp, ideal, dtypes, price) -> SweepPo
         dec = run.decode_phase(b)
         tpot = dec.t_ideal_s if ideal else dec.t_realistic_s
         dbound = dec.analysis.totals.bound
-    if "_params" not in src.__dict__:
-        src.__dict__["_params"] = run.params()
-    weights = resident_weight_bytes(src.__dict__["_params"], pipe.quant, tp, pipe.plan)
+    return ttft, pbound, tpot, dbound, act, kv_tok
+
+
+def _point(src, pipe, prof, b, prompt, gen, tp, dtypes, price, figures) -> SweepPoint:
+    """One point from its *figures* (:func:`_direct_figures` or the interpolated ones)."""
+    from .estimate import _Run
+    from .memory import ServingMemory, resident_weight_bytes
+
+    ttft, pbound, tpot, dbound, act, kv_tok = figures
+    if "_weights" not in pipe.__dict__:
+        if "_params" not in src.__dict__:
+            src.__dict__["_params"] = _Run(src, pipe, prompt, gen, None, True, False).params()
+        pipe.__dict__["_weights"] = resident_weight_bytes(src.__dict__["_params"], pipe.quant, tp, pipe.plan)
+    weights = pipe.__dict__["_weights"]
     ctx = prompt + gen
-    sm = run.serving  # the same serving memory model as estimate(): sliding windows, paged-KV blocks
+    sm = ServingMemory()  # the same serving memory model as estimate(): sliding windows, paged-KV blocks
     mem = weights + kv_tok * src.spec.kv_cache_tokens(ctx) / ctx * sm.kv_tokens(ctx) * b + act
-    mem += run.state_bytes_per_seq(b) * b  # state-space layers: a fixed recurrent state per sequence
+    if src.spec.state_layers:  # state-space layers: a fixed recurrent state per sequence
+        mem += _Run(src, pipe, prompt, gen, None, True, False).state_bytes_per_seq(b) * b
     return SweepPoint(hw=prof.name, batch=b, prompt=prompt, gen=gen, tp=tp, ttft_s=ttft, tpot_s=tpot,
                       prefill_bound=pbound, decode_bound=dbound, memory_bytes=mem,
                       capacity_bytes=(prof.mem_capacity_bytes * sm.gpu_mem_util if prof.mem_capacity_bytes else None),
