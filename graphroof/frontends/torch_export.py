@@ -104,7 +104,7 @@ def _attention_notes(g: OpGraph) -> None:
 
 def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, dims: Mapping[str, int] | None = None,
                 capture: str = "auto", kv_inputs: tuple[str, ...] | list[str] = (), causal_masks: bool = False,
-                name: str | None = None, notes: list[str] | None = None, fold: bool | None = None,
+                name: str | None = None, notes: list[str] | None = None, fold_blocks: bool | None = None,
                 **ignored: Any) -> OpGraph:
     """Trace *module* on example *inputs* into an OpGraph (no weights copied, no real math).
 
@@ -112,7 +112,7 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     *input_shapes* is used when *inputs* is None (the CLI's ``--input``).  *dims* resolves symbolic dims in
     shapes.  *capture*: ``auto`` | ``export`` | ``dispatch`` (see the module docstring).  *kv_inputs*: names
     of inputs that are KV caches (their bytes count as KV-cache traffic).  *causal_masks*: explicit attention
-    masks of shape ``[..., L, S]`` are causal (a causal LM's masks), counted as such.  *fold*: trace runs of
+    masks of shape ``[..., L, S]`` are causal (a causal LM's masks), counted as such.  *fold_blocks*: trace runs of
     identical blocks once and replicate them (:mod:`graphroof.frontends.torch_fold`; default on, ``False``
     traces every block).
     """
@@ -145,14 +145,14 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
                 else:
                     try:
                         g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
-                                             meta=meta, causal_masks=causal_masks, dims=dims, fold=fold)
+                                             meta=meta, causal_masks=causal_masks, dims=dims, fold_blocks=fold_blocks)
                     except FoldMismatch:  # a folded block's check failed after replication: trace every block
                         fake_mode = shape_fake_mode()
                         args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode,
                                                                   kv_inputs)
                         g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
                                              meta=dict(meta, notes=list(meta["notes"])), causal_masks=causal_masks,
-                                             dims=dims, fold=False)
+                                             dims=dims, fold_blocks=False)
                 _attention_notes(g)
                 return g
             except GraphroofError:

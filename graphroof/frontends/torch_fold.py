@@ -17,13 +17,11 @@ four or more members fold:
   (so the cache ends as a real trace leaves it) and it returns fresh fake tensors of the recorded outputs' specs.
 
 The resulting graph is the unfolded one node for node (names, scopes, edges, specs, attrs; tested).
-:func:`folding` / ``fold=False`` turn it off.
+:func:`.fold_switch.folding` / ``fold_blocks=False`` (CLI ``--no-fold-blocks``) turn it off.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import re
 import types
@@ -34,6 +32,7 @@ from typing import Any
 import torch
 
 from ..graph import OpNode, TensorSpec
+from .fold_switch import fold_enabled, folding
 from .torch_common import Ref
 
 __all__ = ["Folder", "FoldMismatch", "block_signature", "fold_groups", "folding", "fold_enabled", "MIN_GROUP"]
@@ -49,24 +48,6 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 
 #: the attributes every nn.Module has (bookkeeping, not behaviour; the hook dicts are checked separately)
 _MODULE_KEYS = frozenset(vars(torch.nn.Module()))
-
-_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("graphroof_fold", default=True)
-
-
-def fold_enabled() -> bool:
-    """Whether captures fold identical blocks by default (:func:`folding` changes it)."""
-    return _ENABLED.get()
-
-
-@contextlib.contextmanager
-def folding(enabled: bool) -> Iterator[None]:
-    """Captures inside this context fold identical blocks (``True``, the default) or trace every block."""
-    token = _ENABLED.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _ENABLED.reset(token)
-
 
 class FoldMismatch(RuntimeError):
     """The last member of a group traced differently from the template after members were replicated."""
