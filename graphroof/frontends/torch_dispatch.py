@@ -373,6 +373,9 @@ def _folder(root: torch.nn.Module, cap: _Capture, fold_blocks: bool | None) -> A
     if not (fold_enabled() if fold_blocks is None else fold_blocks):
         return None
     known = {r.name: r.spec for r in cap.refs.values()}
-    folder = Folder(root, cap, known)
+    try:
+        folder = Folder(root, cap, known)
+    except Exception:  # noqa: BLE001 - a module tree folding cannot read: every block is traced
+        return None
     folder.install()
     return folder

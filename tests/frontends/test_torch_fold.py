@@ -192,3 +192,19 @@ def test_api_and_cli_switch(tmp_path, capsys):
     assert main(["analyze", "examples/textbook_ops.csv", "--no-fold-blocks"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("graphroof: error: option 'fold_blocks' does not apply") and "Traceback" not in err
+
+
+def test_replicated_nodes_share_bounds_equal_to_their_own_evaluation():
+    from graphroof.graph import BOUND
+    from graphroof.hardware import load_hardware
+    from graphroof.roofline import _peaks, compute_dtype, evaluate, evaluate_graph
+
+    g = _module("").map_ops(lambda op: op)
+    count(g)
+    hw = load_hardware("h100")
+    evaluate_graph(g, hw)
+    bounds = {id(g.get(n, BOUND)) for n in g.nx}
+    assert len(bounds) < len(g)  # layers 1..5 reuse the evaluation of layer 0's ops
+    for op in g.ops():
+        dt = compute_dtype(op)
+        assert g.get(op.name, BOUND) == evaluate(g.get(op.name, COST), hw, dt, _peaks(hw, dt), op)
