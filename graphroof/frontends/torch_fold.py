@@ -334,6 +334,45 @@ class Recording:
         self.canon = canon
         self.tokens = tokens
         self.final: list[Any] | None = None     # tokens with per-layer names resolved (set by unify)
+        self._plan: _Plan | None = None
+
+    def plan(self) -> _Plan:
+        if self._plan is None:
+            self._plan = _Plan(self)
+        return self._plan
+
+
+class _Plan:
+    """A template's nodes laid out for replication: per node its name base, scope and where each input and
+    output comes from (``("x", token)`` outside the block, ``("o", k, i)`` node k's output i)."""
+
+    def __init__(self, t: Recording):
+        assert t.final is not None
+        seen: dict[Any, Any] = {}
+        for tok, raw in zip(t.final, t.tokens):
+            if tok is not None and tok[0] not in ("out", "lidx", "layer"):
+                seen.setdefault(tok, raw)
+        self.externals = list(seen.items())
+
+        def where(tok: Any) -> Any:
+            if tok is None:
+                return None
+            return ("o", tok[1], tok[2]) if tok[0] == "out" else ("x", tok)
+
+        self.nodes = []
+        pos = 0
+        for k, op in enumerate(t.nodes):
+            n_in, n_out = t.canon[k][5], t.canon[k][6]
+            kind, rel = t.canon[k][1]
+            ins = tuple(where(x) for x in t.final[pos:pos + n_in])
+            outs = tuple(where(x) for x in t.final[pos + n_in:pos + n_in + n_out])
+            pos += n_in + n_out
+            self.nodes.append((op.op.split(".", 1)[1], op, kind, rel, ins, outs))
+        leaf_canon = [c for c in t.canon if c[0] == "leaf"]
+        self.leaves = [where(x) for x in t.final[pos:pos + len(leaf_canon)]]
+        self.leaf_specs = [(c[2], c[3]) for c in leaf_canon]
+        self.layers = t.final[len(t.final) - len(t.updates):] if t.updates else []
+        self.arg_objs = {c[1]: c[2] for c in t.canon if c[0] == "argobj"}
 
 
 def _idx_token(na: str, nb: str, ia: dict, ib: dict) -> tuple | None:
@@ -542,44 +581,15 @@ class Folder:
         leaves = list(_leaves((args, kwargs)))
         if tuple((p, _leaf_key(v)) for p, v in leaves) != t.in_keys:
             raise _NotReplicable
+        plan = t.plan()
         at = dict(leaves)
         params = self.param_names(m)
         unk0 = cap.n_unknown
-
-        def external(tok: tuple, raw: tuple | None) -> str:
-            kind = tok[0]
-            if kind == "arg":
-                r = cap.refs.get(at[tok[1]])
-                if r is None:
-                    raise _NotReplicable
-                return r.name
-            if kind == "param":
-                if tok[1] not in params:
-                    raise _NotReplicable
-                return params[tok[1]]
-            if kind == "ext":
-                return tok[1]
-            if kind == "const":
-                return f"const_{unk0 + tok[1]}"
-            if kind == "idx":
-                key = tok[2]
-                if key not in m.index:
-                    raise _NotReplicable
-                name = "".join(str(m.index[key]) if x is None else x for x in tok[1])
-                spec = self.known.get(name)
-                if spec is None or raw is None or raw[0] != "ext" or spec != self.known.get(raw[1]):
-                    raise _NotReplicable
-                return name
-            raise _NotReplicable
-
-        resolved: list[Any] = []
-        for tok, raw in zip(t.final, t.tokens):
-            if tok is None or tok[0] in ("out", "lidx", "layer"):
-                resolved.append(tok)
-            else:
-                resolved.append(external(tok, raw))
+        ext: dict[tuple, str] = {}
+        for tok, raw in plan.externals:
+            ext[tok] = self._external(tok, raw, m, at, params, unk0)
         layers = []
-        for tok in resolved[len(resolved) - len(t.updates):] if t.updates else ():
+        for tok in plan.layers:
             if tok[0] == "lidx":
                 if tok[1] not in m.index:
                     raise _NotReplicable
@@ -587,27 +597,26 @@ class Folder:
             else:
                 layers.append(tok[1])
         # nothing can fail from here on: append the nodes
-        graph, b = cap.b.graph, cap.b
+        graph, fresh = cap.b.graph, cap.b.fresh
         new: list[str] = []
 
-        def name_of(v: Any) -> Any:
-            if isinstance(v, tuple) and v[0] == "out":
-                return new[v[1]] if v[2] is None else f"{new[v[1]]}:{v[2]}"
-            return v
+        def name_of(d: Any) -> Any:
+            if d is None:
+                return None
+            if d[0] == "x":
+                return ext[d[1]]
+            return new[d[1]] if d[2] is None else f"{new[d[1]]}:{d[2]}"
 
-        pos = 0
-        for k, op in enumerate(t.nodes):
-            n_in, n_out = t.canon[k][5], t.canon[k][6]
-            name = b.fresh(op.op.split(".", 1)[1])
+        for base, op, kind, rel, ins, outs in plan.nodes:
+            name = fresh(base)
             new.append(name)
-            ins = [name_of(v) for v in resolved[pos:pos + n_in]]
-            outs = [name_of(v) for v in resolved[pos + n_in:pos + n_in + n_out]]
-            pos += n_in + n_out
-            kind, rel = t.canon[k][1]
             scope = (m.prefix + "." + rel if rel else m.prefix) if kind == "rel" else rel
-            graph.add_op(OpNode(name, op.op, op.inputs, op.outputs, dict(op.attrs), scope), ins, outs)
+            graph.add_op(OpNode(name, op.op, op.inputs, op.outputs, dict(op.attrs), scope),
+                         [name_of(d) for d in ins], [name_of(d) for d in outs])
         cap.n_unknown += t.n_const
-        leaf_names = [name_of(v) for v in resolved[pos:pos + sum(1 for c in t.canon if c[0] == "leaf")]]
+        leaf_names = iter([name_of(d) for d in plan.leaves])
+        leaf_specs = iter(plan.leaf_specs)
+        arg_names = {cap.refs[x].name: p for p, x in leaves if isinstance(x, torch.Tensor) and x in cap.refs}
         cap.depth += 1
         try:
             for (path, where, kk, vk, a, kw), layer in zip(t.updates, layers):
@@ -618,25 +627,47 @@ class Folder:
                 else:
                     kw2["layer_idx"] = layer
                 at[path].update(*a2, **kw2)
-            leaf_specs = iter([c for c in t.canon if c[0] == "leaf"])
-            names_iter = iter(leaf_names)
-            arg_objs = {c[1]: c[2] for c in t.canon if c[0] == "argobj"}
 
             def leaf(path: tuple, v: Any) -> Any:
                 if isinstance(v, torch.Tensor):
-                    _, _, key, spec = next(leaf_specs)
-                    nm = next(names_iter)
-                    tok_path = next((p for p, x in leaves if isinstance(x, torch.Tensor)
-                                     and cap.refs.get(x) is not None and cap.refs[x].name == nm), None)
-                    if tok_path is not None:  # the block hands back one of its inputs
-                        return at[tok_path]
+                    key, spec = next(leaf_specs)
+                    nm = next(leaf_names)
+                    if nm in arg_names:  # the block hands back one of its inputs
+                        return at[arg_names[nm]]
                     out = self._fresh(key)
                     cap.refs[out] = Ref(spec, nm)
                     return out
-                if path in arg_objs:
-                    return at[arg_objs[path]]
+                if path in plan.arg_objs:
+                    return at[plan.arg_objs[path]]
                 return v
 
             return _rebuild(t.out, leaf)
         finally:
             cap.depth -= 1
+
+    def _external(self, tok: tuple, raw: tuple | None, m: Member, at: dict, params: dict[str, str],
+                  unk0: int) -> str:
+        """The name, in member *m*, of the tensor the template reads as *tok* (*raw*: its token there)."""
+        kind = tok[0]
+        if kind == "arg":
+            r = self.cap.refs.get(at[tok[1]])
+            if r is None:
+                raise _NotReplicable
+            return r.name
+        if kind == "param":
+            if tok[1] not in params:
+                raise _NotReplicable
+            return params[tok[1]]
+        if kind == "ext":
+            return tok[1]
+        if kind == "const":
+            return f"const_{unk0 + tok[1]}"
+        if kind == "idx":
+            if tok[2] not in m.index:
+                raise _NotReplicable
+            name = "".join(str(m.index[tok[2]]) if x is None else x for x in tok[1])
+            spec = self.known.get(name)
+            if spec is None or raw is None or raw[0] != "ext" or spec != self.known.get(raw[1]):
+                raise _NotReplicable
+            return name
+        raise _NotReplicable
