@@ -611,7 +611,7 @@ class Folder:
             name = fresh(base)
             new.append(name)
             scope = (m.prefix + "." + rel if rel else m.prefix) if kind == "rel" else rel
-            graph.add_op(OpNode(name, op.op, op.inputs, op.outputs, dict(op.attrs), scope),
+            graph.add_op(OpNode(name, op.op, op.inputs, op.outputs, op.attrs, scope),
                          [name_of(d) for d in ins], [name_of(d) for d in outs])
         cap.n_unknown += t.n_const
         leaf_names = iter([name_of(d) for d in plan.leaves])
