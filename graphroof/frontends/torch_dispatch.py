@@ -362,7 +362,7 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
         if folder is not None:
             folder.uninstall()
     if folder is not None and folder.groups:
-        builder.graph.meta["fold"] = folder.summary()
+        builder.graph.meta["fold"] = folder.summary_rows
     return cap.dd.apply(builder.graph)
 
 

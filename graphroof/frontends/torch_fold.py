@@ -442,6 +442,7 @@ class Folder:
         self._installed: list[tuple[torch.nn.Module, bool, Any]] = []
         self._caches: dict[int, tuple[Any, bool, Any]] = {}
         self._params: dict[int, dict[str, str]] = {}
+        self.summary_rows: list[dict[str, Any]] = []
 
     # -- setup ----------------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -466,6 +467,11 @@ class Folder:
             else:
                 del c.update
         self._caches.clear()
+        self._params.clear()
+        self.summary_rows = self.summary()
+        for g in self.groups:  # drop the recordings (fake tensors, caches) and the group <-> member cycles now
+            g.first = g.template = None
+            g.members = []
 
     def _wrap(self, m: Member, fwd: Any) -> Any:
         def forward(*args: Any, **kwargs: Any) -> Any:
