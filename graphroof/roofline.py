@@ -133,13 +133,29 @@ def kernel_kind(node: OpNode, cost: Cost) -> str:
     return "vector" if cls in ("pointwise", "reduction") else cls
 
 
+def _same_op_key(node: OpNode, cost: Cost) -> tuple | None:
+    """What a node's bound depends on (everything but its name and scope), or None when its attrs are not
+    hashable: nodes with equal keys (replicated blocks) share one evaluation."""
+    try:
+        key = (node.op, node.inputs, node.outputs, tuple(sorted(node.attrs.items())), cost)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
     """Write ``nodes[n]["bound"]`` for every counted op (run ``counters.count`` first)."""
     memo: dict[str, tuple[float, str, float, str]] = {}
+    seen: dict[tuple, Bound] = {}
     for node in graph.ops():
         cost = graph.get(node.name, COST)
         if cost is None:
             raise ValueError(f"op {node.name!r} has no cost; run graphroof.counters.count(graph) first")
+        key = _same_op_key(node, cost)
+        if key is not None and key in seen:
+            graph.set(node.name, BOUND, seen[key])
+            continue
         dtype = compute_dtype(node)
         if dtype not in memo:
             memo[dtype] = _peaks(hw, dtype)
@@ -153,6 +169,8 @@ def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
             raise CostError(f"{node.name} ({node.op}): its roofline time on {hw.name} is not finite ({cost.flops:.3g} "
                             f"FLOPs, {cost.bytes:.3g} B against peaks {memo[dtype][0]:.3g} / {memo[dtype][2]:.3g} "
                             f"FLOP/s and {hw.mem_bw_bytes_per_s:.3g} B/s); a count or the profile is out of range")
+        if key is not None:
+            seen[key] = b
         graph.set(node.name, BOUND, b)
 
 

@@ -7,6 +7,7 @@ options in :mod:`graphroof.cli.options`; :data:`COMMANDS` lists them in ``--help
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import warnings
 from collections.abc import Sequence
@@ -35,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: allocations between young-generation collections while a command runs (Python's default: 700)
+GC_THRESHOLD = 10_000
+
+
 def _warn_line(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
     print(f"graphroof: warning: {message}", file=sys.stderr)
 
@@ -52,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..errors import GraphroofWarning
 
         warnings.simplefilter("always", GraphroofWarning)
+    old = gc.get_threshold()
+    # a traced model holds ~1e5-1e6 live objects (modules, fake tensors, graph nodes): the default thresholds
+    # walk them all every few thousand allocations (measured on `llm deepseek-v3 --tp 8`: 700 -> 10,000 saves
+    # ~15% of the CPU time at the same peak RSS; 50,000 saves ~23% but holds ~115 MB more garbage)
+    gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
     try:
         code = COMMANDS[args.cmd].run(args)
     except GraphroofError as e:
@@ -62,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        gc.set_threshold(*old)
     return code
 
 

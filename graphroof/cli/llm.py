@@ -57,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", type=_int("--depth"), default=None,
                    help="layer-table depth (default: one level below the repeated decoder block)")
     p.add_argument("--no-fold", action="store_true", help="one row per block instead of folding identical blocks")
+    p.add_argument("--no-fold-blocks", dest="fold_blocks", action="store_false",
+                   help="trace every block (default: identical blocks are traced three times, checked op by op and "
+                   "replicated; same graphs, faster)")
     p.add_argument("--attention", default="flash", choices=("flash", "naive"), help="attention byte model")
     p.add_argument("--causal", default="kernel", choices=("kernel", "full"), help="causal attention counting")
     p.add_argument("--experts-touched", type=float, default=None, metavar="N",
@@ -90,11 +93,14 @@ def run(args: argparse.Namespace) -> int:
         opts["decoder_prompt"] = args.decoder_prompt
     if args.experts_touched is not None:
         opts["experts_touched"] = args.experts_touched
-    r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
-                 weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
-                 depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
-                 strict=args.strict, runtime=args.runtime, gpu_mem_util=args.gpu_mem_util, kv_block=args.kv_block,
-                 max_batched_tokens=args.max_batched_tokens, progress=progress, **opts)
+    from ..frontends.fold_switch import folding
+
+    with folding(args.fold_blocks):
+        r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
+                     weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
+                     depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
+                     strict=args.strict, runtime=args.runtime, gpu_mem_util=args.gpu_mem_util,
+                     kv_block=args.kv_block, max_batched_tokens=args.max_batched_tokens, progress=progress, **opts)
     write_output(render(r, args.format), args.output)
     progress.done()
     return 0

@@ -140,6 +140,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="attention byte model: flash = scores stay on chip (default); naive = scores written and read")
     p.add_argument("--causal", default="kernel", choices=("kernel", "full"),
                    help="causal attention: count what a causal kernel computes (~half the square, default) or the full square")
+    p.add_argument("--no-fold-blocks", dest="fold_blocks", action="store_false",
+                   help="PyTorch models: trace every block (default: identical blocks are traced three times, "
+                   "checked op by op and replicated; same graph, faster)")
 
 
 def hw_from_args(args: argparse.Namespace):
@@ -177,6 +180,8 @@ def frontend_opts(args: argparse.Namespace) -> dict:
         if args.seq < 1:
             raise InputError("--seq must be >= 1")
         opts["seq"] = args.seq
+    if getattr(args, "fold_blocks", True) is False:
+        opts["fold_blocks"] = False
     if getattr(args, "dtype", None):
         from ..dtypes import canonical_dtype
 

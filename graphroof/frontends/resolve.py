@@ -37,8 +37,8 @@ __all__ = ["ModelRef", "classify", "check_options", "is_hf_config", "is_torch_mo
 TABLE_SUFFIXES = (".csv", ".yaml", ".yml", ".json")
 KINDS = ("graph", "module", "onnx", "table", "hf_config", "factory", "zoo")
 
-_TORCH = ("input_shapes", "capture", "kv_inputs", "causal_masks", "name", "notes")
-_SIZED = ("batch", "seq", "dtype", "input_shapes", "capture", "name")
+_TORCH = ("input_shapes", "capture", "kv_inputs", "causal_masks", "name", "notes", "fold_blocks")
+_SIZED = ("batch", "seq", "dtype", "input_shapes", "capture", "name", "fold_blocks")
 #: Frontend options each kind accepts (``dims`` is accepted everywhere: ``analyze`` binds it after loading).
 OPTIONS: dict[str, tuple[str, ...]] = {
     "graph": ("dims", "name"),
@@ -55,6 +55,7 @@ _HINTS = {
     "seq": "for an ONNX model bind its sequence dim with dims (--dim); for a module give the input shapes (--input)",
     "dtype": "only zoo and config.json models are built at a chosen dtype",
     "capture": "only PyTorch models are captured",
+    "fold_blocks": "only PyTorch models are traced (an ONNX graph or an op table already lists every block)",
 }
 _KIND_NAMES = {"graph": "an OpGraph", "module": "an nn.Module", "factory": "a module factory",
                "onnx": "an ONNX model", "table": "an op table", "hf_config": "a transformers config",

@@ -319,11 +319,13 @@ class _Keeper(TorchFunctionMode):
 
 def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_mode: FakeTensorMode,
                      input_refs: dict[int, tuple[torch.Tensor, Ref]], name: str, meta: dict[str, Any],
-                     causal_masks: bool = False, dims: Any = None) -> OpGraph:
+                     causal_masks: bool = False, dims: Any = None, fold_blocks: bool | None = None) -> OpGraph:
     """Record ``root(*args, **kwargs)``; *args* / *kwargs* hold fake tensors from *fake_mode*, *input_refs*
     maps ``id(tensor)`` of each input tensor (including those inside input objects) to ``(tensor, Ref)``.
     With a ShapeEnv on *fake_mode* data-dependent sizes become named dims (:mod:`.torch_symbols`), traced
-    with the values in *dims* where given."""
+    with the values in *dims* where given.  *fold_blocks* (default: :func:`.fold_switch.fold_enabled`) traces runs of
+    identical blocks a few times and replicates the rest (:mod:`.torch_fold`; raises
+    :class:`.torch_fold.FoldMismatch` when a check after replication fails: trace again with ``fold_blocks=False``)."""
     global _KEEP
     if _KEEP is None:
         _KEEP = _keep_table()
@@ -348,6 +350,7 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
         if len(cap.scopes) > 1:
             cap.scopes.pop()
 
+    folder = _folder(root, cap, fold_blocks)
     hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
              torch.nn.modules.module.register_module_forward_hook(post, always_call=True)]
     try:
@@ -356,4 +359,23 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
     finally:
         for h in hooks:
             h.remove()
+        if folder is not None:
+            folder.uninstall()
+    if folder is not None and folder.groups:
+        builder.graph.meta["fold"] = folder.summary_rows
     return cap.dd.apply(builder.graph)
+
+
+def _folder(root: torch.nn.Module, cap: _Capture, fold_blocks: bool | None) -> Any:
+    """The installed :class:`.torch_fold.Folder` of this capture, or None when folding is off."""
+    from .torch_fold import Folder, fold_enabled
+
+    if not (fold_enabled() if fold_blocks is None else fold_blocks):
+        return None
+    known = {r.name: r.spec for r in cap.refs.values()}
+    try:
+        folder = Folder(root, cap, known)
+    except Exception:  # noqa: BLE001 - a module tree folding cannot read: every block is traced
+        return None
+    folder.install()
+    return folder

@@ -34,6 +34,7 @@ from ..graph import OpGraph
 from .factory import build_module
 from .torch_common import one_line
 from .torch_dispatch import capture_dispatch
+from .torch_fold import FoldMismatch
 from .torch_fx import capture_export
 from .torch_inputs import prepare_inputs
 from .torch_symbols import shape_fake_mode
@@ -103,14 +104,17 @@ def _attention_notes(g: OpGraph) -> None:
 
 def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, dims: Mapping[str, int] | None = None,
                 capture: str = "auto", kv_inputs: tuple[str, ...] | list[str] = (), causal_masks: bool = False,
-                name: str | None = None, notes: list[str] | None = None, **ignored: Any) -> OpGraph:
+                name: str | None = None, notes: list[str] | None = None, fold_blocks: bool | None = None,
+                **ignored: Any) -> OpGraph:
     """Trace *module* on example *inputs* into an OpGraph (no weights copied, no real math).
 
     *inputs*: tensors / shapes / ``(shape, dtype)`` / TensorSpecs, positional (tuple, list) or named (dict);
     *input_shapes* is used when *inputs* is None (the CLI's ``--input``).  *dims* resolves symbolic dims in
     shapes.  *capture*: ``auto`` | ``export`` | ``dispatch`` (see the module docstring).  *kv_inputs*: names
     of inputs that are KV caches (their bytes count as KV-cache traffic).  *causal_masks*: explicit attention
-    masks of shape ``[..., L, S]`` are causal (a causal LM's masks), counted as such.
+    masks of shape ``[..., L, S]`` are causal (a causal LM's masks), counted as such.  *fold_blocks*: trace runs of
+    identical blocks once and replicate them (:mod:`graphroof.frontends.torch_fold`; default on, ``False``
+    traces every block).
     """
     if not isinstance(module, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
@@ -139,8 +143,16 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
                     g = capture_export(module, args, kwargs, input_refs=refs, name=name, meta=meta,
                                        causal_masks=causal_masks, dims=dims)
                 else:
-                    g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
-                                         meta=meta, causal_masks=causal_masks, dims=dims)
+                    try:
+                        g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
+                                             meta=meta, causal_masks=causal_masks, dims=dims, fold_blocks=fold_blocks)
+                    except FoldMismatch:  # a folded block's check failed after replication: trace every block
+                        fake_mode = shape_fake_mode()
+                        args, kwargs, refs, desc = prepare_inputs(module, inputs, input_shapes, dims, fake_mode,
+                                                                  kv_inputs)
+                        g = capture_dispatch(module, args, kwargs, fake_mode=fake_mode, input_refs=refs, name=name,
+                                             meta=dict(meta, notes=list(meta["notes"])), causal_masks=causal_masks,
+                                             dims=dims, fold_blocks=False)
                 _attention_notes(g)
                 return g
             except GraphroofError:
