@@ -123,7 +123,8 @@ class _Run:
         P, G = self.prompt, self.gen
         if self.src.kv_cache:
             self.pipe.plan_grid("prefill", GridPlan(b2, (P,), DEGREE["prefill"]))
-            self.pipe.plan_grid("decode", GridPlan(b2, grid_points({P, P + max(G - 2, 0)}, 1), DEGREE["decode"]))
+            D = self.src.decode_start(P)  # an encoder-decoder decodes from its decoder prompt
+            self.pipe.plan_grid("decode", GridPlan(b2, grid_points({D, D + max(G - 2, 0)}, 1), DEGREE["decode"]))
         elif len(bs) > 1:  # no cache: decode steps are prefill graphs at P + 1 .. P + G - 1
             need = {P, *range(P + 1, P + max(G - 1, 1) + 1)}
             self.pipe.plan_grid("prefill", GridPlan(b2, grid_points(need, 2), DEGREE["prefill"]))
@@ -168,9 +169,9 @@ class _Run:
     def state_bytes_per_seq(self, b: int) -> float:
         """Recurrent-state bytes per sequence and device (state-space layers: fixed, whatever the context): what
         one decode step rewrites (:data:`~graphroof.counters.rules.ssm.STATE_OPS`), so --kv and --tp apply."""
-        if not self.src.kv_cache:
+        if not self.src.kv_cache or not self.src.spec.state_layers:
             return 0.0
-        ops = self.pipe.counted("decode", b, self.prompt).ops
+        ops = self.pipe.counted("decode", b, self.src.decode_start(self.prompt)).ops
         return sum(c.kv_write_bytes for op, c in ops if op.op in STATE_OPS) / b
 
     def memory(self, b: int) -> MemoryFit:
