@@ -96,3 +96,36 @@ def test_iterating_rows_of_a_data_dependent_size():
     g = load_module(Rows(), [(10, 4)], capture="dispatch", dims={"nonzero_0": 3})
     sub = [n for n in g.ops() if n.op == "aten.sub"]
     assert len(sub) == 3 and all(n.outputs[0].shape == () for n in sub)      # one [4] row per traced row
+
+
+_FACTORY = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Paste(nn.Module):
+    def forward(self, boxes):                          # boxes [2, 4]
+        out = []
+        for b in (boxes * 10).to(torch.int64):
+            w = int(b[2] - b[0] + 1)
+            out.append(F.interpolate(torch.ones(1, 1, 4, 4), size=(w, w), mode="bilinear").sum())
+        return torch.stack(out)
+
+
+def build():
+    return Paste(), [(2, 4)]
+'''
+
+
+def test_cli_dim_sets_a_value_read(tmp_path):
+    import json
+
+    from graphroof.cli import main
+    (tmp_path / "paste_mod.py").write_text(_FACTORY)
+    out = tmp_path / "r.json"
+    rc = main(["analyze", f"{tmp_path / 'paste_mod.py'}:build", "--dim", "value_0=5", "-f", "json",
+               "-o", str(out)])
+    assert rc == 0
+    notes = " ".join(json.loads(out.read_text())["notes"])
+    assert "traced with the values given: value_0=5" in notes and "int(b[2] - b[0] + 1)" in notes
