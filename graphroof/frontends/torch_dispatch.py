@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor, FakeTensorMode
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
@@ -40,6 +40,7 @@ from .torch_common import (
 )
 from .torch_quantized import QuantHandler, is_quant_op, real_scalar
 from .torch_symbols import DataDims, candidates_of, quiet_shape_logs, set_value
+from .torch_values import ValueReads
 
 __all__ = ["capture_dispatch", "MAYBE_ALIAS"]
 
@@ -120,6 +121,7 @@ class _Capture:
         self.b = builder
         self.shape_env = shape_env
         self.dd = data_dims if data_dims is not None else DataDims()
+        self.values = ValueReads()
         self.sym_values: dict[Any, int] = {}
         self.q = QuantHandler()
         self.refs = refs
@@ -163,8 +165,9 @@ class _Capture:
                 if sym in self.sym_values:
                     continue
                 ins = [a for a in args if isinstance(a, torch.Tensor)]
-                n, value = self.dd.name(sym, func, candidates_of(sym, self.shape_env, ins, self.hint),
-                                        self.scopes[-1], op_key(func) if hasattr(func, "_opname") else "")
+                most, held = candidates_of(sym, self.shape_env, ins, self.hint, func)
+                n, value = self.dd.name(sym, func, most, self.scopes[-1],
+                                        op_key(func) if hasattr(func, "_opname") else "", held)
                 self.sym_values[sym] = value
                 set_value(self.shape_env, sym, value)
 
@@ -238,6 +241,11 @@ class _Recorder(TorchDispatchMode):
         value = real_scalar(func, args)
         if value is not None:  # float(self.scale) of a real buffer: its value, not a fake
             return value
+        if func is _A._local_scalar_dense.default and args and isinstance(args[0], FakeTensor):
+            try:  # a constant fake tensor (torch.tensor(2.0)) knows its value
+                return func(*args, **kwargs)
+            except DataDependentOutputException:  # a computed value: assumed, named per line of code
+                return self.cap.values.read(args[0], self.cap.scopes[-1])
         q = self.cap.q
         if is_quant_op(func):
             out, bound, attrs, qd = q.run(func, args, kwargs, self.cap.scopes[-1])
@@ -247,7 +255,9 @@ class _Recorder(TorchDispatchMode):
             if not self.cap.depth:
                 self.cap.record(func, bound, out, attrs)
             return out
-        out = func(*args, **kwargs)
+        out = _unbind_unbacked(self.cap, func, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
         if len(q.dtypes):  # ops on a quantized stand-in (relu, max_pool2d, flatten ...) stay quantized
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
             qd = q.dtypes.get(first) if first is not None else None
@@ -260,6 +270,20 @@ class _Recorder(TorchDispatchMode):
         if not self.cap.depth:
             self.cap.record(func, bind(func, args, kwargs), out)
         return out
+
+
+def _unbind_unbacked(cap: _Capture, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``unbind`` (``for row in boxes``) along a data-dependent dim: fake tensors split it into pieces of
+    symbolic size (torch 2.14), so ``row[2]`` fails; take the rows one by one up to the traced value."""
+    if func is not _A.unbind.int or cap.shape_env is None:
+        return None
+    t = args[0]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    dim = dim % t.dim() if t.dim() else 0
+    size = t.shape[dim]
+    if not isinstance(size, torch.SymInt):
+        return None
+    return tuple(_A.select.int(t, dim, i) for i in range(cap.hint(size)))
 
 
 def _grouped_mm_any_dtype(fn: Callable, args: tuple, kwargs: dict) -> Any:
@@ -341,6 +365,7 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
         refs[t] = r
     shape_env = getattr(fake_mode, "shape_env", None)
     cap = _Capture(root, builder, refs, causal_masks, shape_env, DataDims(dims))
+    cap.values = ValueReads(dims)
 
     def pre(mod, _args):
         n = cap.names.get(id(mod))
@@ -363,7 +388,7 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
             folder.uninstall()
     if folder is not None and folder.groups:
         builder.graph.meta["fold"] = folder.summary_rows
-    return cap.dd.apply(builder.graph)
+    return cap.values.apply(cap.dd.apply(builder.graph))
 
 
 def _folder(root: torch.nn.Module, cap: _Capture, fold_blocks: bool | None) -> Any:

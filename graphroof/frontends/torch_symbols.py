@@ -39,6 +39,8 @@ DEFAULT_ASSUMPTION = "half the candidates, rounded up"
 UNIQUE_DEFAULT_MAX = 8
 _UNBOUNDED = 2 ** 40  # a range bound above this is "no bound" (sys.maxsize, oo)
 _SYM = re.compile(r"\bu\d+\b")
+#: ops whose output rows are bounded by their first input's rows (the others: by its elements)
+_BY_ROWS = ("nms",)
 
 
 def shape_fake_mode() -> Any:
@@ -103,8 +105,10 @@ class DataDims:
     def __bool__(self) -> bool:
         return bool(self.names)
 
-    def name(self, sym: Any, op: Any, candidates: int | None, scope: str = "", key: str = "") -> tuple[str, int]:
-        """Name a new unbacked symbol made by *op*; -> (name, value to trace with)."""
+    def name(self, sym: Any, op: Any, candidates: int | None, scope: str = "", key: str = "",
+             held: int | None = None) -> tuple[str, int]:
+        """Name a new unbacked symbol made by *op*; -> (name, value to trace with).  The default is half the
+        *candidates*, at most the rows its input *held* as traced (0 when an upstream size was bound to 0)."""
         s = str(sym)
         if s in self.names:
             n = self.names[s]
@@ -115,12 +119,15 @@ class DataDims:
         n = f"{base}_{i}"
         self.names[s] = n
         default = max(1, math.ceil(candidates / 2)) if candidates else 1
+        if held is not None:
+            default = min(default, held)
+            candidates = held if candidates is None else min(candidates, held)
         if base.startswith("unique"):
             default = min(default, UNIQUE_DEFAULT_MAX)
         self.defaults[n] = default
         self.values[n] = self.user.get(n, default)
         where = f"rows of {key or base}" + (f" in {scope}" if scope else "")
-        self.where[n] = where + (f", at most {candidates}" if candidates else "")
+        self.where[n] = where + (f", at most {candidates}" if candidates is not None else "")
         return n, self.values[n]
 
     def rename(self, text: str) -> str:
@@ -179,18 +186,25 @@ class DataDims:
         return g
 
 
-def candidates_of(sym: Any, shape_env: Any, inputs: list[Any], hint: Any) -> int | None:
-    """The most rows the op making *sym* can return: its ShapeEnv range, else the first input's rows."""
+def candidates_of(sym: Any, shape_env: Any, inputs: list[Any], hint: Any, op: Any = None) -> tuple[int | None, int | None]:
+    """-> (the most rows the op making *sym* can return: its ShapeEnv range, else the first input's rows;
+    what its first input holds as traced: rows for NMS's boxes, elements otherwise).
+    The second caps the default, so a size bound to 0 upstream leaves 0 candidates downstream."""
+    first = next((t for t in inputs if isinstance(t, torch.Tensor) and t.dim() > 0), None)
+    held = None
+    if first is not None:
+        try:
+            held = hint(first.shape[0]) if _op_base(op).endswith(_BY_ROWS) \
+                else math.prod(hint(d) for d in first.shape)
+        except Exception:  # noqa: BLE001 - a size graphroof cannot evaluate: no cap
+            held = None
     try:
         upper = shape_env.var_to_range[sym].upper
         if upper.is_finite and int(upper) < _UNBOUNDED:
-            return int(upper)
+            return int(upper), held
     except Exception:  # noqa: BLE001
         pass
-    for t in inputs:
-        if isinstance(t, torch.Tensor) and t.dim() > 0:
-            return hint(t.shape[0])
-    return None
+    return (hint(first.shape[0]) if first is not None else None), held
 
 
 def set_value(shape_env: Any, sym: Any, value: int) -> None:

@@ -139,16 +139,19 @@ class _Dataflow:
                         first = next((self.src[(n, i)] for i in range(len(ins)) if (n, i) in self.src), (None, None))
                         view_src[t] = first
 
-    def reachable(self, members: set[str], target: str) -> bool:
-        """Whether *target* can be reached from any of *members* (search bounded by *target*'s position)."""
-        limit = self.topo[target]
-        stack = [m for m in members]
+    def reachable_any(self, members: set[str], targets: set[str]) -> bool:
+        """Whether any of *targets* can be reached from *members*: one search bounded by the latest target
+        (a path to a target only passes ops before it in topological order), not one search per target."""
+        if not targets:
+            return False
+        limit = max(self.topo[t] for t in targets)
+        stack = list(members)
         seen = set(stack)
         succ = self.graph.nx.succ
         while stack:
             u = stack.pop()
             for w in succ[u]:
-                if w == target:
+                if w in targets:
                     return True
                 if w not in seen and self.topo[w] < limit:
                     seen.add(w)
@@ -187,7 +190,7 @@ class _Grouper:
         if self.kblock[k] != self.block[n]:
             return False
         group = self.members[k]
-        return not any(p not in group and self.df.reachable(group, p) for p in self.df.preds[n])
+        return not self.df.reachable_any(group, {p for p in self.df.preds[n] if p not in group})
 
     def _can_merge(self, n: str | None, ks: list[int]) -> bool:
         """Whether kernels *ks* (and op *n*) can become one kernel with the kernel graph still acyclic: no
@@ -197,7 +200,7 @@ class _Grouper:
             return False
         union = set().union(*(self.members[k] for k in ks)) | ({n} if n else set())
         outside = {p for m in union for p in self.df.preds[m] if p not in union}
-        return not any(self.df.reachable(union, p) for p in outside)
+        return not self.df.reachable_any(union, outside)
 
     def _merge_into(self, n: str | None, ks: list[int]) -> None:
         keep = ks[0]

@@ -46,9 +46,19 @@ def test_wrong_input_shape(capsys, tmp_path):
     assert "needs example inputs" in err
 
 
-def test_data_dependent_forward(capsys, tmp_path):
-    err = _fails(capsys, tmp_path, f"{MODELS}:ReadsValues", "--input", "2x4")
-    assert "reads a tensor's value" in err
+def test_data_dependent_forward_is_traced_with_an_assumed_value(tmp_path):
+    # `if x.sum() > 0` reads a value graphroof does not have: assumed false (value_0), stated, bindable
+    def run(*extra):
+        out = tmp_path / "r.json"
+        assert main(["analyze", f"{MODELS}:ReadsValues", "--input", "2x4", "-f", "json", "-o", str(out),
+                     *extra]) == 0
+        return json.loads(out.read_text())
+
+    r = run()
+    assert any("value_0 (a truth value read at torch_models.py:" in n for n in r["notes"])
+    assert r["totals"]["matrix_flops"] == 0                 # the branch with the Linear not taken
+    r = run("--dim", "value_0=1")
+    assert r["totals"]["matrix_flops"] == 2 * 2 * 4 * 4     # fc on [2, 4] x [4, 4]: 64
 
 
 def test_unknown_zoo_name(capsys, tmp_path):

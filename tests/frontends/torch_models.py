@@ -35,7 +35,7 @@ class Raises(nn.Module):
 
 
 class ReadsValues(nn.Module):
-    """Data-dependent control flow on a value: no capture can trace it without data."""
+    """Data-dependent control flow on a value: traced with an assumed value (``value_0``)."""
 
     def __init__(self):
         super().__init__()
