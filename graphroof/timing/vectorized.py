@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtypes import dtype_bits
+from .gemm import _tile_heights
 from .kernel import stream_kind
 from .params import KernelTiming
 from .precision import matmul_peak
@@ -44,7 +45,7 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     if sms:
         i_l2 = peak / t.gemm_l2_bw_bytes_per_s if t.gemm_l2_bw_bytes_per_s else 0.0
         tn = t.gemm_tile[1]
-        heights = _heights(t)
+        heights = _tile_heights(t)
         if t.gemm_tile_policy != "cover_m":  # "best": the configuration with the least compute time
             best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2)
             for tm in heights[1:]:
@@ -63,16 +64,6 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     zero = flops == 0
     return np.where(zero, 0.0, both + t.gemm_latency_s), np.where(zero, 0.0, nbytes)
-
-
-def _heights(t: KernelTiming) -> list[int]:
-    tm, out = t.gemm_tile[0], []
-    while tm >= t.gemm_tile_m_min:
-        out.append(tm)
-        if tm % 2:
-            break
-        tm //= 2
-    return out or [t.gemm_tile[0]]
 
 
 def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2):
