@@ -13,6 +13,11 @@ builds the same config on the meta device and runs one forward pass over ``input
 ``--no-fold-blocks`` rows (``--unfolded``) trace every block, for the folded-vs-unfolded comparison.
 ``--root DIR`` runs another source tree's graphroof (e.g. an export of an older commit) for before/after.
 
+Each command runs twice on a fresh, empty store of traced graphs (:mod:`graphroof.frontends.trace_store`):
+"first run" traces and fills the store (what a user's first run of a model costs), "stored" is the same command
+again, reading its graphs back (no torch / transformers import, no trace).  ``--no-fold-blocks`` rows run with the
+store off.
+
     python benchmarks/bench_capture_speed.py [--repeat 1] [--unfolded] [--only analyze-7b,llm-70b] [--root DIR]
 """
 
@@ -54,9 +59,12 @@ CASES = {
 }
 
 
-def _run(argv: list[str], root: Path) -> tuple[float, float, int]:
-    """(wall s, peak RSS bytes, exit code) of ``python argv`` with *root* first on the path."""
-    env = dict(os.environ, PYTHONPATH=str(root))
+def _run(argv: list[str], root: Path, store: str | None = None) -> tuple[float, float, int]:
+    """(wall s, peak RSS bytes, exit code) of ``python argv`` with *root* first on the path; *store*: the folder
+    of the store of traced graphs (None: the store off)."""
+    env = dict(os.environ, PYTHONPATH=str(root), GRAPHROOF_CACHE="on" if store else "off")
+    if store:
+        env["GRAPHROOF_CACHE_DIR"] = store
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         p = subprocess.Popen([sys.executable, *argv], stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=root)
@@ -88,26 +96,30 @@ def main() -> None:
     rows = []
     for case in cases:
         model, argv, target = CASES[case]
-        variants = [("", [])] + ([(" --no-fold-blocks", ["--no-fold-blocks"])] if args.unfolded else [])
-        for label, extra in variants:
-            runs = []
-            for _ in range(args.repeat):  # reference and command interleaved: load drift hits both
-                if len(refs.get(model, ())) < args.repeat:
-                    refs.setdefault(model, []).append(reference(model, root))
-                wall, rss, code = _run(["-m", "graphroof", *argv, *extra], root)
-                if code:
-                    sys.exit(f"graphroof {' '.join(argv + extra)} failed (exit {code})")
-                runs.append((wall, rss))
+        variants = [(" (first run)", [], "cold"), (" (stored)", [], "warm")]
+        if args.unfolded:
+            variants.append((" --no-fold-blocks", ["--no-fold-blocks"], None))
+        results: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in variants}
+        for _ in range(args.repeat):  # reference and command interleaved: load drift hits both
+            if len(refs.get(model, ())) < args.repeat:
+                refs.setdefault(model, []).append(reference(model, root))
+            with tempfile.TemporaryDirectory() as store:
+                for label, extra, mode in variants:
+                    wall, rss, code = _run(["-m", "graphroof", *argv, *extra], root, store if mode else None)
+                    if code:
+                        sys.exit(f"graphroof {' '.join(argv + extra)} failed (exit {code})")
+                    results[label].append((wall, rss))
+        ref_wall = statistics.median(r[0] for r in refs[model])
+        for label, runs in results.items():
             wall = statistics.median(r[0] for r in runs)
             rss = max(r[1] for r in runs)
-            ref_wall = statistics.median(r[0] for r in refs[model])
             rows.append((f"graphroof {' '.join(argv)}{label}", wall, rss, ref_wall, target))
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end, Python {sys.version.split()[0]}, "
           f"graphroof from {root}, median of {args.repeat}")
-    print(f"{'command':78s} {'wall s':>7s} {'peak RSS MB':>11s} {'ref s':>6s} {'ratio':>6s} {'target':>7s}")
+    print(f"{'command':92s} {'wall s':>7s} {'peak RSS MB':>11s} {'ref s':>6s} {'ratio':>6s} {'target':>7s}")
     for name, wall, rss, ref_wall, target in rows:
         tgt = f"<={target:g} s" if target else ""
-        print(f"{name:78s} {wall:7.1f} {rss / 1e6:11.0f} {ref_wall:6.1f} {wall / ref_wall:5.2f}x {tgt:>7s}")
+        print(f"{name:92s} {wall:7.1f} {rss / 1e6:11.0f} {ref_wall:6.1f} {wall / ref_wall:5.2f}x {tgt:>7s}")
     for model, rs in refs.items():
         print(f"reference {model}: FlopCounterMode prefill [1, 1024] on the meta model, imports included: "
               f"{statistics.median(r[0] for r in rs):.1f} s, peak RSS {max(r[1] for r in rs) / 1e6:.0f} MB")

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# every test traces afresh: the persistent store of traced graphs (graphroof.frontends.trace_store) is off unless a
+# test turns it on with its own folder (tests/frontends/test_trace_store.py); CLI subprocesses inherit this
+os.environ["GRAPHROOF_CACHE"] = "off"
 
 from graphroof.graph import OpNode, Role, TensorSpec
 from graphroof.hardware import HardwareProfile

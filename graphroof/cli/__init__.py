@@ -30,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 "FLOPs, bytes, bound and time per op and layer.")
     p.add_argument("--version", action="version", version=f"graphroof {__version__}")
     p.add_argument("--quiet", "-q", action="store_true", help="no warnings or progress on stderr")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="trace transformers / zoo models afresh: neither read nor write the store of traced graphs "
+                   "(default: on, in $GRAPHROOF_CACHE_DIR or ~/.cache/graphroof; GRAPHROOF_CACHE=off also turns "
+                   "it off)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     for name, mod in COMMANDS.items():
         mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
@@ -62,8 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # walk them all every few thousand allocations (measured on `llm deepseek-v3 --tp 8`: 700 -> 10,000 saves
     # ~15% of the CPU time at the same peak RSS; 50,000 saves ~23% but holds ~115 MB more garbage)
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+    from ..frontends.trace_store import caching
+
     try:
-        code = COMMANDS[args.cmd].run(args)
+        with caching(args.cache):
+            code = COMMANDS[args.cmd].run(args)
     except GraphroofError as e:
         print(f"graphroof: error: {e}", file=sys.stderr)
         return 1

@@ -62,9 +62,35 @@ def load_ref(ref: ModelRef, inputs: Any = None, **opts: Any) -> OpGraph:
     if ref.kind == "onnx":
         return frontend("onnx").load_onnx(ref.path, **opts)
     if ref.kind == "hf_config":
-        return frontend("hf").load_config(ref.path, **opts)
+        return _stored(ref, opts, lambda: frontend("hf").load_config(ref.path, **opts))
     if ref.kind == "table":
         from .optable import load_table
 
         return load_table(ref.path, name=opts.get("name"))
-    return frontend("zoo").load_zoo(str(ref.model), **opts)
+    return _stored(ref, opts, lambda: frontend("zoo").load_zoo(str(ref.model), **opts))
+
+
+def _stored(ref: ModelRef, opts: dict[str, Any], capture: Any) -> OpGraph:
+    """A transformers config or zoo capture through the persistent store (:mod:`.trace_store`): keyed by the
+    config's content, the options and the folding switch, so a later run skips the imports and the trace."""
+    import json
+
+    from . import trace_store
+    from .fold_switch import fold_enabled
+
+    if not trace_store.enabled():
+        return capture()
+    request: dict[str, Any] = {"options": opts, "fold": fold_enabled()}
+    try:
+        if ref.kind == "hf_config":
+            request["config"] = json.loads(ref.path.read_text(encoding="utf-8"))
+            request["path"] = str(ref.path)
+        else:
+            zoo = frontend("zoo")
+            m = zoo.resolve(str(ref.model))
+            request["zoo"] = m.name
+            if m.source == "hf":
+                request["config"] = json.loads(zoo.config_path(m.name).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - unreadable or unknown: the frontend reports it
+        return capture()
+    return trace_store.capture(trace_store.Entry(ref.kind, request), "graph", capture)

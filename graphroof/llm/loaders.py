@@ -87,7 +87,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     if ref.kind == "hf_config":
         data = frontend("hf").read_config(ref.path)
         nm = name or str(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
-        return _hf_source(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"),
+        return _stored_hf(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"),
                           decoder_prompt=opts.get("decoder_prompt"))
     if ref.kind == "factory":
         built = frontend("factory").build_module(ref.model if callable(ref.model) else ref.target, fallback_real=False)
@@ -100,5 +100,16 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
     if m.family not in zoo.GENERATIVE_FAMILIES or m.source != "hf":
         raise InputError(f"zoo model {m.name} is a {m.family} model, not a language model; use `graphroof analyze`")
     hf = frontend("hf")
-    return _hf_source(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
+    return _stored_hf(hf.read_config(zoo.config_path(m.name)), name=m.name, dtype=dtype, source=f"zoo:{m.name}",
                       experts_touched=opts.get("experts_touched"), decoder_prompt=opts.get("decoder_prompt"))
+
+
+def _stored_hf(data: dict, **kw: Any) -> LLMSource:
+    """:func:`_hf_source` through the persistent store of traced graphs (:mod:`graphroof.llm.stored`): a later
+    run with the same config and options reads the graphs back instead of importing transformers and tracing."""
+    if kw.get("decoder_prompt") is not None:  # an encoder-decoder request: never stored
+        return _hf_source(data, **kw)
+    from ..frontends.fold_switch import fold_enabled
+    from .stored import open_stored
+
+    return open_stored({"config": data, "fold": fold_enabled(), **kw}, lambda: _hf_source(data, **kw))

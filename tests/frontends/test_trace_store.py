@@ -1,0 +1,135 @@
+"""The persistent store of traced graphs: a second run reads what the first traced, with identical figures, and
+never reads a graph traced under another request or other code."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("transformers")
+
+import graphroof  # noqa: E402
+from graphroof.cli import main  # noqa: E402
+from graphroof.errors import GraphroofWarning  # noqa: E402
+from graphroof.frontends import hf, trace_store  # noqa: E402
+from graphroof.frontends.fold_switch import folding  # noqa: E402
+from graphroof.llm import estimate, loaders  # noqa: E402
+from graphroof.llm.stored import StoredSource  # noqa: E402
+
+TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+            max_position_embeddings=512, torch_dtype="bfloat16")
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHROOF_CACHE", "on")
+    monkeypatch.setenv("GRAPHROOF_CACHE_DIR", str(tmp_path / "store"))
+    return tmp_path / "store"
+
+
+def _config(tmp_path, **change):
+    p = tmp_path / ("cfg-" + "-".join(f"{k}{v}" for k, v in change.items())) / "config.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({**TINY, **change}))
+    return p
+
+
+def _counting(monkeypatch):
+    calls = []
+    real = hf.load_config
+
+    def load_config(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(hf, "load_config", load_config)
+    return calls
+
+
+def _figures(a):
+    t = a.totals
+    return (t.as_dict(), [(r["name"], r["flops"], r["bytes"]) for r in a.ops])
+
+
+def test_analyze_reads_back_the_traced_graph(store, tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    cfg = _config(tmp_path)
+    first = graphroof.analyze(str(cfg), hw="a100", seq=32)
+    second = graphroof.analyze(str(cfg), hw="a100", seq=32)
+    assert len(calls) == 1                       # the second run traced nothing
+    assert _figures(first) == _figures(second)   # and gives the same figures, to the last bit
+    assert list(store.glob("*/*/graph.pkl.z"))
+    graphroof.analyze(str(cfg), hw="a100", seq=64)     # another request: traced
+    assert len(calls) == 2
+    with folding(False):                                # folding is part of the request
+        graphroof.analyze(str(cfg), hw="a100", seq=32)
+    assert len(calls) == 3
+    graphroof.analyze(str(_config(tmp_path, hidden_size=128)), hw="a100", seq=32)  # another config
+    assert len(calls) == 4
+
+
+def test_other_code_is_another_key(store, monkeypatch):
+    k = trace_store.key_of("zoo", {"zoo": "x"})
+    monkeypatch.setattr(trace_store, "_FINGERPRINT", ["another version of graphroof"])
+    assert trace_store.key_of("zoo", {"zoo": "x"}) != k
+    assert trace_store.key_of("zoo", {"f": object()}) is None   # not plain data: never stored
+
+
+def test_off_and_corrupt_entries(store, tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    cfg = _config(tmp_path)
+    with trace_store.caching(False):
+        graphroof.analyze(str(cfg), hw="a100", seq=32)
+    assert len(calls) == 1 and not store.exists()
+    graphroof.analyze(str(cfg), hw="a100", seq=32)
+    (entry,) = store.glob("*/*/graph.pkl.z")
+    entry.write_bytes(b"not a pickle")          # truncated / foreign: a miss, traced and written again
+    a = graphroof.analyze(str(cfg), hw="a100", seq=32)
+    assert len(calls) == 3 and a.totals.cost.flops > 0
+    assert entry.read_bytes() != b"not a pickle"
+
+
+def test_warnings_of_a_capture_are_raised_again_on_a_hit(store):
+    entry = trace_store.Entry("test", {"n": 1})
+
+    def fn():
+        warnings.warn("value reads assumed", GraphroofWarning, stacklevel=1)
+        return 42
+
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            assert trace_store.capture(entry, "x", fn) == 42
+        assert [str(w.message) for w in rec] == ["value reads assumed"]
+
+
+def test_llm_estimate_from_the_store_without_building_the_model(store, tmp_path, monkeypatch):
+    cfg = _config(tmp_path)
+    kw = dict(hw="h100", prompt=16, gen=8, batch=[1, 3])
+    first = estimate(str(cfg), **kw)
+
+    def no_build(*a, **k):
+        raise AssertionError("the model was built although every graph is stored")
+
+    monkeypatch.setattr(loaders, "_hf_source", no_build)
+    src = loaders.open_model(str(cfg))
+    assert isinstance(src, StoredSource) and src.kind == "HFSource"
+    second = estimate(src, **kw)
+    for a, b in zip(first.configs, second.configs):
+        assert (a.ttft_s, a.tpot_s, a.memory.total_bytes, a.kv_cache_bytes) == \
+               (b.ttft_s, b.tpot_s, b.memory.total_bytes, b.kv_cache_bytes)
+    assert first.notes == second.notes and first.spec == second.spec
+    with pytest.raises(AssertionError, match="was built"):    # a graph not stored needs the model
+        estimate(str(cfg), hw="h100", prompt=16, gen=8, batch=[5, 7])
+
+
+def test_cli_no_cache_writes_nothing(store, tmp_path, capsys):
+    cfg = _config(tmp_path)
+    assert main(["--no-cache", "analyze", str(cfg), "--seq", "16", "--format", "json"]) == 0
+    assert not store.exists()
+    assert main(["analyze", str(cfg), "--seq", "16", "--format", "json"]) == 0
+    assert list(store.glob("*/*/graph.pkl.z"))
