@@ -34,7 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["enabled", "caching", "key_of", "load", "store", "cache_dir", "Entry"]
+__all__ = ["enabled", "caching", "key_of", "load", "store", "cache_dir", "Entry", "capture", "usage", "clear",
+           "limit_bytes"]
 
 _ON: contextvars.ContextVar[bool] = contextvars.ContextVar("graphroof_trace_store", default=True)
 _FINGERPRINT: list[str] = []
@@ -149,12 +150,44 @@ def store(key: str | None, part: str, obj: Any) -> None:
         return
 
 
-def _prune() -> None:
+def limit_bytes() -> float:
+    """The store's size limit: ``$GRAPHROOF_CACHE_MB`` (default 2000 MB)."""
     try:
-        limit = float(os.environ.get("GRAPHROOF_CACHE_MB", "2000")) * 1e6
+        return max(0.0, float(os.environ.get("GRAPHROOF_CACHE_MB", "2000"))) * 1e6
     except ValueError:
-        limit = 2000e6
-    files = [(f.stat().st_mtime, f.stat().st_size, f) for f in cache_dir().glob("*/*/*.pkl.z")]
+        return 2000e6
+
+
+def _files() -> list[Path]:
+    return list(cache_dir().glob("*/*/*.pkl.z"))
+
+
+def usage() -> tuple[int, int, int]:
+    """(entries, files, bytes) in the store."""
+    files = _files()
+    sizes = []
+    for f in files:
+        with contextlib.suppress(OSError):
+            sizes.append(f.stat().st_size)
+    return len({f.parent for f in files}), len(files), sum(sizes)
+
+
+def clear() -> int:
+    """Remove every stored file (and the emptied folders); the number of files removed."""
+    n = 0
+    for f in _files():
+        with contextlib.suppress(OSError):
+            f.unlink()
+            n += 1
+    for d in sorted(cache_dir().glob("*/*"), reverse=True) + sorted(cache_dir().glob("*")):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    return n
+
+
+def _prune() -> None:
+    limit = limit_bytes()
+    files = [(f.stat().st_mtime_ns, f.stat().st_size, f) for f in _files()]
     total = sum(s for _, s, _ in files)
     for _, size, f in sorted(files, key=lambda t: t[0]):
         if total <= limit:

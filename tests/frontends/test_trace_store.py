@@ -133,3 +133,24 @@ def test_cli_no_cache_writes_nothing(store, tmp_path, capsys):
     assert not store.exists()
     assert main(["analyze", str(cfg), "--seq", "16", "--format", "json"]) == 0
     assert list(store.glob("*/*/graph.pkl.z"))
+
+
+def test_cli_cache_info_and_clear(store, tmp_path, capsys):
+    trace_store.store(trace_store.key_of("test", {"n": 2}), "graph", list(range(1000)))
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert str(store) in out and "entries: 1 (1 files" in out
+    assert main(["cache", "clear"]) == 0
+    assert "removed 1 stored graph files" in capsys.readouterr().out
+    assert trace_store.usage() == (0, 0, 0) and not list(store.iterdir())
+
+
+def test_store_is_pruned_to_its_limit(store, monkeypatch):
+    monkeypatch.setenv("GRAPHROOF_CACHE_MB", "0.002")   # 2,000 bytes: room for one ~1.2 kB entry at a time
+    import os
+
+    for n in range(3):
+        trace_store.store(trace_store.key_of("test", {"n": n}), "graph", os.urandom(1200))
+    entries, files, size = trace_store.usage()
+    assert files == 1 and size <= 2000
+    assert trace_store.load(trace_store.key_of("test", {"n": 2}), "graph") is not None   # the newest is kept
