@@ -7,8 +7,9 @@ it traced are kept under a key made of the config's content, the source options,
 not stored builds the real source and traces it (then stores it and the updated manifest).  The figures are those
 of the real source: the same graphs, the same manifest.
 
-Only plain decoder-only sources are stored (``HFSource`` and the state-space ``SSMSource``); an encoder-decoder
-depends on the request (its encoder length) and is always traced.
+Decoder-only sources (``HFSource``, the state-space ``SSMSource``) and encoder-decoders (``EncDecSource``) are
+stored.  An encoder-decoder's decode graph also depends on the request's encoder length (set by
+:meth:`check_context`), which is then part of the graph's name in the store.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ from .source import LLMSource, ModelSpec, Param
 __all__ = ["StoredSource", "open_stored"]
 
 #: source classes whose state is the manifest below (anything else is returned as built)
-_STORABLE = ("HFSource", "SSMSource")
+_STORABLE = ("HFSource", "SSMSource", "EncDecSource")
 
 
 def _manifest(src: Any) -> dict[str, Any]:
-    return {"cls": type(src).__name__, "spec": src.spec, "notes": list(src.notes), "kv_cache": src.kv_cache,
-            "no_cache_reason": getattr(src, "no_cache_reason", ""), "params": src.params()}
+    m = {"cls": type(src).__name__, "spec": src.spec, "notes": list(src.notes), "kv_cache": src.kv_cache,
+         "no_cache_reason": getattr(src, "no_cache_reason", ""), "params": src.params()}
+    if getattr(src, "encoder_decoder", False):  # what the request's lengths are checked and set against
+        m["encdec"] = {"decoder_prompt": src.decoder_prompt, "features": src.features,
+                       "encoder_limit": src.encoder_limit}
+    return m
 
 
 class StoredSource(LLMSource):
@@ -46,6 +51,12 @@ class StoredSource(LLMSource):
         self.no_cache_reason = m["no_cache_reason"]
         self._params: list[Param] | None = m["params"]
         self.kind = m["cls"]
+        encdec = m.get("encdec")
+        self.encoder_decoder = bool(encdec)
+        if encdec and not hasattr(self, "encoder_len"):
+            self.decoder_prompt, self.features = encdec["decoder_prompt"], encdec["features"]
+            self.encoder_limit = encdec["encoder_limit"]
+            self.encoder_len = self.encoder_limit if self.features else None
 
     def real(self) -> LLMSource:
         """The source itself (built on first need: torch and transformers are imported then)."""
@@ -55,9 +66,13 @@ class StoredSource(LLMSource):
 
     def _graph(self, phase: str, batch: int, x: int) -> OpGraph:
         part = f"{phase}-{batch}-{x}"
+        if self.encoder_decoder and phase == "decode":
+            part += f"-encoder-{self.encoder_len}"
 
         def trace() -> OpGraph:
             src = self.real()
+            if self.encoder_decoder:
+                src.encoder_len = self.encoder_len  # type: ignore[attr-defined]
             g = src.decode_graph(batch, x) if phase == "decode" else src.prefill_graph(batch, x)
             m = _manifest(src)  # a trace may add notes and read the KV layout into the spec
             notes = self.notes + [n for n in m["notes"] if n not in self.notes]
@@ -76,6 +91,22 @@ class StoredSource(LLMSource):
 
     def params(self) -> list[Param] | None:
         return self._params
+
+    # an encoder-decoder's request lengths: the EncDecSource rules, on the stored facts
+    def decode_start(self, prompt: int) -> int:
+        return self.decoder_prompt if self.encoder_decoder else prompt
+
+    def cross_tokens(self, prompt: int) -> int:
+        if not self.encoder_decoder:
+            return 0
+        return self.encoder_limit if self.features and self.encoder_limit else prompt
+
+    def check_context(self, prompt: int, gen: int) -> None:
+        if not self.encoder_decoder:
+            return super().check_context(prompt, gen)
+        from .encdec import EncDecSource
+
+        EncDecSource.check_context(self, prompt, gen)  # type: ignore[arg-type]  # reads the facts set above
 
 
 def open_stored(request: dict[str, Any], make: Callable[[], LLMSource]) -> LLMSource:

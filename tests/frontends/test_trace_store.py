@@ -154,3 +154,31 @@ def test_store_is_pruned_to_its_limit(store, monkeypatch):
     entries, files, size = trace_store.usage()
     assert files == 1 and size <= 2000
     assert trace_store.load(trace_store.key_of("test", {"n": 2}), "graph") is not None   # the newest is kept
+
+
+def test_encoder_decoder_from_the_store(store, tmp_path, monkeypatch):
+    """An encoder-decoder's decode graph depends on the encoder length of the request: stored under it, and a
+    request with another prompt traces its own."""
+    from tests.llm.test_llm_encdec import BART, WHISPER
+
+    for cfg_data in (BART, WHISPER):
+        p = tmp_path / cfg_data["model_type"] / "config.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps(cfg_data))
+        kw = dict(hw="h100", prompt=24, gen=6, batch=[1, 2], decoder_prompt=2)
+        first = estimate(str(p), **kw)
+        real = loaders._hf_source
+        monkeypatch.setattr(loaders, "_hf_source", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+        src = loaders.open_model(str(p), decoder_prompt=2)
+        assert isinstance(src, StoredSource) and src.kind == "EncDecSource" and src.encoder_decoder
+        second = estimate(src, **kw)
+        for a, b in zip(first.configs, second.configs):
+            assert (a.ttft_s, a.tpot_s, a.memory.total_bytes, a.kv_cache_bytes) == \
+                   (b.ttft_s, b.tpot_s, b.memory.total_bytes, b.kv_cache_bytes)
+        assert first.notes == second.notes
+        if "num_mel_bins" not in cfg_data:  # a text encoder: another prompt is another encoder length
+            with pytest.raises(AssertionError, match="built"):
+                estimate(str(p), **{**kw, "prompt": 30})
+            with pytest.raises(graphroof.InputError, match="longer than"):   # the stored limits still apply
+                estimate(src, **{**kw, "prompt": 500})
+        monkeypatch.setattr(loaders, "_hf_source", real)
