@@ -15,6 +15,8 @@ four or more members fold:
   again with this member's scope, names from the same counters, inputs mapped (the member's own arguments and
   parameters, its layer's cache tensors); its cache updates are replayed on fresh tensors of the recorded shapes
   (so the cache ends as a real trace leaves it) and it returns fresh fake tensors of the recorded outputs' specs.
+  The caches are those among the block's arguments and those such an argument holds (an encoder-decoder's
+  ``EncoderDecoderCache``: its self- and cross-attention caches, both updated by each decoder layer).
 
 The resulting graph is the unfolded one node for node (names, scopes, edges, specs, attrs; tested).
 :func:`.fold_switch.folding` / ``fold_blocks=False`` (CLI ``--no-fold-blocks``) turn it off.
@@ -178,6 +180,26 @@ def _is_cache(v: Any) -> bool:
     return type(v).__module__.startswith("transformers.cache_utils") and hasattr(v, "update")
 
 
+def _cache_objs(leaves: list[tuple[tuple, Any]]) -> Iterator[tuple[tuple, Any]]:
+    """``(path, cache)`` of every cache a call can update: argument caches, and the caches an argument of
+    transformers' cache module holds (``EncoderDecoderCache``: its self- and cross-attention caches, path
+    ``("nested", argument path, attribute)``)."""
+    for p, v in leaves:
+        if _is_cache(v):
+            yield p, v
+        if type(v).__module__.startswith("transformers.cache_utils"):
+            for attr, x in vars(v).items():
+                if _is_cache(x):
+                    yield ("nested", p, attr), x
+
+
+def _cache_at(at: dict, path: tuple) -> Any:
+    """The cache at *path* (see :func:`_cache_objs`) among a call's leaves *at*."""
+    if path and path[0] == "nested":
+        return getattr(at[path[1]], path[2])
+    return at[path]
+
+
 def _leaves(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
     """``(path, leaf)`` of the call arguments: tensors, primitives, caches, other objects (opaque)."""
     if isinstance(obj, (tuple, list)):
@@ -319,8 +341,9 @@ class Recording:
             else:
                 self.reason = self.reason or f"returns a {type(v).__name__}"
         self.updates: list[tuple[tuple, Any, tuple, tuple, tuple, dict]] = []
+        cache_paths = {id(c): p for p, c in _cache_objs(leaves)}
         for cache, args, kwargs in updates:
-            path = arg_objs.get(id(cache))
+            path = cache_paths.get(id(cache))
             pos: Any = 2 if len(args) > 2 else "layer_idx" if "layer_idx" in kwargs else None
             layer = args[2] if pos == 2 else kwargs.get("layer_idx")
             if path is None or pos is None or not isinstance(layer, int) or len(args) < 2 or \
@@ -548,7 +571,7 @@ class Folder:
         graph = cap.b.graph
         leaves = list(_leaves((args, kwargs)))
         in_keys = tuple((p, _leaf_key(v)) for p, v in leaves)
-        caches = [v for _, v in leaves if _is_cache(v)]
+        caches = [v for _, v in _cache_objs(leaves)]
         for c in caches:
             self._hook_cache(c)
         mods = list(m.module.modules())
@@ -632,7 +655,7 @@ class Folder:
                     a2[2] = layer
                 else:
                     kw2["layer_idx"] = layer
-                at[path].update(*a2, **kw2)
+                _cache_at(at, path).update(*a2, **kw2)
 
             def leaf(path: tuple, v: Any) -> Any:
                 if isinstance(v, torch.Tensor):

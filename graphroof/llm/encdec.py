@@ -238,15 +238,6 @@ class EncDecSource(HFSource):
         what = f"decode step (batch {batch}, past {past}, encoder {enc})"
         return mark_decoder_causal(self._trace(inputs, names, self._step, False, what))
 
-    def _trace(self, *args: Any, **kwargs: Any) -> OpGraph:
-        """Every block traced: folded blocks (frontends/torch_fold.py) replay one cache update per block, and an
-        encoder-decoder's layers update two caches (self and cross attention), so folding is off here."""
-        from ..frontends.fold_switch import folding
-
-        with folding(False):
-            return super()._trace(*args, **kwargs)
-
-
 _SELF_ATTENTION = ("SelfAttention", "self_attn", "self_attention")
 
 

@@ -208,3 +208,27 @@ def test_replicated_nodes_share_bounds_equal_to_their_own_evaluation():
     for op in g.ops():
         dt = compute_dtype(op)
         assert g.get(op.name, BOUND) == evaluate(g.get(op.name, COST), hw, dt, _peaks(hw, dt), op)
+
+
+@pytest.mark.parametrize("kind", ["bart", "whisper"])
+def test_encoder_decoder_folds_both_caches(kind):
+    """Each decoder layer of an encoder-decoder updates two caches (self and cross attention, held by one
+    ``EncoderDecoderCache``): replicated layers replay both, so the layout probe, the prefill (which writes the
+    cross-attention cache) and a decode step equal the unfolded traces."""
+    pytest.importorskip("transformers")
+    from graphroof.llm.encdec import EncDecSource
+    from tests.llm.test_llm_encdec import BART, WHISPER
+
+    cfg = dict(BART if kind == "bart" else WHISPER, encoder_layers=5, decoder_layers=5)
+    out = {}
+    for on in (True, False):
+        with folding(on):
+            src = EncDecSource(cfg, name=kind, decoder_prompt=2)
+            src.check_context(20, 4)
+            pre, dec = src.prefill_graph(2, 20), src.decode_graph(3, 7)
+            out[on] = (src.layouts(), _dump(pre), _dump(dec))
+            if on:
+                assert [f["replicated"] for f in pre.meta["fold"]] == [2, 2]   # encoder and decoder layers
+                assert [f["replicated"] for f in dec.meta["fold"]][-1] == 2
+    assert len(out[True][0]["cross"]) == 5
+    assert out[True] == out[False]
