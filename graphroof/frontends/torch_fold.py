@@ -160,8 +160,9 @@ def fold_groups(root: torch.nn.Module, names: dict[int, str]) -> list[Group]:
         if any(path == t or path.startswith(t + ".") for t in taken):
             continue
         kids = list(mod)
-        if len({id(k) for k in kids}) != len(kids) or not all(len(list(k.children())) >= 2 for k in kids):
-            continue  # a block used twice, or plain layers (a Sequential of conv / relu): not blocks
+        if len({id(k) for k in kids}) != len(kids) or not all(len(list(islice(k.modules(), 3))) == 3 for k in kids):
+            continue  # a block used twice, or plain layers (a Sequential of conv / relu): not blocks; a block holds
+            # at least two modules (T5's block holds one ModuleList of its sublayers)
         by_sig: dict[Any, Group] = {}
         for i, k in enumerate(kids):
             sig, index = block_signature(k, len(kids), i)

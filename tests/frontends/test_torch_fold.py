@@ -210,16 +210,19 @@ def test_replicated_nodes_share_bounds_equal_to_their_own_evaluation():
         assert g.get(op.name, BOUND) == evaluate(g.get(op.name, COST), hw, dt, _peaks(hw, dt), op)
 
 
-@pytest.mark.parametrize("kind", ["bart", "whisper"])
+@pytest.mark.parametrize("kind", ["bart", "whisper", "t5"])
 def test_encoder_decoder_folds_both_caches(kind):
     """Each decoder layer of an encoder-decoder updates two caches (self and cross attention, held by one
     ``EncoderDecoderCache``): replicated layers replay both, so the layout probe, the prefill (which writes the
     cross-attention cache) and a decode step equal the unfolded traces."""
     pytest.importorskip("transformers")
     from graphroof.llm.encdec import EncDecSource
-    from tests.llm.test_llm_encdec import BART, WHISPER
+    from tests.llm.test_llm_encdec import BART, T5, WHISPER
 
-    cfg = dict(BART if kind == "bart" else WHISPER, encoder_layers=5, decoder_layers=5)
+    # T5: block 0 holds the relative position bias, blocks 1-4 fold (a T5 block holds one ModuleList)
+    cfg = (dict(T5, num_layers=5, num_decoder_layers=5) if kind == "t5" else
+           dict(BART if kind == "bart" else WHISPER, encoder_layers=5, decoder_layers=5))
+    replicated = [1, 1] if kind == "t5" else [2, 2]
     out = {}
     for on in (True, False):
         with folding(on):
@@ -228,7 +231,7 @@ def test_encoder_decoder_folds_both_caches(kind):
             pre, dec = src.prefill_graph(2, 20), src.decode_graph(3, 7)
             out[on] = (src.layouts(), _dump(pre), _dump(dec))
             if on:
-                assert [f["replicated"] for f in pre.meta["fold"]] == [2, 2]   # encoder and decoder layers
-                assert [f["replicated"] for f in dec.meta["fold"]][-1] == 2
+                assert [f["replicated"] for f in pre.meta["fold"]] == replicated   # encoder and decoder layers
+                assert [f["replicated"] for f in dec.meta["fold"]][-1] == replicated[-1]
     assert len(out[True][0]["cross"]) == 5
     assert out[True] == out[False]
