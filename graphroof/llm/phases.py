@@ -28,7 +28,7 @@ from ..errors import FrontendError
 from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
-from ..roofline import compute_dtype, evaluate, evaluate_graph
+from ..roofline import evaluate_graph
 from .kvcache import mark_kv_cache
 from .poly import GraphGrid, GridPlan, NotPolynomial, poly_ok
 from .quant import Quant, requantize
@@ -94,6 +94,7 @@ class Pipeline:
         self.rules, self.strict, self.depth = rules, strict, depth
         self._cache: dict[tuple[str, int, int], Counted] = {}
         self._raw: dict[tuple[str, int, int], OpGraph] = {}
+        self._prepared: dict[tuple[str, int, int], OpGraph] = {}
         self._warned = False
         #: grids the phases are sampled on (llm/poly.py): other covered points are virtual traces
         self.plans: dict[str, GridPlan] = {}
@@ -141,15 +142,28 @@ class Pipeline:
         except NotPolynomial:
             return None
 
+    def _prepare_at(self, phase: str, batch: int, x: int) -> OpGraph:
+        g = self.prepare(self.raw(phase, batch, x))
+        if g.symbolic_dims():
+            from ..graph import bind
+
+            g = bind(g, g.meta.get("default_dims", {}))
+        return g
+
+    def prepared(self, phase: str, batch: int, x: int) -> OpGraph:
+        """The quantized and sharded graph :meth:`counted` counts (kept; no counting when not counted yet)."""
+        key = (phase, batch, x)
+        if key in self._cache:
+            return self._cache[key].graph
+        if key not in self._prepared:
+            self._prepared[key] = self._prepare_at(phase, batch, x)
+        return self._prepared[key]
+
     def counted(self, phase: str, batch: int, x: int) -> Counted:
         """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
         key = (phase, batch, x)
         if key not in self._cache:
-            g = self.prepare(self.raw(phase, batch, x))
-            if g.symbolic_dims():
-                from ..graph import bind
-
-                g = bind(g, g.meta.get("default_dims", {}))
+            g = self._prepared.pop(key, None) or self._prepare_at(phase, batch, x)
             c = g.map_ops(lambda op: op)
             summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
             self._warned = True
@@ -197,7 +211,7 @@ class Pipeline:
                      runtime=self.runtime.name, step_launch_s=step_launch)
         ends = []
         for x in (lo, hi):
-            bs = [evaluate(c, self.hw, compute_dtype(op), node=op) for op, c in kseries.costs_at(x)]
+            bs = [kseries.bound_at(i, x, self.hw) for i in range(len(kseries))]
             real = sum(b.t_realistic_s - (b.t_launch_s if graphs else 0.0) for b in bs) + step_launch
             ends.append((sum(b.t_s for b in bs), real))
         return Phase(name, a, n, (lo, hi), notes, ends[0], ends[1])
