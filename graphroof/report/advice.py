@@ -1,8 +1,11 @@
 """Next steps: what to change, derived from the result and quantified by re-evaluating under the change.
 
 :func:`advise` returns plain dicts (the JSON ``next_steps``); every item carries the figure before and after
-the change, and the after figure comes from running the estimate again with the change applied (the traced
-graphs are reused: an LLM source is wrapped so the re-run only re-counts), never from a fixed factor:
+the change, and the after figure comes from evaluating the estimate again with the change applied, never from
+a fixed factor: the figures an item reads (TTFT, TPOT, throughput, memory fit) come from
+:func:`graphroof.llm.whatif.what_if` (the estimate's traced and counted graphs reused: kernel grids, nothing
+traced again; the same numbers as a full re-run, to float rounding), or, for sources it does not cover, from a
+full re-run of the estimate on the traced graphs (an LLM source is wrapped so the re-run only re-counts):
 
 * ``quantize``: decode is memory-bound and the weights are wider than 4 bits -> the estimate again with
   ``weights="int4"``: TPOT before / after.
