@@ -181,7 +181,7 @@ class _Run:
 
     def activation_peak(self, b: int) -> float:
         """Activation peak of the prefill graph at batch *b* (the whole prompt batch in one pass)."""
-        return activation_peak_bytes(self.pipe.counted("prefill", b, self.prompt).graph)
+        return self.pipe.activation_peak("prefill", b, self.prompt)
 
     def activation_peak_at_tp(self, b: int, n: int) -> float:
         """:meth:`activation_peak` under a TP split of degree *n* (kept: memory() asks for it per candidate)."""

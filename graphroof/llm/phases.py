@@ -29,14 +29,17 @@ from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
 from ..roofline import evaluate_graph
+from .countgrid import CountedGrid
+from .fastpath import LiveGrid
 from .kvcache import mark_kv_cache
+from .memory import activation_peak_bytes
 from .poly import GraphGrid, GridPlan, NotPolynomial, poly_ok
 from .quant import Quant, requantize
 from .series import OpSeries
 from .source import LLMSource
 from .tp import DEFAULT_PLAN, TPPlan, scale_costs, shard
 
-__all__ = ["Counted", "Pipeline", "Phase"]
+__all__ = ["Counted", "Pipeline", "Phase", "VirtualCounted"]
 
 
 @dataclass
@@ -56,6 +59,26 @@ class Counted:
     @property
     def ops(self) -> list[tuple[OpNode, Cost]]:
         return [(op, self.counted.get(op.name, COST)) for op in self.counted.ops()]
+
+
+class VirtualCounted(Counted):
+    """A :class:`Counted` interpolated at a virtual point (:mod:`graphroof.llm.countgrid`): its prepared graph is
+    built only when something asks for it."""
+
+    def __init__(self, make_graph: Callable[[], OpGraph], counted: OpGraph, summary: CountSummary,
+                 kernels: OpGraph):
+        self._make = make_graph
+        super().__init__(None, counted, summary, kernels)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def graph(self) -> OpGraph:
+        if self._graph is None:
+            self._graph = self._make()
+        return self._graph
+
+    @graph.setter
+    def graph(self, g: OpGraph | None) -> None:
+        self._graph = g
 
 
 @dataclass
@@ -99,6 +122,10 @@ class Pipeline:
         #: grids the phases are sampled on (llm/poly.py): other covered points are virtual traces
         self.plans: dict[str, GridPlan] = {}
         self._grids: dict[str, GraphGrid | None] = {}
+        #: interpolate counted graphs at virtual points (llm/countgrid.py) instead of counting virtual traces
+        self.interpolate_counted = True
+        self._cgrids: dict[str, CountedGrid | None] = {}
+        self._live: dict[str, LiveGrid | None] = {}
         self.poly_notes: list[str] = []
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
@@ -123,6 +150,8 @@ class Pipeline:
         if poly_ok(self.source):
             self.plans[phase] = plan
             self._grids.pop(phase, None)
+            self._cgrids.pop(phase, None)
+            self._live.pop(phase, None)
 
     def _virtual(self, phase: str, batch: int, x: int) -> OpGraph | None:
         plan = self.plans.get(phase)
@@ -163,6 +192,10 @@ class Pipeline:
         """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
         key = (phase, batch, x)
         if key not in self._cache:
+            v = self._virtual_counted(phase, batch, x)
+            if v is not None:
+                self._cache[key] = v
+                return v
             g = self._prepared.pop(key, None) or self._prepare_at(phase, batch, x)
             c = g.map_ops(lambda op: op)
             summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
@@ -171,6 +204,56 @@ class Pipeline:
             k = fuse(c, self.runtime).as_opgraph(c)
             self._cache[key] = Counted(g, c, summary, k)
         return self._cache[key]
+
+    def _is_virtual(self, phase: str, batch: int, x: int) -> bool:
+        plan = self.plans.get(phase)
+        return plan is not None and (batch, x) not in plan.points and plan.covers(batch, x)
+
+    def _virtual_counted(self, phase: str, batch: int, x: int) -> Counted | None:
+        """The counted graphs at a virtual point interpolated from the grid's (:mod:`graphroof.llm.countgrid`),
+        or None (not a virtual point, or the grid cannot be interpolated: the point is counted in full)."""
+        if not self.interpolate_counted or not self._is_virtual(phase, batch, x):
+            return None
+        if phase not in self._cgrids:
+            plan = self.plans[phase]
+            try:
+                self._cgrids[phase] = CountedGrid(plan, [self.counted(phase, *p) for p in plan.points],
+                                                  self._recount)
+            except NotPolynomial:
+                self._cgrids[phase] = None
+        grid = self._cgrids[phase]
+        if grid is None:
+            return None
+        try:
+            g, kg = grid.at(batch, x)
+        except NotPolynomial:
+            return None
+        return VirtualCounted(lambda: self._prepare_at(phase, batch, x), g, grid.summary, kg)
+
+    def _recount(self, nodes: list[OpNode], dims: Mapping) -> list[Cost]:
+        """Count op nodes as :meth:`counted` counts a graph (rules, settings, then the per-device TP costs)."""
+        g = OpGraph("ops", {"dims": dict(dims)})
+        for nd in nodes:
+            g.add_op(nd)
+        count(g, rules=self.rules, settings=self.settings, warn=False)
+        scale_costs(g)
+        return [g.get(nd.name, COST) for nd in nodes]
+
+    def activation_peak(self, phase: str, batch: int, x: int) -> float:
+        """Activation peak of the prepared graph (:func:`~graphroof.llm.memory.activation_peak_bytes`); at an
+        interpolated point, from the liveness sums of the grid's graphs (:class:`~graphroof.llm.fastpath.LiveGrid`)."""
+        c = self.counted(phase, batch, x)
+        if isinstance(c, VirtualCounted) and c._graph is None:
+            if phase not in self._live:
+                plan = self.plans[phase]
+                try:
+                    self._live[phase] = LiveGrid(plan, [self.counted(phase, *p).graph for p in plan.points])
+                except NotPolynomial:
+                    self._live[phase] = None
+            live = self._live[phase]
+            if live is not None:
+                return live.peak(batch, x)
+        return activation_peak_bytes(c.graph)
 
     def phase(self, name: str, graph_phase: str, batch: int, lo: int, hi: int, degree: int,
               meta: Mapping | None = None) -> Phase:
