@@ -7,8 +7,9 @@ Stages (one process, in order):
    (``report.advice._cached_source``: replays traces, so this stage is counting, fusing and pricing only);
 3. ``llm_advice`` of the second estimate (its what-ifs: int4 weights, the critical batch, ...).
 
-Columns: wall s, peak RSS MB (whole process, so far) and the ratio of the stage's wall to the trace time measured
-in the same run (the source's graph builds in stage 1).  Run:
+Columns: wall s, of which traces s (the source's graph builds during the stage: stage 2 traces the batches the
+first estimate did not need), peak RSS MB (whole process, so far) and the ratio of the stage's wall to the trace
+time of stage 1.  Run:
 ``python benchmarks/bench_llm_estimate.py [--model llama-2-70b --hw h100 --tp 4 --batch 1,8,32,128]``.
 """
 
@@ -60,22 +61,28 @@ def main() -> None:
     from graphroof.report.advice import _cached_source, llm_advice
 
     rows = []
-    t0 = time.perf_counter()
-    src = _timed_source(open_source(args.model))
-    first = estimate(src, hw=args.hw, tp=args.tp, batch=batches[0])
-    wall1 = time.perf_counter() - t0
-    trace_s = src.bench_trace_s
-    rows.append(["open_source + estimate (batch %d)" % batches[0], wall1, rss_mb()])
-    t0 = time.perf_counter()
-    est = estimate(_cached_source(first), hw=args.hw, tp=args.tp, batch=batches)
-    rows.append([f"estimate (batch {args.batch}) on cached traces", time.perf_counter() - t0, rss_mb()])
-    t0 = time.perf_counter()
-    items = llm_advice(est)
-    rows.append([f"llm_advice ({', '.join(i['kind'] for i in items)})", time.perf_counter() - t0, rss_mb()])
-    print(f"{args.model} on {args.hw}, --tp {args.tp}; traces in stage 1: {trace_s:.3g} s")
-    print(tabulate([[r[0], r[1], r[2], r[1] / trace_s if trace_s else None] for r in rows],
-                   headers=["stage", "wall s", "peak RSS MB", "wall / trace s"], floatfmt=".3g", missingval="-"))
 
+    def stage(label, fn):
+        t0, tr0 = time.perf_counter(), getattr(stage, "src", None) and stage.src.bench_trace_s
+        out = fn()
+        rows.append([label, time.perf_counter() - t0, stage.src.bench_trace_s - (tr0 or 0.0), rss_mb()])
+        return out
+
+    def first_estimate():
+        stage.src = _timed_source(open_source(args.model))
+        return estimate(stage.src, hw=args.hw, tp=args.tp, batch=batches[0])
+
+    stage.src = None
+    first = stage(f"open_source + estimate (batch {batches[0]})", first_estimate)
+    trace_s = rows[0][2]
+    est = stage(f"estimate (batch {args.batch}) on cached traces",
+                lambda: estimate(_cached_source(first), hw=args.hw, tp=args.tp, batch=batches))
+    items = stage("llm_advice", lambda: llm_advice(est))
+    rows[-1][0] += f" ({', '.join(i['kind'] for i in items)})"
+    print(f"{args.model} on {args.hw}, --tp {args.tp}; traces in stage 1: {trace_s:.3g} s")
+    print(tabulate([[r[0], r[1], r[2], r[3], r[1] / trace_s if trace_s else None] for r in rows],
+                   headers=["stage", "wall s", "of which traces s", "peak RSS MB", "wall / stage-1 trace s"],
+                   floatfmt=".3g", missingval="-"))
 
 if __name__ == "__main__":
     main()

@@ -118,8 +118,9 @@ class _Run:
 
     def plan_grids(self) -> None:
         """Sample the phases on grids (:mod:`graphroof.llm.poly`) whose points are the ones a direct estimate
-        traces anyway (the first batch, and the second batch the critical batch needs): other batches, and the
-        re-runs of the advice, are then interpolated instead of traced."""
+        traces anyway (the first batch, and the second batch the critical batch needs): the counted graphs of
+        other batches are then interpolated from the grid's (:mod:`graphroof.llm.countgrid`) instead of traced
+        and counted, and the advice's what-ifs priced on the grid (:mod:`graphroof.llm.whatif`)."""
         bs = sorted(set(self.batches))
         b2 = grid_points(bs, 1) if len(bs) > 1 else (bs[0], bs[0] + 1)
         P, G = self.prompt, self.gen

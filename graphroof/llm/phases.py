@@ -145,8 +145,9 @@ class Pipeline:
         return self._raw[key]
 
     def plan_grid(self, phase: str, plan: GridPlan) -> None:
-        """Sample *phase* on *plan*: the graph at any other point the plan covers is interpolated from the
-        traces at its points (traced on first need) instead of traced (:mod:`graphroof.llm.poly`)."""
+        """Sample *phase* on *plan*: the counted graphs at any other point the plan covers are interpolated from
+        the counted graphs at its points (:mod:`graphroof.llm.countgrid`; traced and counted on first need), or,
+        where that cannot be done, the graph there from the traces (:mod:`graphroof.llm.poly`) and counted."""
         if poly_ok(self.source):
             self.plans[phase] = plan
             self._grids.pop(phase, None)
