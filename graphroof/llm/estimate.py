@@ -100,6 +100,8 @@ class _Run:
         self.serving = serving or ServingMemory()
         self.batches: list[int] = []
         self._params = None
+        self._critical: dict[tuple, list[dict]] = {}
+        self._act_tp: dict[tuple[int, int], float] = {}
 
     def params(self):
         if self._params is None:
@@ -116,8 +118,9 @@ class _Run:
 
     def plan_grids(self) -> None:
         """Sample the phases on grids (:mod:`graphroof.llm.poly`) whose points are the ones a direct estimate
-        traces anyway (the first batch, and the second batch the critical batch needs): other batches, and the
-        re-runs of the advice, are then interpolated instead of traced."""
+        traces anyway (the first batch, and the second batch the critical batch needs): the counted graphs of
+        other batches are then interpolated from the grid's (:mod:`graphroof.llm.countgrid`) instead of traced
+        and counted, and the advice's what-ifs priced on the grid (:mod:`graphroof.llm.whatif`)."""
         bs = sorted(set(self.batches))
         b2 = grid_points(bs, 1) if len(bs) > 1 else (bs[0], bs[0] + 1)
         P, G = self.prompt, self.gen
@@ -140,9 +143,12 @@ class _Run:
         plan = self.pipe.plans.get(phase)
         if plan is not None and len(plan.bs) == 2 and x in plan.xs:
             b1, b2 = plan.bs  # the same line through two traced batches
-        ops1 = self.pipe.counted(phase, b1, x).ops
-        ops2 = self.pipe.counted(phase, b2, x).ops
-        return critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
+        key = (phase, b1, b2, x, depth)
+        if key not in self._critical:  # the same two batches serve every configuration of a grid
+            ops1 = self.pipe.counted(phase, b1, x).ops
+            ops2 = self.pipe.counted(phase, b2, x).ops
+            self._critical[key] = critical_table(ops1, ops2, b1, b2, self.pipe.hw, self.key(depth))
+        return [dict(r) for r in self._critical[key]]
 
     def kv_bytes_per_token(self, b: int) -> float:
         """Cache bytes per token and sequence, per device: what one decode step appends (one token each)."""
@@ -174,7 +180,19 @@ class _Run:
         ops = self.pipe.counted("decode", b, self.src.decode_start(self.prompt)).ops
         return sum(c.kv_write_bytes for op, c in ops if op.op in STATE_OPS) / b
 
-    def memory(self, b: int) -> MemoryFit:
+    def activation_peak(self, b: int) -> float:
+        """Activation peak of the prefill graph at batch *b* (the whole prompt batch in one pass)."""
+        return self.pipe.activation_peak("prefill", b, self.prompt)
+
+    def activation_peak_at_tp(self, b: int, n: int) -> float:
+        """:meth:`activation_peak` under a TP split of degree *n* (kept: memory() asks for it per candidate)."""
+        if (b, n) not in self._act_tp:
+            pipe = self.pipe
+            self._act_tp[b, n] = activation_peak_bytes(pipe.prepare(pipe.raw("prefill", b, self.prompt), tp=n))
+        return self._act_tp[b, n]
+
+    def memory(self, b: int, *, min_tp: bool = True) -> MemoryFit:
+        """Memory fit at batch *b*; *min_tp* False leaves ``min_tp`` None (not searched)."""
         # ctx: tokens in the (self-attention) cache at the end: prompt + gen (encoder-decoder: decoder prompt + gen)
         pipe, ctx, sm = self.pipe, self.src.decode_start(self.prompt) + self.gen, self.serving
         weights = resident_weight_bytes(self.params(), pipe.quant, pipe.tp, pipe.plan)
@@ -184,7 +202,7 @@ class _Run:
         cross_tok, enc = self.cross_kv(b)
         state = self.state_bytes_per_seq(b)  # + the fixed recurrent state of state-space layers
         kv_seq = kv_tok * sm.kv_tokens(ctx) + cross_tok * sm.kv_tokens(enc) + state
-        act_full = activation_peak_bytes(pipe.counted("prefill", b, self.prompt).graph)
+        act_full = self.activation_peak(b)
         batch_tokens = b * self.prompt
         act = act_full * sm.chunk_tokens(batch_tokens) / batch_tokens  # chunked prefill: one chunk live
         cap = pipe.hw.mem_capacity_bytes
@@ -193,23 +211,30 @@ class _Run:
         chunk = sm.max_batched_tokens or self.prompt
         act_chunk = act_full / batch_tokens * chunk
         mb = max_concurrent(usable, weights, act_chunk, kv_seq) if usable else None
-        min_tp = None
-        if usable:
-            raw = pipe.raw("prefill", b, self.prompt)
-            for n in TP_CANDIDATES:
-                try:
-                    check_tp(n, self.src.spec.heads, self.src.spec.kv_heads, self.src.spec.intermediate)
-                    act_n = act if n == pipe.tp else (activation_peak_bytes(pipe.prepare(raw, tp=n))
-                                                      * sm.chunk_tokens(batch_tokens) / batch_tokens)
-                except GraphroofError:
-                    continue
-                total = (resident_weight_bytes(self.params(), pipe.quant, n, pipe.plan)
-                         + kv_seq * pipe.tp / n * b + act_n)
-                if total <= usable:
-                    min_tp = n
-                    break
-        return MemoryFit(weights, (kv_tok * ctx + cross_tok * enc + state) * b, act, cap, mb, min_tp, usable, sm,
+        tp_min = self.min_tp(b, usable, kv_seq, act) if (usable and min_tp) else None
+        return MemoryFit(weights, (kv_tok * ctx + cross_tok * enc + state) * b, act, cap, mb, tp_min, usable, sm,
                          kv_seq * b, state * b)
+
+    def min_tp(self, b: int, usable: float, kv_seq: float, act: float) -> int | None:
+        """Smallest TP degree whose weights + KV + activations fit in *usable* bytes per device (None: none)."""
+        pipe, sm = self.pipe, self.serving
+        batch_tokens = b * self.prompt
+        for n in TP_CANDIDATES:
+            try:
+                check_tp(n, self.src.spec.heads, self.src.spec.kv_heads, self.src.spec.intermediate)
+            except GraphroofError:
+                continue
+            fixed = resident_weight_bytes(self.params(), pipe.quant, n, pipe.plan) + kv_seq * pipe.tp / n * b
+            if fixed > usable:
+                continue  # activations are >= 0: no need to shard the graph at n to know it does not fit
+            try:
+                act_n = act if n == pipe.tp else (self.activation_peak_at_tp(b, n)
+                                                  * sm.chunk_tokens(batch_tokens) / batch_tokens)
+            except GraphroofError:
+                continue
+            if fixed + act_n <= usable:
+                return n
+        return None
 
     def config(self, b: int) -> LLMConfig:
         prefill = self.pipe.phase("prefill", "prefill", b, self.prompt, self.prompt, 0, {"model": self.src.name})

@@ -28,15 +28,18 @@ from ..errors import FrontendError
 from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
-from ..roofline import compute_dtype, evaluate, evaluate_graph
+from ..roofline import evaluate_graph
+from .countgrid import CountedGrid
+from .fastpath import LiveGrid
 from .kvcache import mark_kv_cache
+from .memory import activation_peak_bytes
 from .poly import GraphGrid, GridPlan, NotPolynomial, poly_ok
 from .quant import Quant, requantize
 from .series import OpSeries
 from .source import LLMSource
 from .tp import DEFAULT_PLAN, TPPlan, scale_costs, shard
 
-__all__ = ["Counted", "Pipeline", "Phase"]
+__all__ = ["Counted", "Pipeline", "Phase", "VirtualCounted"]
 
 
 @dataclass
@@ -56,6 +59,26 @@ class Counted:
     @property
     def ops(self) -> list[tuple[OpNode, Cost]]:
         return [(op, self.counted.get(op.name, COST)) for op in self.counted.ops()]
+
+
+class VirtualCounted(Counted):
+    """A :class:`Counted` interpolated at a virtual point (:mod:`graphroof.llm.countgrid`): its prepared graph is
+    built only when something asks for it."""
+
+    def __init__(self, make_graph: Callable[[], OpGraph], counted: OpGraph, summary: CountSummary,
+                 kernels: OpGraph):
+        self._make = make_graph
+        super().__init__(None, counted, summary, kernels)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def graph(self) -> OpGraph:
+        if self._graph is None:
+            self._graph = self._make()
+        return self._graph
+
+    @graph.setter
+    def graph(self, g: OpGraph | None) -> None:
+        self._graph = g
 
 
 @dataclass
@@ -94,10 +117,15 @@ class Pipeline:
         self.rules, self.strict, self.depth = rules, strict, depth
         self._cache: dict[tuple[str, int, int], Counted] = {}
         self._raw: dict[tuple[str, int, int], OpGraph] = {}
+        self._prepared: dict[tuple[str, int, int], OpGraph] = {}
         self._warned = False
         #: grids the phases are sampled on (llm/poly.py): other covered points are virtual traces
         self.plans: dict[str, GridPlan] = {}
         self._grids: dict[str, GraphGrid | None] = {}
+        #: interpolate counted graphs at virtual points (llm/countgrid.py) instead of counting virtual traces
+        self.interpolate_counted = True
+        self._cgrids: dict[str, CountedGrid | None] = {}
+        self._live: dict[str, LiveGrid | None] = {}
         self.poly_notes: list[str] = []
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
@@ -117,11 +145,14 @@ class Pipeline:
         return self._raw[key]
 
     def plan_grid(self, phase: str, plan: GridPlan) -> None:
-        """Sample *phase* on *plan*: the graph at any other point the plan covers is interpolated from the
-        traces at its points (traced on first need) instead of traced (:mod:`graphroof.llm.poly`)."""
+        """Sample *phase* on *plan*: the counted graphs at any other point the plan covers are interpolated from
+        the counted graphs at its points (:mod:`graphroof.llm.countgrid`; traced and counted on first need), or,
+        where that cannot be done, the graph there from the traces (:mod:`graphroof.llm.poly`) and counted."""
         if poly_ok(self.source):
             self.plans[phase] = plan
             self._grids.pop(phase, None)
+            self._cgrids.pop(phase, None)
+            self._live.pop(phase, None)
 
     def _virtual(self, phase: str, batch: int, x: int) -> OpGraph | None:
         plan = self.plans.get(phase)
@@ -141,15 +172,32 @@ class Pipeline:
         except NotPolynomial:
             return None
 
+    def _prepare_at(self, phase: str, batch: int, x: int) -> OpGraph:
+        g = self.prepare(self.raw(phase, batch, x))
+        if g.symbolic_dims():
+            from ..graph import bind
+
+            g = bind(g, g.meta.get("default_dims", {}))
+        return g
+
+    def prepared(self, phase: str, batch: int, x: int) -> OpGraph:
+        """The quantized and sharded graph :meth:`counted` counts (kept; no counting when not counted yet)."""
+        key = (phase, batch, x)
+        if key in self._cache:
+            return self._cache[key].graph
+        if key not in self._prepared:
+            self._prepared[key] = self._prepare_at(phase, batch, x)
+        return self._prepared[key]
+
     def counted(self, phase: str, batch: int, x: int) -> Counted:
         """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
         key = (phase, batch, x)
         if key not in self._cache:
-            g = self.prepare(self.raw(phase, batch, x))
-            if g.symbolic_dims():
-                from ..graph import bind
-
-                g = bind(g, g.meta.get("default_dims", {}))
+            v = self._virtual_counted(phase, batch, x)
+            if v is not None:
+                self._cache[key] = v
+                return v
+            g = self._prepared.pop(key, None) or self._prepare_at(phase, batch, x)
             c = g.map_ops(lambda op: op)
             summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
             self._warned = True
@@ -157,6 +205,56 @@ class Pipeline:
             k = fuse(c, self.runtime).as_opgraph(c)
             self._cache[key] = Counted(g, c, summary, k)
         return self._cache[key]
+
+    def _is_virtual(self, phase: str, batch: int, x: int) -> bool:
+        plan = self.plans.get(phase)
+        return plan is not None and (batch, x) not in plan.points and plan.covers(batch, x)
+
+    def _virtual_counted(self, phase: str, batch: int, x: int) -> Counted | None:
+        """The counted graphs at a virtual point interpolated from the grid's (:mod:`graphroof.llm.countgrid`),
+        or None (not a virtual point, or the grid cannot be interpolated: the point is counted in full)."""
+        if not self.interpolate_counted or not self._is_virtual(phase, batch, x):
+            return None
+        if phase not in self._cgrids:
+            plan = self.plans[phase]
+            try:
+                self._cgrids[phase] = CountedGrid(plan, [self.counted(phase, *p) for p in plan.points],
+                                                  self._recount)
+            except NotPolynomial:
+                self._cgrids[phase] = None
+        grid = self._cgrids[phase]
+        if grid is None:
+            return None
+        try:
+            g, kg = grid.at(batch, x)
+        except NotPolynomial:
+            return None
+        return VirtualCounted(lambda: self._prepare_at(phase, batch, x), g, grid.summary, kg)
+
+    def _recount(self, nodes: list[OpNode], dims: Mapping) -> list[Cost]:
+        """Count op nodes as :meth:`counted` counts a graph (rules, settings, then the per-device TP costs)."""
+        g = OpGraph("ops", {"dims": dict(dims)})
+        for nd in nodes:
+            g.add_op(nd)
+        count(g, rules=self.rules, settings=self.settings, warn=False)
+        scale_costs(g)
+        return [g.get(nd.name, COST) for nd in nodes]
+
+    def activation_peak(self, phase: str, batch: int, x: int) -> float:
+        """Activation peak of the prepared graph (:func:`~graphroof.llm.memory.activation_peak_bytes`); at an
+        interpolated point, from the liveness sums of the grid's graphs (:class:`~graphroof.llm.fastpath.LiveGrid`)."""
+        c = self.counted(phase, batch, x)
+        if isinstance(c, VirtualCounted) and c._graph is None:
+            if phase not in self._live:
+                plan = self.plans[phase]
+                try:
+                    self._live[phase] = LiveGrid(plan, [self.counted(phase, *p).graph for p in plan.points])
+                except NotPolynomial:
+                    self._live[phase] = None
+            live = self._live[phase]
+            if live is not None:
+                return live.peak(batch, x)
+        return activation_peak_bytes(c.graph)
 
     def phase(self, name: str, graph_phase: str, batch: int, lo: int, hi: int, degree: int,
               meta: Mapping | None = None) -> Phase:
@@ -197,7 +295,7 @@ class Pipeline:
                      runtime=self.runtime.name, step_launch_s=step_launch)
         ends = []
         for x in (lo, hi):
-            bs = [evaluate(c, self.hw, compute_dtype(op), node=op) for op, c in kseries.costs_at(x)]
+            bs = [kseries.bound_at(i, x, self.hw) for i in range(len(kseries))]
             real = sum(b.t_realistic_s - (b.t_launch_s if graphs else 0.0) for b in bs) + step_launch
             ends.append((sum(b.t_s for b in bs), real))
         return Phase(name, a, n, (lo, hi), notes, ends[0], ends[1])

@@ -149,6 +149,7 @@ class OpSeries:
         self._sig: list[tuple | None] = [None] * len(base)
         self._sums: dict[tuple, StepSums] = {}
         self._term_memo: dict[tuple[int, int], tuple] = {}
+        self._at_memo: dict[tuple, Bound] = {}
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -167,6 +168,14 @@ class OpSeries:
 
     def costs_at(self, x: float) -> list[tuple[OpNode, Cost]]:
         return [(self.node_at(i, x), self.cost_at(i, x)) for i, op in enumerate(self.ops)]
+
+    def bound_at(self, i: int, x: int, hw: HardwareProfile) -> Bound:
+        """The roofline of op i at *x* (ops with the same :meth:`signature` evaluated once)."""
+        key = (self.signature(i), x, hw.name, id(hw))
+        if key not in self._at_memo:
+            op = self.node_at(i, x)
+            self._at_memo[key] = evaluate(self.cost_at(i, x), hw, compute_dtype(op), node=op)
+        return self._at_memo[key]
 
     def mean_cost(self, i: int, lo: int, hi: int) -> Cost:
         n = hi - lo + 1

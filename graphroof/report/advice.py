@@ -1,8 +1,11 @@
 """Next steps: what to change, derived from the result and quantified by re-evaluating under the change.
 
 :func:`advise` returns plain dicts (the JSON ``next_steps``); every item carries the figure before and after
-the change, and the after figure comes from running the estimate again with the change applied (the traced
-graphs are reused: an LLM source is wrapped so the re-run only re-counts), never from a fixed factor:
+the change, and the after figure comes from evaluating the estimate again with the change applied, never from
+a fixed factor: the figures an item reads (TTFT, TPOT, throughput, memory fit) come from
+:func:`graphroof.llm.whatif.what_if` (the estimate's traced and counted graphs reused: kernel grids, nothing
+traced again; the same numbers as a full re-run, to float rounding), or, for sources it does not cover, from a
+full re-run of the estimate on the traced graphs (an LLM source is wrapped so the re-run only re-counts):
 
 * ``quantize``: decode is memory-bound and the weights are wider than 4 bits -> the estimate again with
   ``weights="int4"``: TPOT before / after.
@@ -129,34 +132,25 @@ def analysis_advice(a) -> list[dict[str, Any]]:
 
 def _cached_source(est):
     """The estimate's source with its traced graphs reused (a re-run re-counts, it does not re-trace)."""
-    from ..llm.source import LLMSource
+    from ..llm.whatif import CachedSource
 
-    pipe = est.pipeline
-    src = pipe.source
-
-    class _Cached(LLMSource):
-        name = src.name
-        spec = src.spec
-        kv_cache = src.kv_cache
-        no_cache_reason = getattr(src, "no_cache_reason", "")
-        notes: list[str] = []
-
-        def prefill_graph(self, batch: int, seq: int):
-            return pipe.raw("prefill", batch, seq)
-
-        def decode_graph(self, batch: int, past: int):
-            return pipe.raw("decode", batch, past)
-
-        def params(self):
-            return src.params()
-
-        def check_context(self, prompt: int, gen: int) -> None:
-            return None
-
-    return _Cached()
+    return CachedSource(est.pipeline)
 
 
 def _rerun(est, cfg, **change):
+    """The configuration *cfg* again under *change* (``weights``, ``tp`` or ``batch``): the figures the items
+    read (TTFT, TPOT, throughput, memory fit) from :func:`graphroof.llm.whatif.what_if` where it covers the
+    source, else a full re-run of the estimate on the traced graphs."""
+    from ..llm.whatif import what_if
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = what_if(est, change.get("batch", cfg.batch), weights=change.get("weights"), tp=change.get("tp"),
+                       fallback=lambda: _full_rerun(est, cfg, **change))
+    return fast if fast is not None else _full_rerun(est, cfg, **change)
+
+
+def _full_rerun(est, cfg, **change):
     from ..llm.estimate import estimate
 
     pipe = est.pipeline

@@ -1,0 +1,85 @@
+"""The advice's light what-ifs (llm/whatif.py) against the full re-run of ``estimate`` they replace: the same
+TTFT, TPOT, throughput and memory figures (to float rounding) for a change of weights dtype, TP degree and
+batch, on the hand-built toy and on tiny traced Llama / Mixtral configs."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from graphroof.llm import estimate
+from graphroof.llm.whatif import what_if
+from graphroof.report.advice import _full_rerun
+from tests.llm.toy import RULES, toy_source
+
+REL = 1e-12
+
+
+def _figures(c):
+    m = c.memory
+    return [c.ttft_s, c.tpot_s, c.output_tokens_per_s, m.total_bytes, m.kv_cache_bytes, m.kv_reserved_bytes,
+            m.activation_peak_bytes, m.weight_bytes, m.max_batch, m.fits]
+
+
+def _same(est, cfg, **change):
+    w = what_if(est, change.get("batch", cfg.batch), weights=change.get("weights"), tp=change.get("tp"))
+    assert w is not None
+    full = _full_rerun(est, cfg, **change)
+    for a, b in zip(_figures(w), _figures(full)):
+        if isinstance(b, float):
+            assert a == pytest.approx(b, rel=REL), change
+        else:                                       # max_batch, fits; tpot_s None without decode steps
+            assert a == b, change
+    return w
+
+
+def _est(src, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return estimate(src, **kw)
+
+
+@pytest.mark.parametrize("hw", ["a100", "h100"])   # efficiency factors / the kernel-level [timing] model
+@pytest.mark.parametrize("ideal", [False, True])
+def test_toy_what_ifs_equal_the_full_re_run(hw, ideal):
+    src = toy_source(L=2, H=1024, heads=8, kv_heads=4, I=4096, V=1000)
+    est = _est(src, hw=hw, prompt=64, gen=8, batch=[1, 4, 16], rules=RULES, ideal=ideal)
+    pipe = est.pipeline
+    counted = set(pipe._cache)
+    for c in est.configs:
+        _same(est, c, weights="int4")
+        w = _same(est, c, batch=3 * c.batch + 2)     # between and beyond the estimate's grid batches 1 and 16
+        assert w.pipe is pipe                       # a batch change reuses the estimate's pipeline ...
+    assert set(pipe._cache) == counted              # ... and its counted grid points: nothing counted again
+    one = _est(src, hw=hw, prompt=64, gen=8, batch=1, rules=RULES, ideal=ideal)
+    _same(one, one.configs[0], tp=2)
+    _same(one, one.configs[0], batch=37)
+
+
+def test_single_decode_step_and_uncovered_sources():
+    src = toy_source()
+    est = _est(src, hw="h100", prompt=32, gen=2, batch=3, rules=RULES)
+    _same(est, est.configs[0], batch=11)
+    _same(est, est.configs[0], weights="int4")
+    one = _est(src, hw="h100", prompt=32, gen=1, batch=3, rules=RULES)
+    assert what_if(one, 5).tpot_s is None
+    _same(one, one.configs[0], batch=5)
+    nocache = _est(toy_source(kv=False), hw="a100", prompt=16, gen=4, batch=1, rules=RULES)
+    assert what_if(nocache, 4) is None             # decode = full forward passes: the advice re-runs the estimate
+
+
+@pytest.mark.slow
+def test_tiny_llama_and_mixtral_what_ifs_equal_the_full_re_run():
+    pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+    pytest.importorskip("transformers")
+    from graphroof.llm.hf import HFSource
+    from tests.llm.test_llm_moe import TINY_MIXTRAL
+    from tests.llm.test_sweep import TINY
+
+    for name, cfg in (("tiny-llama", TINY), ("tiny-mixtral", TINY_MIXTRAL)):
+        est = _est(HFSource(cfg, name=name), hw="h100", prompt=48, gen=20, batch=[1, 8, 32], tp=2)
+        for c in est.configs:
+            _same(est, c, weights="int4")
+            _same(est, c, batch=c.batch + 5)      # MoE: experts visited are not polynomial in the tokens
+            _same(est, c, tp=1)
