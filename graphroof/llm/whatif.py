@@ -14,7 +14,7 @@ activation peak and KV bytes per token read off the same grids:
 
 Figures are computed on first access (the quantize item reads only TPOT: no prefill is counted for it).  The
 what-if is what ``estimate(..., batch=b, <change>)`` on the estimate's traces gives, to float rounding, with the
-same defaults a re-run gets (``serving`` runtime, default serving memory); :func:`what_if` returns None for
+estimate's runtime preset and serving-memory settings; :func:`what_if` returns None for
 sources it does not cover (no KV cache, encoder-decoder, state-space layers): the caller re-runs the estimate.
 """
 
@@ -38,10 +38,6 @@ from .sweep_fast import _recounter
 from .tp import check_tp
 
 __all__ = ["CachedSource", "WhatIf", "what_if"]
-
-#: the runtime preset a what-if prices with (the one a re-run of ``estimate`` gets by default)
-RUNTIME = "serving"
-
 
 class CachedSource(LLMSource):
     """*pipe*'s source with its traced graphs reused: a pipeline on it re-counts, it does not re-trace."""
@@ -67,8 +63,11 @@ class CachedSource(LLMSource):
     def params(self):
         return self._src.params()
 
-    # decode_start / cross_tokens: LLMSource's (what the advice's re-runs have always used; what_if() itself
-    # only covers sources whose own are the same)
+    def decode_start(self, prompt: int) -> int:
+        return self._src.decode_start(prompt)
+
+    def cross_tokens(self, prompt: int) -> int:
+        return self._src.cross_tokens(prompt)
 
     def check_context(self, prompt: int, gen: int) -> None:
         return None
@@ -84,7 +83,7 @@ class _GridRun(_Run):
     """A :class:`_Run` whose activation peak and KV bytes per token come from the what-if's grids."""
 
     def __init__(self, w: WhatIf):
-        super().__init__(w.pipe.source, w.pipe, w.prompt, w.gen, None, True, w.ideal, ServingMemory())
+        super().__init__(w.pipe.source, w.pipe, w.prompt, w.gen, None, True, w.ideal, w.serving)
         self.w = w
 
     def activation_peak(self, b: int) -> float:
@@ -121,8 +120,9 @@ class WhatIf:
     the grids cannot price."""
 
     def __init__(self, pipe: Pipeline, plans: dict[str, GridPlan], batch: int, prompt: int, gen: int, ideal: bool,
-                 fallback: Callable[[], Any] | None = None):
+                 fallback: Callable[[], Any] | None = None, serving: ServingMemory | None = None):
         self.pipe, self.plans, self.batch, self.prompt, self.gen, self.ideal = pipe, plans, batch, prompt, gen, ideal
+        self.serving = serving or ServingMemory()  # the estimate's (gpu_mem_util, kv_block, max_batched_tokens)
         self.lo, self.hi = prompt, prompt + max(gen - 2, 0)  # the decode steps' cache lengths
         self.fallback = fallback
 
@@ -194,17 +194,17 @@ def what_if(est: Any, batch: int, *, weights: str | None = None, tp: int | None 
     lo, hi = P, P + max(G - 2, 0)
     exact = {"prefill": GridPlan((batch,), (P,), DEGREE["prefill"]),
              "decode": GridPlan((batch,), tuple(sorted({lo, hi})), DEGREE["decode"])}
-    same = (quant == pipe0.quant and tp == pipe0.tp and pipe0.runtime.name == RUNTIME and settings == pipe0.settings
-            and hw == pipe0.hw)
+    serving = est.configs[0].memory.serving if est.configs else None
+    same = quant == pipe0.quant and tp == pipe0.tp and settings == pipe0.settings and hw == pipe0.hw
     if same and all(p in pipe0.plans and pipe0.plans[p].covers(batch, x) for p, x in (("prefill", P), ("decode", lo),
                                                                                       ("decode", hi))):
-        w = WhatIf(pipe0, dict(pipe0.plans), batch, P, G, est.ideal, fallback)
+        w = WhatIf(pipe0, dict(pipe0.plans), batch, P, G, est.ideal, fallback, serving)
         if "decode" not in w.plans or w.plans["decode"].xs != exact["decode"].xs:
             w.plans = exact
         return w
     pipe = Pipeline(CachedSource(pipe0), hw, quant=quant, tp=tp, plan=pipe0.plan, settings=settings,
-                    rules=pipe0.rules, strict=pipe0.strict, runtime=RUNTIME)
-    return WhatIf(pipe, exact, batch, P, G, est.ideal, fallback)
+                    rules=pipe0.rules, strict=pipe0.strict, runtime=pipe0.runtime)
+    return WhatIf(pipe, exact, batch, P, G, est.ideal, fallback, serving)
 
 
 __all__ += ["NotPolynomial", "covered"]

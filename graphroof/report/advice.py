@@ -157,7 +157,9 @@ def _full_rerun(est, cfg, **change):
     kw: dict[str, Any] = dict(hw=est.hw, prompt=est.prompt, gen=est.gen, batch=cfg.batch, weights=est.quant.weights,
                               activations=est.quant.activations, kv=est.quant.kv, tp=est.tp, ideal=est.ideal,
                               attention=est.settings.attention, causal=est.settings.causal, plan=pipe.plan,
-                              rules=pipe.rules, strict=pipe.strict, depth=cfg.table_depth)
+                              rules=pipe.rules, strict=pipe.strict, depth=cfg.table_depth, runtime=pipe.runtime.name,
+                              gpu_mem_util=cfg.memory.serving.gpu_mem_util, kv_block=cfg.memory.serving.kv_block,
+                              max_batched_tokens=cfg.memory.serving.max_batched_tokens)
     kw.update(change)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

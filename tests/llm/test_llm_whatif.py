@@ -69,6 +69,23 @@ def test_single_decode_step_and_uncovered_sources():
     assert what_if(nocache, 4) is None             # decode = full forward passes: the advice re-runs the estimate
 
 
+def test_what_ifs_keep_the_estimates_runtime_and_serving_memory():
+    """A what-if prices under the estimate's runtime preset and serving-memory settings, as a re-run with the same
+    options does (not the defaults): eager launches, 0.8 of the memory, 32-token KV blocks, chunked prefill."""
+    src = toy_source(L=2, H=1024, heads=8, kv_heads=4, I=4096, V=1000)
+    kw = dict(hw="h100", prompt=64, gen=8, rules=RULES, runtime="eager", gpu_mem_util=0.8, kv_block=32,
+              max_batched_tokens=128)
+    est = _est(src, batch=[1, 16], **kw)
+    for change in ({"weights": "int4"}, {"batch": 9}):
+        w = _same(est, est.configs[0], **change)
+        assert w.pipe.runtime.name == "eager" and w.serving == est.configs[0].memory.serving
+        direct = _est(src, batch=change.get("batch", 1), weights=change.get("weights"), **kw).configs[0]
+        assert w.tpot_s == pytest.approx(direct.tpot_s, rel=REL)
+        assert w.memory.total_bytes == pytest.approx(direct.memory.total_bytes, rel=REL)
+    serving = _est(src, batch=1, **{**kw, "runtime": "serving"}).configs[0]
+    assert serving.tpot_s != pytest.approx(est.configs[0].tpot_s, rel=1e-3)   # the preset matters here
+
+
 @pytest.mark.slow
 def test_tiny_llama_and_mixtral_what_ifs_equal_the_full_re_run():
     pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
