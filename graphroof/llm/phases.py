@@ -65,6 +65,8 @@ class VirtualCounted(Counted):
     """A :class:`Counted` interpolated at a virtual point (:mod:`graphroof.llm.countgrid`): its prepared graph is
     built only when something asks for it."""
 
+    _graph: OpGraph | None
+
     def __init__(self, make_graph: Callable[[], OpGraph], counted: OpGraph, summary: CountSummary,
                  kernels: OpGraph):
         self._make = make_graph
@@ -72,9 +74,10 @@ class VirtualCounted(Counted):
 
     @property  # type: ignore[override]
     def graph(self) -> OpGraph:
-        if self._graph is None:
-            self._graph = self._make()
-        return self._graph
+        g = self._graph
+        if g is None:
+            g = self._graph = self._make()
+        return g
 
     @graph.setter
     def graph(self, g: OpGraph | None) -> None:
