@@ -291,14 +291,24 @@ class OpGraph:
         g = OpGraph(self.name, self.meta)
         g.nx = nx.DiGraph()
         g.nx.graph.update(self.nx.graph)  # DiGraph(dict) would read the dict as adjacency data
-        for name, data in self.nx.nodes(data=True):
-            g.nx.add_node(name, **{OP: fn(data[OP])}, **{k: data[k] for k in (IN_TENSORS, OUT_TENSORS) if k in data})
+        g.nx.add_nodes_from(_mapped_nodes(self.nx, fn))  # in bulk: one call, not one add_node per op
         g.nx.add_edges_from(self.nx.edges(data=True))
         g._producer = dict(self._producer)
         return g
 
     def __repr__(self) -> str:
         return f"OpGraph({self.name!r}, {len(self)} ops, {self.nx.number_of_edges()} edges)"
+
+
+def _mapped_nodes(g: nx.DiGraph, fn) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(name, attrs)`` of every node of *g* in order, the op mapped by *fn* and the tensor names kept."""
+    for name, data in g.nodes(data=True):
+        attrs = {OP: fn(data[OP])}
+        if IN_TENSORS in data:
+            attrs[IN_TENSORS] = data[IN_TENSORS]
+        if OUT_TENSORS in data:
+            attrs[OUT_TENSORS] = data[OUT_TENSORS]
+        yield name, attrs
 
 
 def bind(graph: OpGraph, dims: Mapping[str, int]) -> OpGraph:
