@@ -30,7 +30,7 @@ import ast
 import enum
 import math
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -246,6 +246,34 @@ class OpGraph:
             if t:
                 self._producer[t] = node.name
         return node
+
+    def add_ops(self, entries: Iterable[tuple[OpNode, Sequence[str | None], Sequence[str], Mapping[str, Any]]]) -> None:
+        """Add many ops at once, each ``(node, inputs, outputs, extra node attrs)``: the same graph as one
+        :meth:`add_op` per entry followed by setting the extra attrs (same node, edge and attribute order),
+        built with one bulk networkx call for the nodes and one for the edges."""
+        nodes: list[tuple[str, dict[str, Any]]] = []
+        edges: list[tuple[str, str, dict[str, Any]]] = []
+        names: set[str] = set()
+        producer = self._producer
+        pending: dict[str, str] = {}   # tensor -> producer, for the entries of this call
+        for node, inputs, outputs, extra in entries:
+            name = node.name
+            if name in names or name in self.nx:
+                raise ValueError(f"duplicate op name {name!r}")
+            names.add(name)
+            nodes.append((name, {OP: node, IN_TENSORS: tuple(t or None for t in inputs),
+                                 OUT_TENSORS: tuple(t or None for t in outputs), **extra}))
+            for t in inputs:
+                if t:
+                    p = pending.get(t) or producer.get(t)
+                    if p is not None and p != name:
+                        edges.append((p, name, {"tensor": t}))
+            for t in outputs:
+                if t:
+                    pending[t] = name
+        self.nx.add_nodes_from(nodes)
+        self.nx.add_edges_from(edges)
+        producer.update(pending)
 
     def __len__(self) -> int:
         return self.nx.number_of_nodes()
