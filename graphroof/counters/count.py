@@ -81,16 +81,16 @@ def count_node(node: OpNode, rule: Rule, settings: CountSettings = DEFAULT) -> C
 
 def _freeze(v: Any) -> Any:
     """A hashable stand-in for an attribute value that equals another's only when the values are equal and of
-    the same types (``1``, ``1.0`` and ``True`` stay apart); raises TypeError for an unhashable leaf."""
+    the same types: ints and strings stand for themselves (they equal no other stand-in), floats, bools,
+    containers and anything else are tagged with their type (so ``1``, ``1.0`` and ``True`` stay apart).
+    Raises TypeError for an unhashable leaf."""
     t = type(v)
-    if t is str or v is None:
+    if t is str or t is int or v is None:
         return v
-    if t is int or t is float or t is bool:
-        return t, v
     if t is tuple or t is list:
-        return t, tuple(_freeze(x) for x in v)
+        return t, *[_freeze(x) for x in v]
     if t is dict:
-        return dict, tuple((_freeze(k), _freeze(x)) for k, x in v.items())
+        return dict, *[(_freeze(k), _freeze(x)) for k, x in v.items()]
     hash(v)
     return t, v
 
