@@ -19,9 +19,10 @@ the machine's load like the stages do, so ratios compare across runs on a shared
 time the cyclic garbage collector ran during the measured estimate (it runs inside whatever stage is
 allocating, so it is also part of those stages' times).  Peak RSS is the whole process's so far.
 
-Run: ``python benchmarks/bench_pipeline_stages.py [--repeat 2] [--model llama-2-70b] [--no-stages]``.
+Run: ``python benchmarks/bench_pipeline_stages.py [--repeat 2] [--model llama-2-70b] [--no-stages] [--cli-gc]``.
 ``--repeat N`` runs the measured estimate N times and keeps the fastest; ``--no-stages`` times the estimate
-without the wrappers (their own cost is about a microsecond per call).
+without the wrappers (their own cost is about a microsecond per call); ``--cli-gc`` runs with the collector
+threshold the CLI sets for a command (:data:`graphroof.cli.GC_THRESHOLD`; the API keeps Python's default).
 """
 
 from __future__ import annotations
@@ -155,7 +156,15 @@ def main() -> None:
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-stages", action="store_true", help="time the estimate without stage wrappers")
+    ap.add_argument("--cli-gc", action="store_true",
+                    help="the garbage-collector threshold the CLI sets while a command runs (graphroof.cli."
+                         "GC_THRESHOLD) instead of Python's default")
     a = ap.parse_args()
+    if a.cli_gc:
+        from graphroof.cli import GC_THRESHOLD
+
+        old = gc.get_threshold()
+        gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
 
     import graphroof.llm as llm
     from graphroof.llm.estimate import open_source
@@ -204,7 +213,8 @@ def main() -> None:
           f"replayed graphs (no tracing); fastest of {a.repeat}; CPU {cpu:.2f} s")
     print(tabulate(rows, headers=["stage", "calls", "wall s", "self s", "% of estimate", "x reference"],
                    floatfmt=(None, None, ".3f", ".3f", ".1f", ".3f")))
-    print(f"\nreference wall {t_ref:.2f} s; peak RSS {rss_mb():.0f} MB (whole process)")
+    print(f"\nreference wall {t_ref:.2f} s; peak RSS {rss_mb():.0f} MB (whole process); gc thresholds "
+          f"{gc.get_threshold()}")
 
 
 if __name__ == "__main__":

@@ -318,7 +318,7 @@ class OpGraph:
         g = OpGraph(self.name, self.meta)
         g.nx = nx.DiGraph()
         g.nx.graph.update(self.nx.graph)  # DiGraph(dict) would read the dict as adjacency data
-        fill_digraph(g.nx, _mapped_nodes(self.nx, fn), ((u, v, dict(d)) for u, v, d in self.nx.edges(data=True)))
+        fill_digraph(g.nx, _mapped_nodes(self.nx, fn), _edge_copies(self.nx))
         g._producer = dict(self._producer)
         return g
 
@@ -361,6 +361,15 @@ def fill_digraph(g: nx.DiGraph, nodes: Iterable[tuple[Any, dict[str, Any]]],
             su[v] = pred[v][u] = attrs
         else:
             old.update(attrs)
+
+
+def _edge_copies(g: nx.DiGraph) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+    """``(u, v, copy of the edge attrs)`` in ``g.edges(data=True)`` order, read through ``g.adjacency()``: the
+    ``g.edges`` view, once created, is cached on the graph and refers back to it, a reference cycle that keeps
+    a dropped intermediate graph (thousands of dicts) alive until the cyclic collector's next full pass."""
+    for u, nbrs in g.adjacency():
+        for v, d in nbrs.items():
+            yield u, v, dict(d)
 
 
 def _mapped_nodes(g: nx.DiGraph, fn) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -69,7 +69,8 @@ def mark_kv_cache(graph: OpGraph) -> OpGraph:
             continue
         names = g.get(name, IN_TENSORS)
         if names:  # by tensor name: a query shaped like the cache (prefill, q_len == kv_len) is no cache read
-            cache_names = {g.nx.edges[p, name].get("tensor") for p in preds}
+            # get_edge_data, not g.nx.edges[...]: the cached edges view would tie the graph in a reference cycle
+            cache_names = {g.nx.get_edge_data(p, name).get("tensor") for p in preds}
             ins = tuple(_as_kv(t) if t is not None and i < len(names) and names[i] in cache_names else t
                         for i, t in enumerate(op.inputs))
         else:
