@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..counters.cost import Cost
-from ..errors import UnboundDimError
+from ..errors import CostError, UnboundDimError
 from ..graph import COST, IN_TENSORS, OP, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
 from ..layers import auto_depth, scope_at
 from ..roofline import compute_dtype
@@ -366,7 +366,23 @@ def _kernel_cost(df: _Dataflow, ops: list[str], folded: set[str]) -> Cost:
                     continue
                 i = _SLOT[_WRITE_BUCKET.get(node.outputs[pos].role, "act_write_bytes")]
                 v[i] = max(0.0, v[i] - nbytes)
-    return sum((Cost(*v) for v in vals.values()), Cost())
+    return _sum_fields(list(vals.values()))
+
+
+def _sum_fields(rows: list[list]) -> Cost:
+    """``sum((Cost(*row) for row in rows), Cost())`` without the intermediate Costs: the same additions in the
+    same order (from the int 0 of ``Cost()``), so the same floats.  Every row is a valid cost (fields >= 0,
+    finite); only the total can exceed ``MAX_COUNT``, and then the reference sum raises its own error."""
+    acc = [0, 0, 0, 0, 0, 0, 0, 0]
+    est = False
+    for row in rows:
+        for i in range(8):
+            acc[i] = acc[i] + row[i]
+        est = est or row[8]
+    try:
+        return Cost(*acc, est)
+    except CostError:
+        return sum((Cost(*row) for row in rows), Cost())
 
 
 def _boundary(df: _Dataflow, ops: list[str]) -> tuple[list, list]:
