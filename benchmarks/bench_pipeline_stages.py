@@ -86,10 +86,10 @@ class Stages:
 def install(stages: Stages) -> list[str]:
     """Wrap the pipeline's stage functions wherever a graphroof module holds them; returns the stage names."""
     import graphroof.llm.phases as phases
+    from graphroof import roofline
     from graphroof.fuse import group
     from graphroof.graph import OpGraph
     from graphroof.llm import kvcache, poly, quant, tp
-    from graphroof import roofline
 
     count_mod = importlib.import_module("graphroof.counters.count")  # the package exports a function of that name
 

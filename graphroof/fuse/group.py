@@ -351,7 +351,7 @@ def _kernel_cost(df: _Dataflow, ops: list[str], folded: set[str]) -> Cost:
                 v[i] = max(0.0, v[i] - nbytes)
             else:
                 try:
-                    spec.nbytes
+                    _ = spec.nbytes  # a tensor of unknown size is not counted as read (nor remembered)
                 except UnboundDimError:
                     continue
                 seen_external.add(src)
