@@ -41,7 +41,7 @@ from .errors import UnboundDimError
 
 __all__ = [
     "OP", "COST", "BOUND", "IN_TENSORS", "OUT_TENSORS", "REPEAT", "SHAPE_UNKNOWN", "ESTIMATED", "Role", "TensorSpec",
-    "OpNode", "OpGraph", "Dim", "resolve_dim", "bind",
+    "OpNode", "OpGraph", "Dim", "resolve_dim", "bind", "fill_digraph", "edge_copies",
 ]
 
 OP = "op"
@@ -318,7 +318,7 @@ class OpGraph:
         g = OpGraph(self.name, self.meta)
         g.nx = nx.DiGraph()
         g.nx.graph.update(self.nx.graph)  # DiGraph(dict) would read the dict as adjacency data
-        fill_digraph(g.nx, _mapped_nodes(self.nx, fn), _edge_copies(self.nx))
+        fill_digraph(g.nx, _mapped_nodes(self.nx, fn), edge_copies(self.nx))
         g._producer = dict(self._producer)
         return g
 
@@ -363,7 +363,7 @@ def fill_digraph(g: nx.DiGraph, nodes: Iterable[tuple[Any, dict[str, Any]]],
             old.update(attrs)
 
 
-def _edge_copies(g: nx.DiGraph) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+def edge_copies(g: nx.DiGraph) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
     """``(u, v, copy of the edge attrs)`` in ``g.edges(data=True)`` order, read through ``g.adjacency()``: the
     ``g.edges`` view, once created, is cached on the graph and refers back to it, a reference cycle that keeps
     a dropped intermediate graph (thousands of dicts) alive until the cyclic collector's next full pass."""

@@ -31,7 +31,7 @@ import networkx as nx
 from ..counters.common import read_bytes, write_bytes
 from ..counters.cost import Cost
 from ..errors import InputError
-from ..graph import COST, OP, OpGraph, OpNode, Role, TensorSpec, _edge_copies, fill_digraph
+from ..graph import COST, OP, OpGraph, OpNode, Role, TensorSpec, edge_copies, fill_digraph
 
 __all__ = ["TPPlan", "DEFAULT_PLAN", "check_tp", "shard", "scale_costs", "COMM_OPS"]
 
@@ -166,7 +166,7 @@ def _insert_comms(g: OpGraph, n: int, plan: TPPlan, kinds: dict[str, tuple[str |
             nodes.append((cname, {"op": comm}))
             comm_of[name] = cname
     edges: list[tuple[str, str, dict]] = []
-    for u, v, data in _edge_copies(g.nx):  # not g.nx.edges: see _edge_copies
+    for u, v, data in edge_copies(g.nx):  # not g.nx.edges: see edge_copies
         mscope = exits[u][1] if u in comm_of else ""
         if u in comm_of and not (g.node(v).scope == mscope or g.node(v).scope.startswith(mscope + ".")):
             edges.append((comm_of[u], v, data))
