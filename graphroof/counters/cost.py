@@ -43,7 +43,9 @@ class Cost:
     def __post_init__(self) -> None:
         vals = (self.matrix_flops, self.vector_flops, self.weight_bytes, self.act_read_bytes, self.act_write_bytes,
                 self.kv_read_bytes, self.kv_write_bytes, self.net_bytes)
-        if min(vals) < 0 or max(vals) > MAX_COUNT or not all(math.isfinite(v) for v in vals):
+        # one cheap test for the common case (it runs on every Cost): values in [0, MAX_COUNT] are finite, and a
+        # NaN (which compares false everywhere) makes the sum NaN; the loop below names the offending field
+        if not (min(vals) >= 0 and max(vals) <= MAX_COUNT and math.isfinite(sum(vals))):
             for f in fields(self):
                 v = getattr(self, f.name)
                 if f.name == "estimated":
@@ -103,7 +105,8 @@ class Cost:
         """Every FLOP and byte multiplied by *k* (e.g. loop trip counts); *k* must be finite and >= 0."""
         if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0:
             raise CostError(f"cannot scale a cost by {k!r}: a repeat or trip count must be a finite number >= 0")
-        return Cost(*(getattr(self, f.name) * k for f in fields(self) if f.name != "estimated"),
+        return Cost(self.matrix_flops * k, self.vector_flops * k, self.weight_bytes * k, self.act_read_bytes * k,
+                    self.act_write_bytes * k, self.kv_read_bytes * k, self.kv_write_bytes * k, self.net_bytes * k,
                     estimated=self.estimated)
 
     def as_dict(self) -> dict[str, float | bool]:

@@ -15,6 +15,8 @@ Classes (frontend-independent, so ATen, ONNX and op-table graphs fuse alike):
 
 from __future__ import annotations
 
+import functools
+
 from ..counters.cost import Cost
 from ..errors import UnboundDimError
 from ..graph import OpNode, Role
@@ -52,19 +54,29 @@ def _numel(t) -> int:
         return 0
 
 
+@functools.lru_cache(maxsize=4096)
+def _key_facts(op: str) -> tuple[bool, bool, bool]:
+    """(op-table row, attention op, row reduction) from the op key alone (a few dozen distinct keys per model)."""
+    key = op.lower()
+    return (op.startswith("table."), any(m in key for m in _ATTENTION_MARKERS),
+            any(m in key.rsplit(".", 1)[-1] for m in _ROW_REDUCTION_MARKERS))
+
+
 def op_class(node: OpNode, cost: Cost) -> str:
     """The kernel class of *node* with counted *cost* (see the module docstring)."""
-    if node.op.startswith("table."):
+    table, attention, row_reduction = _key_facts(node.op)
+    if table:
         return "opaque"  # an op-table row is already a kernel with its own numbers
-    if cost.estimated and not cost.flops:
+    flops = cost.flops
+    if cost.estimated and not flops:
         return "opaque"
     if cost.net_bytes:
         return "comm"
-    if not cost.flops and not cost.bytes:
+    if not flops and not cost.bytes:
         return "view"
     if cost.matrix_flops:
-        return "attention" if any(m in _key(node) for m in _ATTENTION_MARKERS) else "gemm"
-    if any(m in _key(node).rsplit(".", 1)[-1] for m in _ROW_REDUCTION_MARKERS):
+        return "attention" if attention else "gemm"
+    if row_reduction:
         return "reduction"
     acts = [_numel(t) for t in node.inputs if t is not None and t.role in (Role.ACTIVATION, Role.KV_CACHE)]
     outs = [_numel(t) for t in node.outputs]

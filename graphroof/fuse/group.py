@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..counters.cost import Cost
-from ..errors import UnboundDimError
-from ..graph import COST, IN_TENSORS, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
+from ..errors import CostError, UnboundDimError
+from ..graph import COST, IN_TENSORS, OP, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
 from ..layers import auto_depth, scope_at
 from ..roofline import compute_dtype
 from .classify import VECTOR_CLASSES, gemm_mnk, is_batch_norm, is_conv, op_class
@@ -83,22 +83,25 @@ class KernelGraph:
         Node attrs: ``kernel_kind``, ``gemm_mnk``, ``ops`` (op names), ``n_ops``, ``folded``,
         ``compute_dtype``."""
         kg = OpGraph(graph.name, {**graph.meta, "runtime": self.runtime.name, "op_graph_size": len(graph)})
+        kg.add_ops(self._kernel_nodes(graph))
+        return kg
+
+    def _kernel_nodes(self, graph: OpGraph):
+        op_of = {n: d[OP] for n, d in graph.nx.nodes(data=True)}
         for k in self.kernels:
+            keys = [op_of[n].op for n in k.ops]
             attrs: dict[str, Any] = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops), "n_ops": k.n_ops,
-                     "folded": tuple(k.folded), "compute_dtype": k.dtype,
-                     "op_keys": tuple(sorted({graph.node(n).op for n in k.ops}))}
+                     "folded": tuple(k.folded), "compute_dtype": k.dtype, "op_keys": tuple(sorted(set(keys)))}
             counts: dict[str, int] = {}
-            for n in k.ops:
-                counts[graph.node(n).op] = counts.get(graph.node(n).op, 0) + 1
+            for key in keys:
+                counts[key] = counts.get(key, 0) + 1
             attrs["op_key_counts"] = counts
             if k.kind == "comm":
-                first = graph.node(k.ops[0])
+                first = op_of[k.ops[0]]
                 attrs.update(world_size=first.attrs.get("world_size"), collective=first.op)
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
                           attrs, k.scope)
-            kg.add_op(node, [t for t, _ in k.inputs], [t for t, _ in k.outputs])
-            kg.set(k.name, COST, k.cost)
-        return kg
+            yield node, [t for t, _ in k.inputs], [t for t, _ in k.outputs], {COST: k.cost}
 
 
 class _Dataflow:
@@ -106,10 +109,18 @@ class _Dataflow:
 
     def __init__(self, graph: OpGraph):
         self.graph = graph
-        self.order = list(graph.nx.nodes)
+        self.order: list[str] = []
+        self.nodes: dict[str, OpNode] = {}
+        self.costs: dict[str, Cost] = {}
+        self.in_names: dict[str, tuple] = {}   # op -> IN_TENSORS (the graph's node attr, () when absent)
+        self.out_names: dict[str, tuple] = {}  # op -> OUT_TENSORS
+        for n, data in graph.nx.nodes(data=True):
+            self.order.append(n)
+            self.nodes[n] = data[OP]
+            self.costs[n] = data.get(COST)
+            self.in_names[n] = data.get(IN_TENSORS) or ()
+            self.out_names[n] = data.get(OUT_TENSORS) or ()
         self.topo = {n: i for i, n in enumerate(self.order)}
-        self.nodes = {n: graph.node(n) for n in self.order}
-        self.costs: dict[str, Cost] = {n: graph.get(n, COST) for n in self.order}
         missing = [n for n, c in self.costs.items() if c is None]
         if missing:
             raise ValueError(f"op {missing[0]!r} has no cost; run graphroof.counters.count(graph) first")
@@ -121,7 +132,7 @@ class _Dataflow:
         last: dict[str, str] = {}
         view_src: dict[str, tuple[str | None, str | None]] = {}  # view output tensor -> real source
         for n in self.order:
-            ins = self.graph.get(n, IN_TENSORS) or ()
+            ins = self.in_names[n]
             for pos, t in enumerate(ins):
                 if not t:
                     continue
@@ -131,8 +142,7 @@ class _Dataflow:
                 if self.cls[n] != "view" and real[0] is not None:
                     self.consumers[(real[0], real[1])].add(n)
                     self.preds[n].add(real[0])
-            outs = self.graph.get(n, OUT_TENSORS) or ()
-            for t in outs:
+            for t in self.out_names[n]:
                 if t:
                     last[t] = n
                     if self.cls[n] == "view":
@@ -164,9 +174,17 @@ class _Grouper:
         self.df, self.rt = df, rt
         depth = auto_depth(df.graph)
         #: kernels never span two blocks (``model.layers.3`` vs ``model.layers.4``): per-layer rows stay whole
-        self.block = {n: scope_at(df.nodes[n].scope, depth) for n in df.order}
+        at: dict[str, str] = {}
+        self.block = {}
+        for n in df.order:
+            scope = df.nodes[n].scope
+            b = at.get(scope)
+            if b is None:
+                b = at[scope] = scope_at(scope, depth)
+            self.block[n] = b
         self.kblock: list[str] = []
         self.members: list[set[str]] = []
+        self.last: list[int] = []          # topological index of each kernel's latest op
         self.kinds: list[str] = []
         self.reduces: list[bool] = []      # a kernel holding a reduction cannot take GEMM epilogues
         self.kernel_of: dict[str, int] = {}
@@ -176,6 +194,7 @@ class _Grouper:
     def _new(self, n: str, kind: str) -> None:
         self.kernel_of[n] = len(self.members)
         self.members.append({n})
+        self.last.append(self.df.topo[n])
         self.kinds.append(kind)
         self.kblock.append(self.block[n])
         self.reduces.append(self.df.cls[n] == "reduction")
@@ -183,6 +202,7 @@ class _Grouper:
     def _join(self, n: str, k: int) -> None:
         self.kernel_of[n] = k
         self.members[k].add(n)
+        self.last[k] = max(self.last[k], self.df.topo[n])
         if self.df.cls[n] == "reduction":
             self.reduces[k] = True
 
@@ -208,6 +228,7 @@ class _Grouper:
             for m in self.members[k]:
                 self.kernel_of[m] = keep
             self.members[keep] |= self.members[k]
+            self.last[keep] = max(self.last[keep], self.last[k])
             self.reduces[keep] = self.reduces[keep] or self.reduces[k]
             self.members[k] = set()
             self.kinds[k] = "merged"
@@ -224,14 +245,14 @@ class _Grouper:
             group = self.members[k]
             gemms = {self.kernel_of[p] for m in group for p in df.preds[m] if p not in group
                      and self.kinds[self.kernel_of[p]] == "gemm" and not self.reduces[self.kernel_of[p]]}
-            for g in sorted(gemms, key=lambda j: -max(df.topo[m] for m in self.members[j])):
+            for g in sorted(gemms, key=lambda j: -self.last[j]):
                 if self._can_merge(None, [g, k]):
                     self._merge_into(None, [g, k])
                     break
 
     def _pred_kernels(self, n: str) -> list[int]:
         ks = {self.kernel_of[p] for p in self.df.preds[n] if p in self.kernel_of}
-        return sorted(ks, key=lambda k: -max(self.df.topo[m] for m in self.members[k]))
+        return sorted(ks, key=lambda k: -self.last[k])
 
     def _try_vector(self, n: str) -> bool:
         df, rt = self.df, self.rt
@@ -293,52 +314,75 @@ class _Grouper:
             self._epilogues()
 
 
+_FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
+           "kv_write_bytes", "net_bytes")
+_SLOT = {f: i for i, f in enumerate(_FIELDS)}
+
+
 def _kernel_cost(df: _Dataflow, ops: list[str], folded: set[str]) -> Cost:
     if len(ops) == 1 and not folded:
         return df.costs[ops[0]]  # a one-op kernel is the op, as counted
     members = set(ops)
-    fields_ = {}
+    vals: dict[str, list] = {}  # op -> its cost's fields (in _FIELDS order), then ``estimated``
     for n in ops:
         c = df.costs[n]
         if n in folded:  # folded into the producer's weights: only its output write remains
-            c = Cost(act_write_bytes=c.act_write_bytes, kv_write_bytes=c.kv_write_bytes, estimated=c.estimated)
-        fields_[n] = {f: getattr(c, f) for f in ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes",
-                                                 "act_write_bytes", "kv_read_bytes", "kv_write_bytes",
-                                                 "net_bytes")}
-        fields_[n]["estimated"] = c.estimated
+            vals[n] = [0, 0, 0, 0, c.act_write_bytes, 0, c.kv_write_bytes, 0, c.estimated]
+        else:
+            vals[n] = [c.matrix_flops, c.vector_flops, c.weight_bytes, c.act_read_bytes, c.act_write_bytes,
+                       c.kv_read_bytes, c.kv_write_bytes, c.net_bytes, c.estimated]
     seen_external: set[tuple] = set()
-
-    def take(n: str, bucket: str, amount: float) -> None:
-        fields_[n][bucket] = max(0.0, fields_[n][bucket] - amount)
-
+    src_of = df.src
     for n in ops:
         node = df.nodes[n]
+        v = vals[n]
         for pos, spec in enumerate(node.inputs):
-            if spec is None or (n, pos) not in df.src:
+            if spec is None:
                 continue
-            src = df.src[(n, pos)]
-            bucket = _BUCKET.get(spec.role, "act_read_bytes")
-            try:
-                nbytes = spec.nbytes
-            except UnboundDimError:
+            src = src_of.get((n, pos))
+            if src is None:
                 continue
-            if src[0] in members:
-                take(n, bucket, nbytes)
-            elif src in seen_external:
-                take(n, bucket, nbytes)  # read once per kernel
+            if src[0] in members or src in seen_external:  # internal, or read once per kernel
+                try:
+                    nbytes = spec.nbytes
+                except UnboundDimError:
+                    continue
+                i = _SLOT[_BUCKET.get(spec.role, "act_read_bytes")]
+                v[i] = max(0.0, v[i] - nbytes)
             else:
+                try:
+                    _ = spec.nbytes  # a tensor of unknown size is not counted as read (nor remembered)
+                except UnboundDimError:
+                    continue
                 seen_external.add(src)
-        outs = df.graph.get(n, OUT_TENSORS) or ()
-        for pos, t in enumerate(outs):
+        for pos, t in enumerate(df.out_names[n]):
             if not t or pos >= len(node.outputs):
                 continue
-            users = df.consumers.get((n, t), set())
+            users = df.consumers.get((n, t))
             if users and users <= members:
                 try:
-                    take(n, _WRITE_BUCKET.get(node.outputs[pos].role, "act_write_bytes"), node.outputs[pos].nbytes)
+                    nbytes = node.outputs[pos].nbytes
                 except UnboundDimError:
-                    pass
-    return sum((Cost(**f) for f in fields_.values()), Cost())
+                    continue
+                i = _SLOT[_WRITE_BUCKET.get(node.outputs[pos].role, "act_write_bytes")]
+                v[i] = max(0.0, v[i] - nbytes)
+    return _sum_fields(list(vals.values()))
+
+
+def _sum_fields(rows: list[list]) -> Cost:
+    """``sum((Cost(*row) for row in rows), Cost())`` without the intermediate Costs: the same additions in the
+    same order (from the int 0 of ``Cost()``), so the same floats.  Every row is a valid cost (fields >= 0,
+    finite); only the total can exceed ``MAX_COUNT``, and then the reference sum raises its own error."""
+    acc = [0, 0, 0, 0, 0, 0, 0, 0]
+    est = False
+    for row in rows:
+        for i in range(8):
+            acc[i] = acc[i] + row[i]
+        est = est or row[8]
+    try:
+        return Cost(*acc, est)
+    except CostError:
+        return sum((Cost(*row) for row in rows), Cost())
 
 
 def _boundary(df: _Dataflow, ops: list[str]) -> tuple[list, list]:
@@ -348,16 +392,16 @@ def _boundary(df: _Dataflow, ops: list[str]) -> tuple[list, list]:
     outs: list[tuple[str, TensorSpec]] = []
     for n in ops:
         node = df.nodes[n]
-        names = df.graph.get(n, IN_TENSORS) or ()
+        names = df.in_names[n]
         for pos, spec in enumerate(node.inputs):
             if spec is None or pos >= len(names) or not names[pos]:
                 continue
             src = df.src.get((n, pos), (None, names[pos]))
             if src[0] not in members and src not in ins:
                 ins[src] = (src[1] or names[pos], spec)
-        for pos, t in enumerate(df.graph.get(n, OUT_TENSORS) or ()):
+        for pos, t in enumerate(df.out_names[n]):
             if t and pos < len(node.outputs):
-                users = df.consumers.get((n, t), set())
+                users = df.consumers.get((n, t))
                 if not users or not users <= members:
                     outs.append((t, node.outputs[pos]))
     return list(ins.values()), outs

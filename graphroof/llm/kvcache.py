@@ -55,19 +55,22 @@ def mark_kv_cache(graph: OpGraph) -> OpGraph:
     """
     g = graph.map_ops(lambda op: op)
     cache_of: dict[str, TensorSpec] = {}   # op name -> full-cache spec it outputs
-    for name in list(g.nx.nodes):
-        op = g.node(name)
-        new = _append_node(op)
+    for name, data in g.nx.nodes(data=True):
+        op = data["op"]
+        new = _append_node(op) if op.op in CONCAT_OPS else None
         if new is not None:
             cache_of[name] = _as_kv(op.outputs[0])
-            g.set(name, "op", new)
+            data["op"] = new
+            continue
+        if not cache_of:  # nothing appended yet: no op can read a cache
             continue
         preds = [p for p in g.nx.predecessors(name) if p in cache_of]
         if not preds:
             continue
         names = g.get(name, IN_TENSORS)
         if names:  # by tensor name: a query shaped like the cache (prefill, q_len == kv_len) is no cache read
-            cache_names = {g.nx.edges[p, name].get("tensor") for p in preds}
+            # get_edge_data, not g.nx.edges[...]: the cached edges view would tie the graph in a reference cycle
+            cache_names = {g.nx.get_edge_data(p, name).get("tensor") for p in preds}
             ins = tuple(_as_kv(t) if t is not None and i < len(names) and names[i] in cache_names else t
                         for i, t in enumerate(op.inputs))
         else:
@@ -76,10 +79,10 @@ def mark_kv_cache(graph: OpGraph) -> OpGraph:
         float_acts = [t for t in op.inputs if t is not None and is_float(t.dtype) and t.role is not Role.WEIGHT]
         if _is_move(op.op) and len(float_acts) == 1 and len(op.outputs) == 1:
             out = _as_kv(op.outputs[0])
-            g.set(name, "op", replace(op, inputs=ins, outputs=(out,)))
+            data["op"] = replace(op, inputs=ins, outputs=(out,))
             cache_of[name] = out
         else:
-            g.set(name, "op", replace(op, inputs=ins))
+            data["op"] = replace(op, inputs=ins)
     if cache_of:
         g.meta["kv_cache"] = "appends rewritten as kv_cache.append; cache reads marked kv_cache"
     return g

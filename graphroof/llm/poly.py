@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..graph import OpGraph
+from ..graph import OpGraph, OpNode
 
 __all__ = ["NotPolynomial", "GraphGrid", "GridPlan", "lagrange", "grid_points", "interp", "poly_ok", "DEGREE"]
 
@@ -77,6 +77,8 @@ def interp(vals: Sequence[Any], w: Sequence[float], memo: dict | None = None) ->
 
     *memo* (one per *w*) keeps the results of hashable samples (tensor specs recur in every decoder block)."""
     if memo is not None:
+        if type(vals[0]) in _UNHASHABLE:
+            return _interp(vals, w, memo)
         try:
             key = (type(vals[0]), tuple(vals))
             hit = memo.get(key)
@@ -86,6 +88,12 @@ def interp(vals: Sequence[Any], w: Sequence[float], memo: dict | None = None) ->
             hit = memo[key] = _interp(vals, w, memo)
         return hit
     return _interp(vals, w, None)
+
+
+#: sample types never hashable (an op node holds its attrs dict): not looked up in the memo
+_UNHASHABLE = (dict, list, OpNode)
+#: dataclass type -> names of its init fields
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _interp(vals: Sequence[Any], w: Sequence[float], memo: dict | None) -> Any:
@@ -120,8 +128,11 @@ def _interp(vals: Sequence[Any], w: Sequence[float], memo: dict | None) -> Any:
             raise NotPolynomial("an attribute dict changes keys across the traces")
         return {k: interp([v[k] for v in vals], w, memo) for k in keys}
     if dataclasses.is_dataclass(v0) and not isinstance(v0, type):
-        kw = {f.name: interp([getattr(v, f.name) for v in vals], w, memo) for f in dataclasses.fields(v0) if f.init}
-        return dataclasses.replace(v0, **kw)
+        names = _INIT_FIELDS.get(t)
+        if names is None:
+            names = _INIT_FIELDS[t] = tuple(f.name for f in dataclasses.fields(v0) if f.init)
+        # every init field given: what dataclasses.replace(v0, **kw) builds, without its per-call field scan
+        return t(**{f: interp([getattr(v, f) for v in vals], w, memo) for f in names})
     raise NotPolynomial(f"a {t.__name__} value differs across the traces: {vals!r:.200}")
 
 

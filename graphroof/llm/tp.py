@@ -24,14 +24,14 @@ Collectives are ``comm.*`` ops (see :mod:`graphroof.counters.rules.comm`) costed
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
 from ..counters.common import read_bytes, write_bytes
 from ..counters.cost import Cost
 from ..errors import InputError
-from ..graph import COST, OpGraph, OpNode, Role, TensorSpec
+from ..graph import COST, OP, OpGraph, OpNode, Role, TensorSpec, edge_copies, fill_digraph
 
 __all__ = ["TPPlan", "DEFAULT_PLAN", "check_tp", "shard", "scale_costs", "COMM_OPS"]
 
@@ -81,28 +81,53 @@ def check_tp(n: int, heads: int | None = None, kv_heads: int | None = None,
                              f"{', '.join(str(d) for d in ok)}")
 
 
-def _producers(g: OpGraph, name: str, node: OpNode) -> list[str | None]:
-    """Producer op of each activation input (matched by shape and dtype among the predecessors)."""
-    preds = [(p, g.node(p)) for p in g.nx.predecessors(name)]
+def _producers(g: OpGraph, name: str, node: OpNode,
+               out_specs: dict[str, frozenset[tuple]] | None = None) -> list[str | None]:
+    """Producer op of each activation input (matched by shape and dtype among the predecessors).
+
+    *out_specs* (op name -> its outputs' ``(shape, dtype)``) is filled as producers are looked at, so a caller
+    walking the whole graph reads each op's outputs once."""
+    if out_specs is None:
+        out_specs = {}
+    preds = list(g.nx.predecessors(name))
     out: list[str | None] = []
     for t in node.inputs:
         if t is None or t.role in (Role.WEIGHT, Role.CONST):
             out.append(None)
             continue
-        cands = [p for p, pn in preds if any(o.shape == t.shape and o.dtype == t.dtype for o in pn.outputs)]
-        out.append(cands[0] if cands else (preds[0][0] if len(preds) == 1 else None))
+        sig = (t.shape, t.dtype)
+        found = None
+        for p in preds:
+            specs = out_specs.get(p)
+            if specs is None:
+                specs = out_specs[p] = frozenset((o.shape, o.dtype) for o in g.node(p).outputs)
+            if sig in specs:
+                found = p
+                break
+        out.append(found if found is not None else (preds[0] if len(preds) == 1 else None))
     return out
 
 
-def _exits(g: OpGraph, plan: TPPlan) -> dict[str, tuple[str, str]]:
+def _exits(g: OpGraph, plan: TPPlan, kinds: dict[str, tuple[str | None, str]] | None = None
+           ) -> dict[str, tuple[str, str]]:
     """Last op of each row / embed / lm_head module instance -> (collective, module scope)."""
+    kinds = {} if kinds is None else kinds
     last: dict[str, tuple[str, str]] = {}
     for op in g.ops():
-        kind, mscope = plan.kind(op.scope)
+        kind, mscope = _kind_of(plan, op.scope, kinds)
         if kind in ("row", "embed", "lm_head"):
             last[mscope] = (op.name, kind)
     return {name: ("comm.all_gather" if kind == "lm_head" else "comm.all_reduce", mscope)
             for mscope, (name, kind) in last.items()}
+
+
+def _kind_of(plan: TPPlan, scope: str, kinds: dict[str, tuple[str | None, str]]) -> tuple[str | None, str]:
+    """``plan.kind(scope)``, remembered in *kinds* (every decoder block repeats the same few scope tails, but
+    the scopes differ by layer index, so the memo is per call and keyed by the whole scope)."""
+    k = kinds.get(scope)
+    if k is None:
+        k = kinds[scope] = plan.kind(scope)
+    return k
 
 
 def _comm_scope(kind: str, mscope: str) -> str:
@@ -120,14 +145,16 @@ def _shard_spec(t: TensorSpec, n: int) -> TensorSpec:
     return replace(t, shape=(*t.shape[:-1], d))
 
 
-def _insert_comms(g: OpGraph, n: int, plan: TPPlan) -> OpGraph:
-    exits = _exits(g, plan)
+def _insert_comms(g: OpGraph, n: int, plan: TPPlan, kinds: dict[str, tuple[str | None, str]] | None = None
+                  ) -> OpGraph:
+    exits = _exits(g, plan, kinds)
     out = OpGraph(g.name, g.meta)
     out.nx = nx.DiGraph()
     out.nx.graph.update(g.nx.graph)
     comm_of: dict[str, str] = {}
+    nodes: list[tuple[str, dict]] = []
     for name, data in g.nx.nodes(data=True):
-        out.nx.add_node(name, **data)
+        nodes.append((name, dict(data)))
         if name in exits:
             kind, mscope = exits[name]
             op = data["op"]
@@ -136,16 +163,17 @@ def _insert_comms(g: OpGraph, n: int, plan: TPPlan) -> OpGraph:
             cname = f"{name}__{kind.split('.')[1]}"
             comm = OpNode(cname, kind, (src,), (full,), {"world_size": n, "algorithm": "ring"},
                           _comm_scope(kind, mscope))
-            out.nx.add_node(cname, op=comm)
+            nodes.append((cname, {"op": comm}))
             comm_of[name] = cname
-    for u, v, data in g.nx.edges(data=True):
+    edges: list[tuple[str, str, dict]] = []
+    for u, v, data in edge_copies(g.nx):  # not g.nx.edges: see edge_copies
         mscope = exits[u][1] if u in comm_of else ""
         if u in comm_of and not (g.node(v).scope == mscope or g.node(v).scope.startswith(mscope + ".")):
-            out.nx.add_edge(comm_of[u], v, **data)
+            edges.append((comm_of[u], v, data))
         else:
-            out.nx.add_edge(u, v, **data)
-    for u, c in comm_of.items():
-        out.nx.add_edge(u, c, tensor=f"{u}:out")
+            edges.append((u, v, data))
+    edges.extend((u, c, {"tensor": f"{u}:out"}) for u, c in comm_of.items())
+    fill_digraph(out.nx, nodes, edges)  # in bulk, the same graph as one add_node / add_edge per op / tensor
     out._producer = {t: comm_of.get(p, p) for t, p in g._producer.items()}
     return out
 
@@ -157,61 +185,89 @@ def shard(graph: OpGraph, n: int, plan: TPPlan = DEFAULT_PLAN) -> OpGraph:
     """
     if n == 1:
         return graph
-    if not any(plan.kind(op.scope)[0] in ("column", "row") for op in graph.ops()):
+    kinds: dict[str, tuple[str | None, str]] = {}
+    if not any(_kind_of(plan, op.scope, kinds)[0] in ("column", "row") for op in graph.ops()):
         raise InputError(f"--tp {n}: no column/row-parallel linear layers found in the op scopes "
                          f"(expected module names such as q_proj, o_proj, gate_proj, down_proj); tensor "
                          "parallelism needs a model with module scopes")
-    g = _insert_comms(graph, n, plan)
-    sharded: dict[str, bool] = {}
-    weightish: dict[str, bool] = {}
-    partial: dict[str, bool] = {}
+    g = _insert_comms(graph, n, plan, kinds)
+    state: dict[str, tuple[bool, bool, bool]] = {}  # op -> (output sharded, weight-only, partial sums)
+    decided: dict[tuple, tuple] = {}                # _split's memo: the blocks repeat the same decisions
     updates: dict[str, OpNode] = {}
-    for op in list(g.ops()):
-        name = op.name
+    out_specs: dict[str, frozenset[tuple]] = {}
+    for name, data in g.nx.nodes(data=True):
+        op = data["op"]
         if op.op in COMM_OPS:
-            sharded[name] = weightish[name] = partial[name] = False
+            state[name] = _NOT_SPLIT
             continue
-        kind, _ = plan.kind(op.scope)
-        prods = _producers(g, name, op)
-        in_sh, in_w, in_partial = [], [], []
-        for t, p in zip(op.inputs, prods):
-            if t is None:
-                in_sh.append(False), in_w.append(False), in_partial.append(False)
-                continue
-            if t.role in (Role.WEIGHT, Role.CONST):
-                # a row-parallel bias (rank 1) is added to the full output: replicated
-                in_sh.append(kind is not None and t.role is Role.WEIGHT and not (kind == "row" and t.rank == 1))
-                in_w.append(True)
-                in_partial.append(False)
-            elif t.role is Role.KV_CACHE and p is None:
-                in_sh.append(True), in_w.append(False), in_partial.append(False)
-            else:
-                in_sh.append(bool(p and sharded.get(p)))
-                in_w.append(bool(p and weightish.get(p)))
-                in_partial.append(bool(p and partial.get(p)))
-        weightish[name] = bool(op.inputs) and all(in_w[i] for i, t in enumerate(op.inputs) if t is not None)
-        act_sh = any(s and not w for s, w in zip(in_sh, in_w))
-        if kind in ("row", "embed") and any(in_w) and (act_sh or kind == "embed") and not weightish[name]:
-            out_sh, partial[name] = False, True          # partial sums of the full output: reduced after
-        elif kind in ("row", "embed") and any(in_partial):
-            out_sh, partial[name] = False, True          # e.g. the view / bias add after the matmul
-        else:
-            out_sh, partial[name] = any(in_sh), False
-        sharded[name] = out_sh
-        if any(in_sh) or out_sh:
-            rep_in = tuple(i for i, t in enumerate(op.inputs) if t is not None and not in_sh[i])
-            rep_out = () if out_sh else tuple(range(len(op.outputs)))
-            updates[name] = replace(op, attrs={**op.attrs, "tp_shard": {
-                "world_size": n, "replicated_inputs": rep_in, "replicated_outputs": rep_out}})
+        kind = _kind_of(plan, op.scope, kinds)[0]
+        prods = _producers(g, name, op, out_specs)
+        ins = tuple(_input_case(t, p, state) for t, p in zip(op.inputs, prods))
+        key = (kind, ins, len(op.outputs))
+        d = decided.get(key)
+        if d is None:
+            d = decided[key] = _split(kind, ins, len(op.outputs), n)
+        state[name], info = d
+        if info is not None:
+            updates[name] = replace(op, attrs={**op.attrs, "tp_shard": dict(info)})
     for name, op in updates.items():
         g.set(name, "op", op)
     g.meta["tp"] = n
     return g
 
 
+_NOT_SPLIT = (False, False, False)
+
+
+def _input_case(t: TensorSpec | None, p: str | None, state: dict[str, tuple[bool, bool, bool]]) -> tuple | None:
+    """What the split of an op needs to know of one input: absent (None), a weight / constant (its role and
+    rank), a cache input with no producer, or the (sharded, weight-only, partial) state of its producer."""
+    if t is None:
+        return None
+    if t.role is Role.WEIGHT or t.role is Role.CONST:
+        return ("w", t.role, t.rank)
+    if t.role is Role.KV_CACHE and p is None:
+        return ("kv",)
+    return state.get(p, _NOT_SPLIT) if p else _NOT_SPLIT
+
+
+def _split(kind: str | None, ins: tuple, n_out: int, n: int) -> tuple[tuple[bool, bool, bool], dict | None]:
+    """(state of the op's output, its ``tp_shard`` attr or None) from its module *kind* and input cases."""
+    in_sh, in_w, in_partial = [], [], []
+    for c in ins:
+        if c is None:
+            in_sh.append(False), in_w.append(False), in_partial.append(False)
+        elif c[0] == "w":
+            # a row-parallel bias (rank 1) is added to the full output: replicated
+            in_sh.append(kind is not None and c[1] is Role.WEIGHT and not (kind == "row" and c[2] == 1))
+            in_w.append(True)
+            in_partial.append(False)
+        elif c[0] == "kv":
+            in_sh.append(True), in_w.append(False), in_partial.append(False)
+        else:
+            in_sh.append(c[0]), in_w.append(c[1]), in_partial.append(c[2])
+    weightish = bool(ins) and all(in_w[i] for i, c in enumerate(ins) if c is not None)
+    act_sh = any(s and not w for s, w in zip(in_sh, in_w))
+    if kind in ("row", "embed") and any(in_w) and (act_sh or kind == "embed") and not weightish:
+        out_sh, partial = False, True          # partial sums of the full output: reduced after
+    elif kind in ("row", "embed") and any(in_partial):
+        out_sh, partial = False, True          # e.g. the view / bias add after the matmul
+    else:
+        out_sh, partial = any(in_sh), False
+    info = None
+    if any(in_sh) or out_sh:
+        rep_in = tuple(i for i, c in enumerate(ins) if c is not None and not in_sh[i])
+        rep_out = () if out_sh else tuple(range(n_out))
+        info = {"world_size": n, "replicated_inputs": rep_in, "replicated_outputs": rep_out}
+    return (out_sh, weightish, partial), info
+
+
 def _cap(new: Cost, old: Cost) -> Cost:
-    vals = {f.name: min(getattr(new, f.name), getattr(old, f.name)) for f in fields(Cost) if f.name != "estimated"}
-    return Cost(**vals, estimated=old.estimated)
+    return Cost(min(new.matrix_flops, old.matrix_flops), min(new.vector_flops, old.vector_flops),
+                min(new.weight_bytes, old.weight_bytes), min(new.act_read_bytes, old.act_read_bytes),
+                min(new.act_write_bytes, old.act_write_bytes), min(new.kv_read_bytes, old.kv_read_bytes),
+                min(new.kv_write_bytes, old.kv_write_bytes), min(new.net_bytes, old.net_bytes),
+                estimated=old.estimated)
 
 
 def shard_cost(op: OpNode, cost: Cost) -> Cost:
@@ -223,12 +279,32 @@ def shard_cost(op: OpNode, cost: Cost) -> Cost:
     keep = 1 - 1 / n
     r = read_bytes(op.inputs[i] for i in info["replicated_inputs"])
     w = write_bytes(op.outputs[i] for i in info["replicated_outputs"])
-    back = Cost(**{k: v * keep for k, v in {**r, **w}.items()})
+    back = Cost(weight_bytes=r["weight_bytes"] * keep, act_read_bytes=r["act_read_bytes"] * keep,
+                kv_read_bytes=r["kv_read_bytes"] * keep, act_write_bytes=w["act_write_bytes"] * keep,
+                kv_write_bytes=w["kv_write_bytes"] * keep)
     return _cap(cost.scale(1 / n) + back, cost)
 
 
 def scale_costs(graph: OpGraph) -> None:
-    """Replace each sharded op's counted cost by its per-device cost (run after ``counters.count``)."""
-    for op in graph.ops():
-        if op.attrs.get("tp_shard"):
-            graph.set(op.name, COST, shard_cost(op, graph.get(op.name, COST)))
+    """Replace each sharded op's counted cost by its per-device cost (run after ``counters.count``).
+
+    The per-device cost depends only on the op key, the tensor specs, the split and the counted cost, so ops
+    that agree on all of them (the same op in every decoder block) share one computation."""
+    seen: dict[tuple, Cost] = {}
+    for _, data in graph.nx.nodes(data=True):
+        op = data[OP]
+        info = op.attrs.get("tp_shard")
+        if not info:
+            continue
+        cost = data.get(COST)
+        try:
+            key = (op.op, op.inputs, op.outputs, info["world_size"], tuple(info["replicated_inputs"]),
+                   tuple(info["replicated_outputs"]), cost)
+            hit = seen.get(key)
+        except TypeError:  # an unhashable cost or spec: computed on its own
+            key = hit = None
+        if hit is None:
+            hit = shard_cost(op, cost)
+            if key is not None:
+                seen[key] = hit
+        data[COST] = hit
