@@ -86,9 +86,10 @@ def activation_live_bytes(graph: OpGraph) -> list[float]:
         root[n] = n
         size[n] = sum(_out_bytes(op, t) for t in op.outputs if t.role is Role.ACTIVATION and t.is_bound)
     last = {r: idx[r] for r in size}
-    for u, v in graph.nx.edges():
+    for u, nbrs in graph.nx.adjacency():  # not nx.edges(): its cached view keeps the graph in a reference cycle
         r = root[u]
-        last[r] = max(last[r], idx[v])
+        for v in nbrs:
+            last[r] = max(last[r], idx[v])
     delta = [0.0] * (len(order) + 1)
     for r, s in size.items():
         delta[idx[r]] += s
