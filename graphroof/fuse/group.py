@@ -373,14 +373,14 @@ def _sum_fields(rows: list[list]) -> Cost:
     """``sum((Cost(*row) for row in rows), Cost())`` without the intermediate Costs: the same additions in the
     same order (from the int 0 of ``Cost()``), so the same floats.  Every row is a valid cost (fields >= 0,
     finite); only the total can exceed ``MAX_COUNT``, and then the reference sum raises its own error."""
-    acc = [0, 0, 0, 0, 0, 0, 0, 0]
+    acc: list[float] = [0, 0, 0, 0, 0, 0, 0, 0]
     est = False
     for row in rows:
         for i in range(8):
             acc[i] = acc[i] + row[i]
         est = est or row[8]
     try:
-        return Cost(*acc, est)
+        return Cost(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], est)
     except CostError:
         return sum((Cost(*row) for row in rows), Cost())
 
