@@ -72,15 +72,14 @@ def load_ref(ref: ModelRef, inputs: Any = None, **opts: Any) -> OpGraph:
 
 def _stored(ref: ModelRef, opts: dict[str, Any], capture: Any) -> OpGraph:
     """A transformers config or zoo capture through the persistent store (:mod:`.trace_store`): keyed by the
-    config's content, the options and the folding switch, so a later run skips the imports and the trace."""
+    config's content and the options (and the folding switch), so a later run skips the imports and the trace."""
     import json
 
     from . import trace_store
-    from .fold_switch import fold_enabled
 
     if not trace_store.enabled():
         return capture()
-    request: dict[str, Any] = {"options": opts, "fold": fold_enabled()}
+    request: dict[str, Any] = {"options": opts}
     try:
         if ref.kind == "hf_config":
             request["config"] = json.loads(ref.path.read_text(encoding="utf-8"))

@@ -198,10 +198,13 @@ def _prune() -> None:
 
 
 class Entry:
-    """The parts stored under one key (``graph``; an LLM source's ``manifest`` and ``prefill-B-X`` ...)."""
+    """The parts stored under one key (``graph``; an LLM source's ``manifest`` and ``prefill-B-X`` ...).  The
+    folding switch (:mod:`.fold_switch`) is part of every request: a capture traces differently with it off."""
 
     def __init__(self, kind: str, request: Any):
-        self.key = key_of(kind, request) if enabled() else None
+        from .fold_switch import fold_enabled
+
+        self.key = key_of(kind, {"request": request, "fold": fold_enabled()}) if enabled() else None
 
     def __bool__(self) -> bool:
         return self.key is not None

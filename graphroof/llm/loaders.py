@@ -107,7 +107,6 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
 def _stored_hf(data: dict, **kw: Any) -> LLMSource:
     """:func:`_hf_source` through the persistent store of traced graphs (:mod:`graphroof.llm.stored`): a later
     run with the same config and options reads the graphs back instead of importing transformers and tracing."""
-    from ..frontends.fold_switch import fold_enabled
     from .stored import open_stored
 
-    return open_stored({"config": data, "fold": fold_enabled(), **kw}, lambda: _hf_source(data, **kw))
+    return open_stored({"config": data, **kw}, lambda: _hf_source(data, **kw))
