@@ -17,6 +17,7 @@ from .fuse import Runtime, fuse, get_runtime
 from .graph import OpGraph, bind
 from .hardware import HardwareProfile, adhoc_profile, load_hardware
 from .roofline import evaluate_graph
+from .units import check_dims
 
 __all__ = ["analyze", "compare", "analyze_on_profiles", "resolve_hardware", "count_graph"]
 
@@ -132,6 +133,7 @@ def analyze(
                             ideal=ideal, matmul_precision=matmul_precision)
     opts = dict(frontend_opts)
     if dims:
+        check_dims(dims)
         opts.setdefault("dims", dict(dims))
     if progress:
         progress(f"{load_verb(model)} {model if isinstance(model, (str, Path)) else type(model).__name__}")

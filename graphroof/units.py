@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import InputError
 
-__all__ = ["parse_quantity", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "json_safe"]
+__all__ = ["check_dims", "parse_quantity", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "json_safe"]
 
 _SI = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
        "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
@@ -99,3 +100,12 @@ def json_safe(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return x
+
+
+def check_dims(dims: Mapping[str, Any]) -> None:
+    """Every bound dim a positive integer: a zero or negative size would analyse an empty (all-zero) model.  Only
+    an assumed value read from a tensor (``value_N``, e.g. a detection count) may be 0."""
+    for name, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not str(name).startswith("value_")):
+            raise InputError(f"--dim {name}={v}: a dimension must be a positive integer (a zero or negative size "
+                             f"gives an empty model); e.g. --dim {name}=1")

@@ -29,15 +29,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphroof", description="Roofline analysis of real model graphs: "
                                 "FLOPs, bytes, bound and time per op and layer.")
     p.add_argument("--version", action="version", version=f"graphroof {__version__}")
-    p.add_argument("--quiet", "-q", action="store_true", help="no warnings or progress on stderr")
-    p.add_argument("--no-cache", dest="cache", action="store_false",
+    _global_flags(p, None)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    for name, mod in COMMANDS.items():
+        sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(sp)
+        # the global flags work after the sub-command too, as users type them (`analyze MODEL --no-cache`); a
+        # flag absent there leaves the value given before the sub-command
+        _global_flags(sp, argparse.SUPPRESS)
+    return p
+
+
+def _global_flags(p: argparse.ArgumentParser, default: object) -> None:
+    quiet_default = False if default is None else default
+    cache_default = True if default is None else default
+    p.add_argument("--quiet", "-q", action="store_true", default=quiet_default,
+                   help="no warnings or progress on stderr")
+    p.add_argument("--no-cache", dest="cache", action="store_false", default=cache_default,
                    help="trace transformers / zoo models afresh: neither read nor write the store of traced graphs "
                    "(default: on, in $GRAPHROOF_CACHE_DIR or ~/.cache/graphroof; GRAPHROOF_CACHE=off also turns "
                    "it off)")
-    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
-    for name, mod in COMMANDS.items():
-        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
-    return p
 
 
 #: allocations between young-generation collections while a command runs (Python's default: 700)

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from ..errors import InputError
-from ..units import parse_quantity
+from ..units import check_dims, parse_quantity
 
 __all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
            "frontend_opts", "check_output_path", "module_doc", "plain_text", "parse_int_list"]
@@ -83,9 +83,11 @@ def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
         except InputError:
             v = -1.0
         if v < 0 or v != int(v):
-            raise InputError(f"--dim {name}: must be a non-negative integer, got {val!r}")
+            raise InputError(f"--dim {name}: must be a positive integer, got {val!r}")
         out[name.strip()] = int(v)
+    check_dims(out)
     return out
+
 
 
 def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:

@@ -145,8 +145,9 @@ def _count_all(graph: OpGraph, reg: RuleRegistry, rules: Mapping[str, Rule | Non
         if repeat != 1:  # ops inside a loop body (frontends set the trip count, an int or a symbolic dim)
             try:
                 cost = cost.scale(resolve_dim(repeat, graph.meta.get("dims", {})))
-            except GraphroofError as e:
-                raise type(e)(f"{node.name} ({node.op}): repeat {repeat}: {e}") from None
+            except GraphroofError as e:  # keeps its type and attributes (an UnboundDimError its .dim)
+                e.args = (f"{node.name} ({node.op}): repeat {repeat}: {e}", *e.args[1:])
+                raise
         if cost.estimated:
             summary.estimated += 1
         graph.set(node.name, COST, cost)

@@ -12,19 +12,19 @@ packed-sequence check (which would read tensor values) is skipped, so causal LMs
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import inspect
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import FrontendError, InputError
 from ..graph import OpGraph
+from .hf_compat import eager_prompt
 from .hf_inputs import DEFAULT_SEQ, learned_positions, model_inputs
 
-__all__ = ["load_config", "build_model", "DEFAULT_SEQ", "learned_positions", "model_inputs"]
+__all__ = ["load_config", "build_model", "DEFAULT_SEQ", "eager_prompt", "learned_positions", "model_inputs"]
 
 
 def _transformers():
@@ -131,30 +131,6 @@ def eager_attention_note(model) -> str | None:
             "math, the whole (query, key) square computed with the scores and probabilities written to memory; a "
             "fused kernel that supports it (e.g. FlashInfer's soft-capping attention) would skip the masked "
             "half and keep the scores on chip")
-
-
-@contextlib.contextmanager
-def eager_prompt() -> Iterator[None]:
-    """Trace as eager inference on one unpadded prompt runs: no packed-sequence detection (it reads values);
-    state-space mixers run their scans as whole ops (:func:`graphroof.frontends.ssm.ssm_kernels`)."""
-    from .ssm import ssm_kernels
-
-    try:
-        from transformers import masking_utils
-    except ImportError:  # pragma: no cover - older transformers
-        yield
-        return
-    orig = getattr(masking_utils, "find_packed_sequence_indices", None)
-    if orig is None:
-        with ssm_kernels():
-            yield
-        return
-    masking_utils.find_packed_sequence_indices = lambda *a, **k: None
-    try:
-        with ssm_kernels():
-            yield
-    finally:
-        masking_utils.find_packed_sequence_indices = orig
 
 
 def is_causal_lm(model) -> bool:

@@ -102,6 +102,19 @@ def _attention_notes(g: OpGraph) -> None:
                                "L x S square (graphroof cannot see mask values)")
 
 
+def _transformers_context(module: Any) -> Any:
+    """For a transformers model passed as a module, the same tracing context as a model built from its config
+    (:func:`graphroof.frontends.hf.eager_prompt`: no value-reading packed-sequence check, whole-scan SSM ops);
+    a no-op context for any other module."""
+    import contextlib
+
+    if not type(module).__module__.startswith("transformers."):
+        return contextlib.nullcontext()
+    from .hf_compat import eager_prompt
+
+    return eager_prompt()
+
+
 def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, dims: Mapping[str, int] | None = None,
                 capture: str = "auto", kv_inputs: tuple[str, ...] | list[str] = (), causal_masks: bool = False,
                 name: str | None = None, notes: list[str] | None = None, fold_blocks: bool | None = None,
@@ -128,7 +141,9 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
     module.eval()
     errors: list[str] = []
     desc = ""
+    hf_mode = _transformers_context(module)
     try:
+        hf_mode.__enter__()
         for how in order:
             # each capture gets its own fake mode (the dispatch one with a ShapeEnv for data-dependent sizes)
             fake_mode = shape_fake_mode() if how == "dispatch" else FakeTensorMode(allow_non_fake_inputs=True)
@@ -160,6 +175,7 @@ def load_module(module: Any, inputs: Any = None, *, input_shapes: Any = None, di
             except (Exception, RecursionError) as e:  # noqa: BLE001 - any failure of the user's forward
                 errors.append(_reason(e))
     finally:
+        hf_mode.__exit__(None, None, None)
         for m, t in training.items():
             m.training = t
     tried = " and ".join(CAPTURE_NAMES[h] for h in order)

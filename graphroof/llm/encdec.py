@@ -81,13 +81,21 @@ def _step_module(model):
         probe: dict | None = None
 
         def __init__(self, lm):
+            from ..frontends.hf_compat import cache_argument
+
             super().__init__()
             self.lm = lm
+            #: the forward's cache argument (transformers 5.24: ``cache``; before: ``past_key_values``)
+            self.cache_arg = cache_argument(lm.forward, type(lm).__name__)
 
         def forward(self, decoder_input_ids, input_ids=None, input_features=None, encoder_hidden_states=None,
                     **past):
-            from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache
             from transformers.modeling_outputs import BaseModelOutput
+
+            from ..frontends.hf_compat import cache_class, require_attrs
+
+            DynamicCache, DynamicLayer = cache_class("DynamicCache"), cache_class("DynamicLayer")
+            EncoderDecoderCache = cache_class("EncoderDecoderCache")
 
             caches = []
             for kind in _KINDS:
@@ -95,6 +103,7 @@ def _step_module(model):
                 i = 0
                 while f"past_{kind}_key_{i}" in past:
                     layer = DynamicLayer()
+                    require_attrs(layer, ("keys", "values", "is_initialized"), "a KV cache layer")
                     k, v = past[f"past_{kind}_key_{i}"], past[f"past_{kind}_value_{i}"]
                     layer.dtype, layer.device = k.dtype, k.device
                     layer.keys, layer.values = k, v
@@ -105,7 +114,7 @@ def _step_module(model):
                     cache.update = _recorder(cache, self.probe.setdefault(kind, {}))
                 caches.append(cache)
             # is_updated (cross K/V already computed) follows from the cross cache's length: True in decode
-            kw: dict[str, Any] = {"past_key_values": EncoderDecoderCache(*caches), "use_cache": True}
+            kw: dict[str, Any] = {self.cache_arg: EncoderDecoderCache(*caches), "use_cache": True}
             if encoder_hidden_states is not None:
                 kw["encoder_outputs"] = BaseModelOutput(last_hidden_state=encoder_hidden_states)
             elif input_features is not None:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import FrontendError, InputError
+from ..frontends.hf_compat import LibraryChanged
 from ..graph import OpGraph, Role, TensorSpec
 from .source import LLMSource, ModelSpec, Param
 
@@ -123,8 +124,14 @@ def _recording(update, probe: dict, i: int):
     return record
 
 
+#: what graphroof sets on an attention layer of transformers' cache to hand it the cached keys / values
+_KV_LAYER_ATTRS = ("keys", "values", "is_initialized", "update")
+
+
 def _step_module(model):
     import torch
+
+    from ..frontends.hf_compat import cache_argument, cache_class, require_attrs
 
     class CachedStep(torch.nn.Module):
         """One forward step of *model* over a KV cache given as tensors (graph inputs)."""
@@ -139,23 +146,23 @@ def _step_module(model):
         probe: dict | None = None
         #: logits of the last position only (what a serving engine samples from), where forward supports it
         last_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
-        #: the forward's cache argument (Mamba: ``cache_params``)
-        cache_arg = "cache_params" if "cache_params" in inspect.signature(model.forward).parameters \
-            else "past_key_values"
+        #: the forward's cache argument (transformers 5.24: ``cache``; before: ``past_key_values``, Mamba's
+        #: ``cache_params``); a forward with none of them is an error naming the release
+        cache_arg = cache_argument(model.forward, type(model).__name__)
         #: ``(cache layer, index, past) -> bool``: fills a recurrent-state layer (:mod:`graphroof.llm.ssm`)
         states = None
 
         def forward(self, input_ids, **past):
-            from transformers.cache_utils import DynamicCache
-
-            cache = DynamicCache(config=self.lm.config)
+            cache = cache_class("DynamicCache")(config=self.lm.config)
             for i, layer in enumerate(cache.layers):
                 if self.states is not None and self.states(layer, i, past):
                     continue
                 if f"past_key_{i}" not in past:  # probe: the layer initialises itself from what it receives
                     if self.probe is not None:
+                        require_attrs(layer, ("update",), "a KV cache layer")
                         layer.update = _recording(layer.update, self.probe, i)
                     continue
+                require_attrs(layer, _KV_LAYER_ATTRS, "a KV cache layer")
                 k, v = past[f"past_key_{i}"], past[f"past_value_{i}"]
                 layer.dtype, layer.device = k.dtype, k.device
                 layer.keys, layer.values = k, v
@@ -259,6 +266,8 @@ class HFSource(LLMSource):
             with eager_prompt():
                 g = load_module(module, inputs, kv_inputs=kv_names, capture=self.capture, name=self.spec.name,
                                 causal_masks=causal)
+        except LibraryChanged:  # already names the release and what was expected
+            raise
         except Exception as e:  # noqa: BLE001
             msg = str(e)
             if msg.startswith("could not trace") and ") by " in msg:  # keep the cause, not every input's spec

@@ -38,20 +38,61 @@ StateLayout = dict[int, tuple[tuple[int, ...] | None, str | None, tuple[int, ...
 
 
 def _state_layer_types():
-    from transformers.cache_utils import LinearAttentionCacheLayerMixin
+    from ..frontends.hf_compat import cache_class
 
-    return LinearAttentionCacheLayerMixin
+    return cache_class("LinearAttentionCacheLayerMixin")
+
+
+#: config fields only state-space (Mamba-family) configs carry: such a config without transformers' state layers
+#: is a library change, not a plain transformer
+_SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_d_conv", "mamba_expand", "time_step_rank")
+
+
+def looks_recurrent(cfg) -> bool:
+    """Whether *cfg* describes a state-space or hybrid model (by its fields, independent of transformers)."""
+    kinds = getattr(cfg, "layer_types", None) or getattr(cfg, "layers_block_type", None) or ()
+    return (any(getattr(cfg, f, None) is not None for f in _SSM_FIELDS)
+            or "mamba" in str(getattr(cfg, "model_type", "")).lower()
+            or any("mamba" in str(k).lower() for k in (kinds if isinstance(kinds, (list, tuple)) else ())))
 
 
 def has_state_layers(cfg) -> bool:
-    """Whether the cache transformers builds for *cfg* has recurrent-state (linear-attention) layers."""
-    try:
-        from transformers.cache_utils import DynamicCache
+    """Whether the cache transformers builds for *cfg* has recurrent-state (linear-attention) layers.  For a
+    state-space config (:func:`looks_recurrent`) a cache transformers cannot build, or one without state layers,
+    is an error naming the release (never a plain transformer priced with a KV cache)."""
+    from ..frontends.hf_compat import changed
 
+    recurrent = looks_recurrent(cfg)
+    try:
         mixin = _state_layer_types()
-        return any(isinstance(layer, mixin) for layer in DynamicCache(config=cfg).layers)
-    except Exception:  # noqa: BLE001 - an older transformers or a config its cache cannot read
-        return False
+        layers = _cache_layers(cfg)
+    except Exception:
+        if recurrent:
+            raise
+        return False  # a config transformers' cache cannot read: a plain model (its own trace reports)
+    found = any(isinstance(layer, mixin) for layer in layers)
+    if recurrent and not found:
+        raise changed(f"the cache built for {type(cfg).__name__} has no {mixin.__name__} layer",
+                      "one recurrent-state layer per state-space layer")
+    return found
+
+
+def _cache_layers(cfg) -> list:
+    from ..frontends.hf_compat import cache_class, changed
+
+    try:
+        return list(cache_class("DynamicCache")(config=cfg).layers)
+    except Exception as e:  # noqa: BLE001 - the message names the release
+        if not looks_recurrent(cfg):
+            raise
+        raise changed(f"DynamicCache(config={type(cfg).__name__}) failed ({type(e).__name__}: {e})",
+                      "a cache with one recurrent-state layer per state-space layer") from None
+
+
+#: what graphroof sets on a recurrent-state cache layer to hand it the states of a decode step
+_STATE_LAYER_ATTRS = ("conv_states", "recurrent_states", "is_conv_states_initialized",
+                      "is_recurrent_states_initialized", "conv_kernel_size", "has_previous_state",
+                      "update_conv_state", "update_recurrent_state")
 
 
 def _dtype(t) -> str:
@@ -70,8 +111,10 @@ class _States:
     def __call__(self, layer: Any, i: int, past: dict) -> bool:
         if not isinstance(layer, _state_layer_types()):
             return False
-        from transformers.cache_utils import CacheLayerMixin
+        from ..frontends.hf_compat import cache_class, require_attrs
 
+        require_attrs(layer, _STATE_LAYER_ATTRS, "a recurrent-state cache layer")
+        CacheLayerMixin = cache_class("CacheLayerMixin")
         # a layer that is both (linear attention + attention): its K / V are filled by the caller after this
         done = not isinstance(layer, CacheLayerMixin)
         conv, rec = past.get(f"conv_state_{i}"), past.get(f"ssm_state_{i}")
@@ -207,9 +250,33 @@ class SSMSource(HFSource):
             g = super()._trace(inputs, kv_names, module, causal, what)
         finally:
             self._states.probe = None
-        if record and (states or self._layout is not None):
+        if module is self._step:
+            self._check_ops(g, inputs["input_ids"][0][1] if not self._decoding else 1, what)
+        if record:
+            if not states:
+                from ..frontends.hf_compat import changed
+
+                raise changed(f"{self.spec.name}: the {what} handed no recurrent state to the cache's state layers",
+                              "update_conv_state / update_recurrent_state calls on each state-space layer's "
+                              "cache layer")
             self._set_states(states)
         return g
+
+    def _check_ops(self, g: OpGraph, tokens: int, what: str) -> None:
+        """A decode step must run graphroof's state-update ops, a prefill its whole-scan ops: otherwise
+        transformers called its scans under other names and the step was traced as a per-token loop."""
+        from ..frontends.hf_compat import changed
+        from ..frontends.ssm import SCAN_OPS
+
+        ops = {op.op for op in g.ops()}
+        if self._decoding and not ops & set(STATE_OPS):
+            raise changed(f"{self.spec.name}: the {what} ran none of {', '.join(STATE_OPS)}",
+                          "transformers' Mamba-family modules to call the state-update functions graphroof "
+                          "replaces (frontends/ssm.py _SWAPS)")
+        if not self._decoding and tokens > 1 and not ops & set(SCAN_OPS):
+            raise changed(f"{self.spec.name}: the {what} ran none of {', '.join(SCAN_OPS)}",
+                          "transformers' Mamba-family modules to call the scan functions graphroof replaces "
+                          "(frontends/ssm.py _SWAPS)")
 
     def decode_graph(self, batch: int, past: int) -> OpGraph:
         """One token with every layer's states as cache inputs; a pure state-space model's step is the same
@@ -228,14 +295,11 @@ class SSMSource(HFSource):
 
 
 def _all_state_layers(cfg) -> bool:
-    try:
-        from transformers.cache_utils import CacheLayerMixin, DynamicCache
+    from ..frontends.hf_compat import cache_class
 
-        layers = DynamicCache(config=cfg).layers
-        mixin = _state_layer_types()
-        return bool(layers) and all(isinstance(la, mixin) and not isinstance(la, CacheLayerMixin) for la in layers)
-    except Exception:  # noqa: BLE001 - the cache cannot be built from the config: probe as a hybrid
-        return False
+    layers = _cache_layers(cfg)
+    mixin, attention = _state_layer_types(), cache_class("CacheLayerMixin")
+    return bool(layers) and all(isinstance(la, mixin) and not isinstance(la, attention) for la in layers)
 
 
 def _prod(shape) -> int:

@@ -123,6 +123,24 @@ def test_unbound_dim_error_keeps_its_type_dim_and_message():
     assert "(while counting node 'blk.sym' (x.sym)" in msg
 
 
+def test_unbound_repeat_count_keeps_its_type_dim_and_message():
+    # the second site: an op repeated a symbolic number of times (a loop body's trip count "trips") that has no
+    # value; the message gains the node and the repeat, the exception stays an UnboundDimError with dim "trips"
+    from graphroof.errors import UnboundDimError
+    from graphroof.graph import REPEAT
+
+    g = _graph(node("x.rep", [T("fp32", 4)], [T("fp32", 4)], name="loop.body", **{REPEAT: "trips"}))
+    reg = RuleRegistry()
+    reg.register("x.rep")(lambda n: Cost(vector_flops=4))
+    with pytest.raises(UnboundDimError) as info:
+        count(g, reg)
+    e = info.value
+    assert e.dim == "trips"
+    msg = str(e)
+    assert msg.startswith("loop.body (x.rep): repeat trips: dimension 'trips' is unbound")
+    assert msg.count("dimension 'trips'") == 1
+
+
 def test_settings_reach_the_rules_that_take_them_as_an_argument():
     from graphroof.counters.count import count_node
     from graphroof.counters.registry import takes_settings

@@ -168,6 +168,7 @@ def test_meta_params_untouched_by_analysis():
 def test_decode_step_with_a_transformers_cache_counts_kv_bytes():
     from transformers import DynamicCache
 
+    from graphroof.frontends.hf_compat import cache_argument
     from graphroof.frontends.torch_export import load_module
 
     model, cfg, _ = hf.build_model(TINY)
@@ -175,8 +176,9 @@ def test_decode_step_with_a_transformers_cache_counts_kv_bytes():
     for i in range(2):                                       # 15 cached tokens, 2 KV heads of 16, bf16
         k = torch.empty(1, 2, 15, 16, device="meta", dtype=torch.bfloat16)
         cache.update(k, k.clone(), i)
+    arg = cache_argument(model.forward)  # transformers 5.24: `cache`; before: `past_key_values`
     with hf.eager_prompt():
-        g = load_module(model, {"input_ids": (1, 1), "past_key_values": cache, "use_cache": True}, capture="dispatch")
+        g = load_module(model, {"input_ids": (1, 1), arg: cache, "use_cache": True}, capture="dispatch")
     c = graphroof.analyze(g).totals.cost
     # per layer, K and V (rows of 2 heads x 16 = 32 values): the cache grows by concatenation (read 15 cached
     # rows, write 16), then attention reads the 16 rows.  2 layers * 2 * (15 + 16) * 32 * 2 B = 7936 B read,

@@ -119,6 +119,7 @@ def test_whole_scan_ops_compute_what_transformers_computes():
     """The replacement ops' reference implementations give transformers' own outputs (tiny real model)."""
     from transformers import MambaConfig, MambaForCausalLM
 
+    from graphroof.frontends.hf_compat import cache_argument
     from graphroof.frontends.ssm import ssm_kernels
 
     torch.manual_seed(0)
@@ -128,7 +129,8 @@ def test_whole_scan_ops_compute_what_transformers_computes():
     nxt = torch.randint(0, 128, (2, 1))
     with torch.no_grad():
         ref = model(ids, use_cache=True)
-        ref_step = model(nxt, cache_params=ref.cache_params, use_cache=True).logits
+        arg = cache_argument(model.forward)  # 5.24: `cache`; 5.23: `cache_params` (argument and output)
+        ref_step = model(nxt, **{arg: getattr(ref, arg)}, use_cache=True).logits
         with ssm_kernels():
             from transformers.models.mamba import modeling_mamba as mm
 
@@ -136,7 +138,7 @@ def test_whole_scan_ops_compute_what_transformers_computes():
                                                             "causal_conv1d_update")]
             assert swapped == ["graphroof.frontends.ssm"] * 3
             out = model(ids, use_cache=True)
-            step = model(nxt, cache_params=out.cache_params, use_cache=True).logits
+            step = model(nxt, **{arg: getattr(out, arg)}, use_cache=True).logits
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(step, ref_step, rtol=1e-4, atol=1e-4)
 
@@ -163,6 +165,7 @@ def test_mamba2_chunked_scan_capture_and_state():
 def test_mamba2_reference_ops_match_transformers():
     from transformers import Mamba2Config, Mamba2ForCausalLM
 
+    from graphroof.frontends.hf_compat import cache_argument
     from graphroof.frontends.ssm import ssm_kernels
 
     torch.manual_seed(0)
@@ -171,13 +174,14 @@ def test_mamba2_reference_ops_match_transformers():
     ids, nxt = torch.randint(0, 128, (2, 7)), torch.randint(0, 128, (2, 1))
     with torch.no_grad():
         ref = model(ids, use_cache=True)
-        ref_step = model(nxt, cache_params=ref.cache_params, use_cache=True).logits
+        arg = cache_argument(model.forward)  # 5.24: `cache`; 5.23: `cache_params` (argument and output)
+        ref_step = model(nxt, **{arg: getattr(ref, arg)}, use_cache=True).logits
         with ssm_kernels():
             from transformers.models.mamba2 import modeling_mamba2 as mm
 
             assert mm.mamba2_chunk_scan.__module__ == "graphroof.frontends.ssm"
             out = model(ids, use_cache=True)
-            step = model(nxt, cache_params=out.cache_params, use_cache=True).logits
+            step = model(nxt, **{arg: getattr(out, arg)}, use_cache=True).logits
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(step, ref_step, rtol=1e-4, atol=1e-4)
 

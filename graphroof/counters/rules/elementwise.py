@@ -38,7 +38,6 @@ ACTIVATION_FLOPS_PER_ELEMENT = {
     "leaky_relu": 2, "prelu": 2, "rrelu": 2,
     "sigmoid": 4, "logsigmoid": 5, "silu": 5, "gelu": 5, "gelu_tanh": 9,
     "softplus": 3, "mish": 5,
-    "elu": 4, "celu": 5, "selu": 5,
     "hardswish": 5, "hardsigmoid": 4,
     "softsign": 3, "tanhshrink": 2, "hardshrink": 2, "softshrink": 2,
     "glu": 5,                   # a * sigmoid(b), per output element
@@ -63,6 +62,36 @@ def per_element(k: int, complex_factor: int = 1, scaled_operand: bool = False) -
 
     rule.__doc__ = f"{k} vector FLOP(s) per output element."
     return rule
+
+
+def elu_flops(scaled_output: bool, scaled_input: bool) -> int:
+    """The ELU family ``scale * (x > 0 ? x : alpha * (exp(input_scale * x) - 1))`` per element: select, exp,
+    subtract 1, multiply by alpha (4), one multiply more for an output scale (SELU's 1.0507) and one for an input
+    scale (CELU's ``x / alpha``).  ELU 4, SELU 5, CELU 5, in both frontends."""
+    return 4 + int(scaled_output) + int(scaled_input)
+
+
+def _not_one(v: object) -> bool:
+    return v is not None and v not in (1, 1.0)
+
+
+def aten_elu(node: OpNode) -> Cost:
+    """``aten.elu(x, alpha, scale, input_scale)`` (``F.selu`` is captured as ``aten.elu`` with SELU's scale)."""
+    return elementwise(node, elu_flops(_not_one(node.attrs.get("scale")), _not_one(node.attrs.get("input_scale"))))
+
+
+def selu(node: OpNode) -> Cost:
+    """``aten.selu`` / ONNX ``Selu`` (output scale ``gamma``, 1.0507 by default)."""
+    return elementwise(node, elu_flops(_not_one(node.attrs.get("gamma", 1.0507009873554805)), False))
+
+
+def onnx_elu(node: OpNode) -> Cost:
+    return elementwise(node, elu_flops(False, False))
+
+
+def celu(node: OpNode) -> Cost:
+    """CELU is ELU of ``x / alpha``: the input scale is always computed."""
+    return elementwise(node, elu_flops(False, True))
 
 
 def clamp_bounds(node: OpNode) -> int:
@@ -176,8 +205,7 @@ _ACTIVATION_PAIRS = (
     ("sigmoid", "sigmoid", "Sigmoid"), ("hardsigmoid", "hardsigmoid", "HardSigmoid"),
     ("hardswish", "hardswish", "HardSwish"), ("softplus", "softplus", "Softplus"),
     ("softsign", "softsign", "Softsign"), ("mish", "mish", "Mish"), ("leaky_relu", "leaky_relu", "LeakyRelu"),
-    ("prelu", "prelu", "PRelu"), ("elu", "elu", "Elu"), ("selu", "selu", "Selu"), ("celu", "celu", "Celu"),
-    ("softshrink", "softshrink", "Shrink"),
+    ("prelu", "prelu", "PRelu"), ("softshrink", "softshrink", "Shrink"),
 )
 
 ROWS = (
@@ -197,6 +225,10 @@ ROWS = (
     *(Row(m, aten(a, inplace=True), onnx(o), per_element(ACTIVATION_FLOPS_PER_ELEMENT[a]))
       for m, a, o in _ACTIVATION_PAIRS),
     *(Row(a, aten(a, inplace=True), (), per_element(ACTIVATION_FLOPS_PER_ELEMENT[a])) for a in _ATEN_ACTIVATIONS),
+    # the ELU family: one formula (elu_flops), each frontend's attributes read by its adapter
+    Row("elu",          aten("elu", inplace=True),                  onnx("Elu"),               aten_elu, onnx_rule=onnx_elu),
+    Row("selu",         aten("selu", inplace=True),                 onnx("Selu"),              selu),
+    Row("celu",         aten("celu", inplace=True),                 onnx("Celu"),              celu),
     Row("gelu",         aten("gelu", inplace=True),                 onnx("Gelu") + ms("Gelu"), gelu),
     Row("silu",         aten("silu", inplace=True),                 onnx("Swish"),             swish),
     Row("swiglu",       (),                                         onnx("SwiGLU"),            swiglu),

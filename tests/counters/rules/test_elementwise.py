@@ -184,3 +184,38 @@ _CASES.update({
 @pytest.mark.parametrize("member", paired_members("elementwise"))
 def test_aten_and_onnx_keys_agree(member):
     assert_frontends_agree("elementwise", member, _CASES)
+
+
+def test_selu_captured_as_elu_with_its_scale_counts_as_selu():
+    # F.selu reaches the PyTorch frontend as aten.elu(alpha=1.6733, scale=1.0507, input_scale=1): the ELU
+    # formula with the output scale, 4 + 1 = 5 per element, as ONNX Selu: 5 x 10 = 50
+    a = cost(node("aten.elu", [X10], [X10], alpha=1.6732632423543772, scale=1.0507009873554805, input_scale=1))
+    assert a == cost(node("onnx.Selu", [X10], [X10])) == Cost(vector_flops=50, act_read_bytes=40, act_write_bytes=40)
+    # ELU itself (scale 1): 4 x 10; ONNX Selu with gamma 1 is an ELU: 4 x 10
+    assert cost(node("aten.elu", [X10], [X10], alpha=1.0, scale=1, input_scale=1)).vector_flops == 40
+    assert cost(node("onnx.Selu", [X10], [X10], gamma=1.0)).vector_flops == 40
+
+
+def test_selu_end_to_end_both_frontends_agree(tmp_path):
+    """torch.nn.functional.selu on a [4, 1024] fp32 tensor: 4,096 elements x 5 = 20,480 vector FLOPs, through the
+    PyTorch frontend (was 16,384: the scale was ignored) and through ONNX Selu."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("graphroof.frontends.torch_export")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    import graphroof
+
+    class Selu(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.selu(x)
+
+    r = graphroof.analyze(Selu(), (torch.randn(4, 1024),), hw="h100")
+    assert r.totals.cost.vector_flops == 20_480
+    g = helper.make_graph([helper.make_node("Selu", ["x"], ["y"])], "selu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1024])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1024])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, tmp_path / "selu.onnx")
+    r2 = graphroof.analyze(str(tmp_path / "selu.onnx"), hw="h100")
+    assert r2.totals.cost.vector_flops == 20_480
