@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import FrontendError
 
-__all__ = ["LibraryChanged", "eager_prompt", "TESTED_TRANSFORMERS", "cache_argument", "cache_class", "require_attrs",
+__all__ = ["LibraryChanged", "attention_functions", "eager_prompt", "TESTED_TRANSFORMERS", "cache_argument", "cache_class", "require_attrs",
            "transformers_version"]
 
 #: the transformers releases the suite was run green with (the lock pins the newest; tools/check_latest.sh and
@@ -87,6 +87,20 @@ def require_attrs(obj: Any, names: tuple[str, ...], what: str) -> None:
     if missing:
         raise changed(f"{what} ({type(obj).__module__}.{type(obj).__name__}) has no {', '.join(missing)}",
                       f"the attributes {', '.join(names)} that graphroof fills")
+
+
+def attention_functions() -> Any:
+    """``transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS``, the registry whose ``get_interface`` picks a
+    model's attention function (graphroof routes MLA decode through it)."""
+    try:
+        from transformers import modeling_utils
+    except ImportError as e:
+        raise changed("transformers.modeling_utils cannot be imported", f"the module ({e})") from None
+    registry = getattr(modeling_utils, "ALL_ATTENTION_FUNCTIONS", None)
+    if registry is None or not callable(getattr(registry, "get_interface", None)):
+        raise changed("transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS.get_interface is missing",
+                      "the attention-function registry graphroof routes MLA decode through")
+    return registry
 
 
 def packed_sequence_check() -> tuple[Any, str]:

@@ -85,11 +85,18 @@ def absorbed_mla(model: Any) -> Iterator[bool]:
 
     Yields whether *model* has such modules (nothing is patched otherwise).
     """
+    from ..frontends.hf_compat import attention_functions, changed
+
     classes = mla_classes(model)
     if not classes:
+        if getattr(getattr(model, "config", None), "kv_lora_rank", None):  # an MLA config without the modules
+            raise changed(f"{type(model).__name__} has kv_lora_rank but no attention module with kv_b_proj, "
+                          "expand_kv, qk_nope_head_dim and v_head_dim",
+                          "transformers' MLA attention modules, whose decode graphroof absorbs into the latent "
+                          "space")
         yield False
         return
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    ALL_ATTENTION_FUNCTIONS = attention_functions()
 
     def expand_kv(self: Any, kv_nope: Any, k_rot: Any) -> tuple[Any, Any]:
         return (kv_nope, k_rot), kv_nope  # no expansion: the attention call reads the cached latents

@@ -161,3 +161,30 @@ def test_hf_module_with_use_cache_off_counts_the_causal_half():
     for kw in ({"use_cache": False}, {"use_cache": True}):
         r = graphroof.analyze(model, {"input_ids": ids, **kw}, hw="h100")
         assert r.totals.cost.matrix_flops == 2_691_072, kw
+
+
+def test_mla_model_without_mla_modules_is_an_error(monkeypatch):
+    """A DeepSeek config (kv_lora_rank) whose attention modules no longer look like transformers' MLA (here:
+    expand_kv renamed): decode would silently re-expand the whole cache every step; an error instead."""
+    from graphroof.llm.hf import HFSource
+    from tests.llm.test_llm_windows import DEEPSEEK_V2
+
+    src = HFSource(DEEPSEEK_V2, name="tiny-deepseek-v2")
+    for m in src.model.modules():
+        if hasattr(type(m), "expand_kv"):
+            monkeypatch.delattr(type(m), "expand_kv")
+    with pytest.raises(LibraryChanged, match="has kv_lora_rank but no attention module with kv_b_proj, expand_kv"):
+        src.decode_graph(1, 8)
+
+
+def test_missing_attention_registry_is_an_error(monkeypatch):
+    from transformers import modeling_utils
+
+    from graphroof.llm.hf import HFSource
+    from tests.llm.test_llm_windows import DEEPSEEK_V2
+
+    src = HFSource(DEEPSEEK_V2, name="tiny-deepseek-v2")
+    src.kv_layout()
+    monkeypatch.setattr(modeling_utils, "ALL_ATTENTION_FUNCTIONS", object())  # a release that moved it
+    with pytest.raises(LibraryChanged, match="ALL_ATTENTION_FUNCTIONS.get_interface is missing"):
+        src.decode_graph(1, 8)
