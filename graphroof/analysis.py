@@ -11,7 +11,7 @@ from .counters.cost import FLOPS_PER_MAC
 from .counters.count import CountSummary
 from .graph import BOUND, COST, OpGraph
 from .hardware import HardwareProfile
-from .layers import auto_depth, cost_fields, layer_row, rollup
+from .layers import auto_depth, cost_fields, layer_row, rollup, runs
 from .roofline import Totals, compute_dtype, totals
 from .units import fmt_bytes, fmt_flops, fmt_time, json_safe
 
@@ -77,7 +77,7 @@ class Analysis:
             "time_collectives_s": sum(b.t_realistic_s - b.t_launch_s for b in bounds
                                       if b.time_model.startswith("collective")),
             "time_realistic_s": t.t_realistic_s,
-            "n_kernels": len(g),
+            "n_kernels": sum(runs(op) for op in g.ops()),
         }
 
     # -- rows ---------------------------------------------------------------------------------------
@@ -165,7 +165,8 @@ class Analysis:
             "ridge_points_flop_per_byte": self.ridge_points(), "dtypes": self.dtypes_used(),
             "capture": self.meta.get("capture", self.graph.meta.get("capture", "")),
             "dims": dict(self.graph.meta.get("dims", {})), "depth": self.depth,
-            "runtime": self.runtime, "n_ops": len(self.graph), "n_kernels": len(self.timed_graph),
+            "runtime": self.runtime, "n_ops": sum(runs(op) for op in self.graph.ops()),
+            "n_kernels": sum(runs(op) for op in self.timed_graph.ops()),
             "conventions": CONVENTIONS, "graphroof_version": __version__,
         }
 
@@ -198,8 +199,8 @@ class Analysis:
             "eager_totals": {
                 **cost_fields(self.eager_totals.cost), "time_roofline_s": self.eager_totals.t_lower_s,
                 "time_realistic_s": self.eager_totals.t_realistic_s, "n_kernels": sum(
-                    1 for n in self.graph.nx.nodes if self.graph.get(n, BOUND).t_launch_s
-                    or self.graph.get(n, COST).bytes or self.graph.get(n, COST).flops),
+                    runs(op) for op in self.graph.ops() if self.graph.get(op.name, BOUND).t_launch_s
+                    or self.graph.get(op.name, COST).bytes or self.graph.get(op.name, COST).flops),
             },
             "coverage": self.summary.as_dict(),
             "notes": self.notes(),

@@ -39,17 +39,14 @@ per second, bytes decimal)::
 from __future__ import annotations
 
 import difflib
-import json
-import math
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from .dtypes import canonical_dtype, peak_key_candidates
-from .errors import GraphroofError, HardwareProfileError
+from .errors import GraphroofError, HardwareProfileError, sanitize_terminal
+from .safe_read import clean_name, number, parse_json, parse_toml, parse_yaml, read_text, shown, shown_path
 from .timing.params import CollectiveParams, KernelTiming, parse_collectives, parse_timing
 
 __all__ = ["HardwareProfile", "load_hardware", "list_profiles", "profile_dir", "adhoc_profile"]
@@ -177,29 +174,15 @@ def profile_dir() -> Path:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise HardwareProfileError(f"{path}: cannot read hardware profile ({e.strerror})") from None
-    try:
-        if path.suffix == ".toml":
-            return tomllib.loads(text)
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        elif path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise HardwareProfileError(f"{path}: unknown profile format {path.suffix!r}; use .toml, .yaml or .json")
-    except (tomllib.TOMLDecodeError, ValueError) as e:
-        raise HardwareProfileError(f"{path}: not valid {path.suffix[1:].upper()}: {e}") from None
-    except Exception as e:  # yaml.YAMLError without importing yaml at module level
-        if isinstance(e, GraphroofError):
-            raise
-        raise HardwareProfileError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    """The parsed fields of a profile file: a regular UTF-8 file of at most 64 MB, no YAML aliases, bounded
+    nesting (:mod:`graphroof.safe_read`); every failure is a one-line :class:`HardwareProfileError`."""
+    where, err = shown_path(path), HardwareProfileError
+    parse = {".toml": parse_toml, ".yaml": parse_yaml, ".yml": parse_yaml, ".json": parse_json}.get(path.suffix)
+    if parse is None:
+        raise err(f"{where}: unknown profile format {shown(path.suffix)}; use .toml, .yaml or .json")
+    data = parse(read_text(path, "hardware profile", err), where, err)
     if not isinstance(data, dict):
-        raise HardwareProfileError(f"{path}: a hardware profile must be a mapping of fields")
+        raise err(f"{where}: a hardware profile must be a mapping of fields")
     return data
 
 
@@ -213,23 +196,23 @@ def _num(path: Path, field_name: str, v: Any, *, positive: bool = True, optional
             v = parse_quantity(v)
         except GraphroofError:
             pass
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise HardwareProfileError(f"{path.name}: {field_name} must be a number, got {v!r}")
+    number(v, f"{_name(path)}: {field_name}", HardwareProfileError)  # NaN, inf, 400-digit integers refused
     if positive and v <= 0:
-        raise HardwareProfileError(f"{path.name}: {field_name} must be > 0, got {v!r}")
+        raise HardwareProfileError(f"{_name(path)}: {field_name} must be > 0, got {v!r}")
     return float(v)
 
 
 def _peaks(path: Path, data: dict, key: str, required: bool) -> dict[str, float]:
     table = data.get(key, {})
     if not isinstance(table, dict):
-        raise HardwareProfileError(f"{path.name}: {key} must be a table of dtype = FLOP/s")
+        raise HardwareProfileError(f"{_name(path)}: {key} must be a table of dtype = FLOP/s, got {shown(table)}")
     if required and not table:
-        raise HardwareProfileError(f"{path.name}: {key} is missing; give at least one dtype, e.g. bf16 = 312e12")
+        raise HardwareProfileError(f"{_name(path)}: {key} is missing; give at least one dtype, e.g. bf16 = 312e12")
     out = {}
     for dt, v in table.items():
         if dt not in _PEAK_DTYPES:
-            raise HardwareProfileError(f"{path.name}: {key}.{dt} is not a peak dtype; use one of {', '.join(_PEAK_DTYPES)}")
+            raise HardwareProfileError(f"{_name(path)}: {key}.{sanitize_terminal(dt)[:40]} is not a peak dtype; use one "
+                                       f"of {', '.join(_PEAK_DTYPES)}")
         out[dt] = _num(path, f"{key}.{dt}", v)
     return out
 
@@ -237,7 +220,7 @@ def _peaks(path: Path, data: dict, key: str, required: bool) -> dict[str, float]
 def _eff(path: Path, eff: dict, k: str, default: float = 1.0) -> float:
     v = _num(path, f"efficiency.{k}", eff.get(k, default))
     if v > 1:
-        raise HardwareProfileError(f"{path.name}: efficiency.{k} must be in (0, 1], got {v}")
+        raise HardwareProfileError(f"{_name(path)}: efficiency.{k} must be in (0, 1], got {v}")
     return v
 
 
@@ -246,36 +229,41 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
              "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes",
              "timing", "collectives", "price"}
-    extra = sorted(set(data) - known)
+    extra = sorted(str(k) for k in data if k not in known)
     if extra:
-        raise HardwareProfileError(f"{path.name}: unknown field {extra[0]!r}; known fields: {', '.join(sorted(known))}")
+        raise HardwareProfileError(f"{_name(path)}: unknown field {shown(extra[0])}; known fields: "
+                                   f"{', '.join(sorted(known))}")
     mem = data.get("memory")
     if not isinstance(mem, dict) or "bw_bytes_per_s" not in mem:
-        raise HardwareProfileError(f"{path.name}: memory.bw_bytes_per_s is missing (memory bandwidth in bytes/s)")
+        raise HardwareProfileError(f"{_name(path)}: memory.bw_bytes_per_s is missing (memory bandwidth in bytes/s)")
     kind = data.get("kind", "gpu")
-    if kind not in _KINDS:
-        raise HardwareProfileError(f"{path.name}: kind must be one of {', '.join(_KINDS)}, got {kind!r}")
-    ic = data.get("interconnect", {}) or {}
-    eff = data.get("efficiency", {}) or {}
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise HardwareProfileError(f"{_name(path)}: kind must be one of {', '.join(_KINDS)}, got {shown(kind)}")
+    ic = _section(path, data, "interconnect")
+    eff = _section(path, data, "efficiency")
+    aliases = data.get("aliases", ())
+    if not isinstance(aliases, (list, tuple)) or not all(isinstance(a, str) for a in aliases):
+        raise HardwareProfileError(f"{_name(path)}: aliases must be a list of names, e.g. aliases = [\"a100\"], got "
+                                   f"{shown(aliases)}")
     launch = _num(path, "efficiency.launch_overhead_s", eff.get("launch_overhead_s", 0.0), positive=False)
     if launch < 0:
-        raise HardwareProfileError(f"{path.name}: efficiency.launch_overhead_s must be >= 0")
+        raise HardwareProfileError(f"{_name(path)}: efficiency.launch_overhead_s must be >= 0")
     sources = data.get("sources", {}) or {}
     if not isinstance(sources, dict):
-        raise HardwareProfileError(f"{path.name}: sources must be a table of section = source text")
+        raise HardwareProfileError(f"{_name(path)}: sources must be a table of section = source text")
     usd, price_source, price_date = _price(path, data.get("price"))
     return HardwareProfile(
-        name=str(data.get("name") or path.stem),
-        display_name=str(data.get("display_name", "")),
-        vendor=str(data.get("vendor", "")),
+        name=_text(path, data, "name") or clean_name(path.stem),
+        display_name=_text(path, data, "display_name"),
+        vendor=_text(path, data, "vendor"),
         kind=kind,
-        aliases=tuple(str(a).lower() for a in data.get("aliases", ())),
+        aliases=tuple(clean_name(a).lower() for a in aliases),
         matrix_peak_flops_per_s=_peaks(path, data, "matrix_peak_flops_per_s", required=True),
         vector_peak_flops_per_s=_peaks(path, data, "vector_peak_flops_per_s", required=False),
         mem_bw_bytes_per_s=_num(path, "memory.bw_bytes_per_s", mem.get("bw_bytes_per_s")),
         mem_capacity_bytes=_num(path, "memory.capacity_bytes", mem.get("capacity_bytes"), optional=True),
         onchip_cache_bytes=_num(path, "memory.onchip_cache_bytes", mem.get("onchip_cache_bytes"), optional=True),
-        interconnect_name=str(ic.get("name", "")),
+        interconnect_name=_text(path, ic, "name", "interconnect."),
         interconnect_bw_bytes_per_s=_num(path, "interconnect.bw_bytes_per_s_per_direction",
                                          ic.get("bw_bytes_per_s_per_direction"), optional=True),
         matrix_efficiency=_eff(path, eff, "matrix"),
@@ -283,8 +271,8 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         mem_bw_efficiency=_eff(path, eff, "mem_bw"),
         interconnect_efficiency=_eff(path, eff, "interconnect"),
         launch_overhead_s=launch,
-        sources={str(k): str(v) for k, v in sources.items()},
-        notes=str(data.get("notes", "")),
+        sources={clean_name(k): clean_name(v) for k, v in sources.items()},
+        notes=_text(path, data, "notes"),
         path=str(path),
         timing=parse_timing(path, data.get("timing")),
         collectives=parse_collectives(path, data.get("collectives")),
@@ -297,15 +285,40 @@ def _price(path: Path, price: Any) -> tuple[float | None, str, str]:
     if price is None:
         return None, "", ""
     if not isinstance(price, dict):
-        raise HardwareProfileError(f"{path.name}: price must be a table with usd_per_hour, source and date")
+        raise HardwareProfileError(f"{_name(path)}: price must be a table with usd_per_hour, source and date")
     extra = sorted(set(price) - {"usd_per_hour", "source", "date"})
     if extra:
-        raise HardwareProfileError(f"{path.name}: unknown field price.{extra[0]}; known: usd_per_hour, source, date")
+        raise HardwareProfileError(f"{_name(path)}: unknown field price.{extra[0]}; known: usd_per_hour, source, date")
     usd = _num(path, "price.usd_per_hour", price.get("usd_per_hour"))
     for k in ("source", "date"):
         if not str(price.get(k) or "").strip():
-            raise HardwareProfileError(f"{path.name}: price.{k} is missing; a list price needs its source and date")
-    return usd, str(price["source"]), str(price["date"])
+            raise HardwareProfileError(f"{_name(path)}: price.{k} is missing; a list price needs its source and date")
+    return usd, _text(path, price, "source", "price."), _text(path, price, "date", "price.")
+
+
+def _name(path: Path) -> str:
+    """The profile's file name for a message (printable)."""
+    return shown_path(path.name, 80)
+
+
+def _section(path: Path, data: dict[str, Any], key: str) -> dict[str, Any]:
+    """The optional table *key* (``efficiency``, ``interconnect``): a mapping, or empty when absent."""
+    v = data.get(key)
+    if v in (None, {}):
+        return {}
+    if not isinstance(v, dict):
+        raise HardwareProfileError(f"{_name(path)}: {key} must be a table of fields ([{key}] in TOML), got {shown(v)}")
+    return v
+
+
+def _text(path: Path, table: dict[str, Any], key: str, prefix: str = "") -> str:
+    """A text field (name, vendor, notes, a source) made printable: control characters escaped."""
+    v = table.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+        raise HardwareProfileError(f"{_name(path)}: {prefix}{key} must be text, got {shown(v)}")
+    return clean_name(v)
 
 
 _CACHE: dict[str, HardwareProfile] = {}
@@ -347,8 +360,9 @@ def load_hardware(name: str | Path | HardwareProfile) -> HardwareProfile:
     s = str(name)
     path = Path(s).expanduser()
     if path.suffix in (".toml", ".yaml", ".yml", ".json") or path.exists() or "/" in s:
-        if not path.is_file():
-            raise HardwareProfileError(f"hardware profile file {s!r} not found; pass an existing .toml/.yaml path or a name from `graphroof hw list`")
+        if not path.exists():  # a FIFO, a device or a folder exists: _read_file says what it is
+            raise HardwareProfileError(f"hardware profile file {shown(s)} not found; pass an existing .toml/.yaml path "
+                                       "or a name from `graphroof hw list`")
         return _load_path(path)
     idx = _index()
     key = s.lower().replace("_", "-").replace(" ", "-")
@@ -356,7 +370,7 @@ def load_hardware(name: str | Path | HardwareProfile) -> HardwareProfile:
         return _load_path(idx[key])
     close = difflib.get_close_matches(key, idx, n=4, cutoff=0.5)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise HardwareProfileError(f"unknown hardware {s!r}{hint}; see `graphroof hw list` or pass a profile file path")
+    raise HardwareProfileError(f"unknown hardware {shown(s)}{hint}; see `graphroof hw list` or pass a profile file path")
 
 
 def adhoc_profile(peak_flops_per_s: float, mem_bw_bytes_per_s: float, name: str = "custom") -> HardwareProfile:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .counters.cost import Cost
-from .graph import BOUND, COST, OpGraph, OpNode
+from .graph import BOUND, COST, REPEAT, OpGraph, OpNode
 from .hardware import HardwareProfile
 from .roofline import Bound, Totals, combine
 
@@ -149,7 +149,8 @@ def layer_row(g: LayerGroup, hw: HardwareProfile, total_t_s: float) -> dict[str,
     t = g.totals
     flops, nbytes = g.cost.flops, g.cost.bytes
     return {
-        "name": g.name, "n_ops": sum(int(o.attrs.get("n_ops", 1)) for o in g.ops), "n_kernels": len(g.ops),
+        "name": g.name, "n_ops": sum(int(o.attrs.get("n_ops", 1)) for o in g.ops),
+        "n_kernels": sum(runs(o) for o in g.ops),
         **cost_fields(g.cost),
         "intensity": flops / nbytes if nbytes else (float("inf") if flops else 0.0),
         "attainable_flops_per_s": attainable_flops_per_s(g.cost, t, hw),
@@ -159,3 +160,10 @@ def layer_row(g: LayerGroup, hw: HardwareProfile, total_t_s: float) -> dict[str,
         "op_kinds": dict(sorted(g.op_kinds.items(), key=lambda kv: -kv[1])),
         "ops": [n for o in g.ops for n in (o.attrs.get("ops") or (o.name,))],
     }
+
+
+def runs(op: OpNode) -> int:
+    """How many times an op or kernel node runs (each run one launch): its ``graphroof.repeat`` when a whole number
+    (an op-table count, an ONNX loop with a known trip count), else 1."""
+    r = op.attrs.get(REPEAT, 1)
+    return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else 1

@@ -11,12 +11,12 @@ profile's efficiency factor and adds the per-kernel launch overhead to every op 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .counters.cost import Cost
 from .dtypes import dtype_bits, is_float
 from .errors import CostError
-from .graph import BOUND, COST, OpGraph, OpNode, Role
+from .graph import BOUND, COST, REPEAT, OpGraph, OpNode, Role
 from .hardware import HardwareProfile
 
 __all__ = ["Bound", "compute_dtype", "evaluate", "evaluate_graph", "Totals", "totals"]
@@ -87,6 +87,14 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     bandwidth by kernel kind, alpha-beta collectives); otherwise it divides by the profile's efficiency factors.
     """
     peak_m, key_m, peak_v, key_v = peaks or _peaks(hw, dtype)
+    times = _times(node)
+    if times > 1:  # an op or kernel run `times` times: one run's roofline (tiles, waves, one launch), times that
+        assert node is not None
+        once = evaluate(cost.scale(1 / times), hw, dtype, (peak_m, key_m, peak_v, key_v),
+                        replace(node, attrs={k: v for k, v in node.attrs.items() if k != REPEAT}))
+        return replace(once, t_compute_s=once.t_compute_s * times, t_memory_s=once.t_memory_s * times,
+                       t_network_s=once.t_network_s * times, t_s=once.t_s * times,
+                       t_realistic_s=once.t_realistic_s * times, t_launch_s=once.t_launch_s * times)
     tc = cost.matrix_flops / peak_m + cost.vector_flops / peak_v
     tm = cost.bytes / hw.mem_bw_bytes_per_s
     tn = 0.0
@@ -120,6 +128,15 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     attainable = min(peak, intensity * hw.mem_bw_bytes_per_s) if cost.flops else 0.0
     return Bound(tc, tm, tn, t, t_real + launch, _bound_name(tc, tm, tn), intensity,
                  attainable, peak, used, launch, model)
+
+
+def _times(node: OpNode | None) -> int:
+    """How many times *node* runs (its ``graphroof.repeat`` when that is a whole number > 1), else 1.  A symbolic
+    repeat (an ONNX loop's trip count bound later) is priced as one run of the scaled cost."""
+    if node is None:
+        return 1
+    r = node.attrs.get(REPEAT, 1)
+    return r if isinstance(r, int) and not isinstance(r, bool) and r > 1 else 1
 
 
 def kernel_kind(node: OpNode, cost: Cost) -> str:

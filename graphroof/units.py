@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, sanitize_terminal
 
 __all__ = ["check_dims", "parse_quantity", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "json_safe"]
 
@@ -41,11 +41,17 @@ def parse_quantity(text: str | float | int, what: str = "value") -> float:
             # "MB" parses as prefix M + unit b; a lone "B" is bytes, not a prefix
             scale = _BIN[prefix] if prefix in _BIN else _SI[prefix]
             if prefix == "m" and u in ("b", "bytes", "byte", "b/s", "bytes/s"):
-                raise InputError(f"{what}: {text!r} reads as milli-bytes; did you mean {num}MB?")
+                raise InputError(f"{what}: {_quoted(text)} reads as milli-bytes; did you mean {num}MB?")
             v = float(num) * scale
             if math.isfinite(v):
                 return v
-    raise InputError(f"{what}: cannot parse {text!r} as a number; use e.g. 4.6T, 96GB/s, 57.8M or 4608e9")
+    raise InputError(f"{what}: cannot parse {_quoted(text)} as a number; use e.g. 4.6T, 96GB/s, 57.8M or 4608e9")
+
+
+def _quoted(text: object, limit: int = 80) -> str:
+    """*text* for a message: ``repr`` style, control characters escaped, cut to about *limit* characters."""
+    q = sanitize_terminal(repr(text if not isinstance(text, str) else text[:limit + 1]))
+    return q if len(q) <= limit else q[:limit] + "..."
 
 
 def fmt_si(x: float, unit: str = "", digits: int = 3) -> str:

@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "graphroof"
 
 #: What the top level of graphroof/ may hold (the pipeline; everything else lives in a sub-package).
 TOP_LEVEL = {"__init__", "__main__", "_version", "graph", "hardware", "roofline", "layers", "analysis", "api",
-             "units", "dtypes", "errors"}
+             "units", "dtypes", "errors", "safe_read"}  # safe_read: bounded file reads, a leaf like units / errors
 
 
 def _modules(root: Path = PKG) -> dict[str, Path]:

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
-from ..errors import GraphroofError
+from ..errors import GraphroofError, sanitize_terminal
 from . import analyze, cache, calibrate, compare, hw, llm, plot, profile, rules, sweep, zoo
 
 __all__ = ["main", "build_parser", "entry", "COMMANDS"]
@@ -78,12 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # ~15% of the CPU time at the same peak RSS; 50,000 saves ~23% but holds ~115 MB more garbage)
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
     from ..frontends.trace_store import caching
+    from .stdout import guarded
 
+    stdout = sys.stdout
+    sys.stdout = guarded(stdout)  # a full disk under stdout: one line, like every other error
     try:
         with caching(args.cache):
             code = COMMANDS[args.cmd].run(args)
+        sys.stdout.flush()
     except GraphroofError as e:
-        print(f"graphroof: error: {e}", file=sys.stderr)
+        print(f"graphroof: error: {sanitize_terminal(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("graphroof: interrupted", file=sys.stderr)
@@ -92,8 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         gc.set_threshold(*old)
+        sys.stdout = stdout
     return code
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper
-    sys.exit(main())
+    from .stdout import discard_unwritten
+
+    code = main()
+    discard_unwritten()  # output a full disk or a closed pipe refused is not retried (with a traceback) at exit
+    sys.exit(code)

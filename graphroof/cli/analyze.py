@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import analyze
-    from ..report import FORMATS, write_report
+    from ..report import FORMATS, check_chart_beside, write_report
     from .progress import Progress
 
     if args.format not in FORMATS:
@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     batches = parse_int_list(args.batch, "--batch", "batch sizes", "1,4,16") if args.batch else []
     if len(batches) > 1:
         return _batch_sweep(args, hw, batches)
+    if args.format == "markdown":
+        check_chart_beside(args.output)  # a foreign x_roofline.png beside x.md: say so before minutes of tracing
     opts = frontend_opts(args)
     check_seq(args.model, args.seq)
     if args.loop_trips is not None:

@@ -20,13 +20,21 @@ def run(args: argparse.Namespace) -> int:
     from ..units import fmt_bytes
 
     folder = trace_store.cache_dir()
-    entries, files, size = trace_store.usage()
+    use = trace_store.usage()
+    entries, files, size = use
     if args.cache_cmd == "clear":
-        removed = trace_store.clear()
+        removed = trace_store.clear()  # InputError when the folder is not this user's own and private
         print(f"removed {removed} stored graph files ({fmt_bytes(size)}) from {folder}")
         return 0
-    state = "on" if trace_store.enabled() else "off (GRAPHROOF_CACHE=off or --no-cache)"
-    print(f"store of traced graphs: {folder}\n  state: {state}\n  entries: {entries} ({files} files, "
-          f"{fmt_bytes(size)}; pruned to {trace_store.limit_bytes() / 1e6:,.0f} MB, oldest first)\n"
-          "  an entry is one model + options + code version; a graphroof or package update starts new entries")
+    refused = trace_store.refusal()
+    if refused:
+        state = f"off: {refused}; a store must be your own private folder (chmod 700, owned by you)"
+    else:
+        state = "on" if trace_store.enabled() else "off (GRAPHROOF_CACHE=off or --no-cache)"
+    extra = "".join(f", {n} {what}" for n, what in ((use.temp, "unfinished writes"),
+                                                    (use.old, "of an older format, never read")) if n)
+    print(f"store of traced graphs: {folder}\n  state: {state}\n  entries: {entries} ({files} files{extra}, "
+          f"{fmt_bytes(size)}; pruned to {trace_store.limit_bytes() / 1e6:,.0f} MB, least recently used first)\n"
+          "  an entry is one model + options + code version; a graphroof or package update starts new entries\n"
+          "  entries are sealed with your own key (store.key): a store is not shared between users")
     return 0

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, sanitize_terminal
 
 __all__ = ["config_of", "check_llm_args", "check_seq"]
 
@@ -29,8 +29,10 @@ def config_of(model: Any) -> dict | None:
     ref = classify(model)
     if ref.kind == "hf_config":
         from ..frontends.hf import read_config
+        from ..frontends.hf_limits import check_config_values
 
         data = read_config(ref.path)
+        check_config_values(data, str(ref.path))  # layers / widths out of range: fail before torch is imported
     elif ref.kind == "zoo":
         from ..frontends import zoo
 
@@ -71,7 +73,7 @@ def check_llm_args(model: Any, prompts: Sequence[int], gens: Sequence[int], tps:
     limit = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length")
     if cfg.get("is_encoder_decoder"):
         limit = None  # encoder and decoder limits differ: the encoder-decoder source checks them once built
-    src = SimpleNamespace(spec=ModelSpec(name=name, max_positions=limit), name=cfg.get("_name_or_path") or name)
+    src = SimpleNamespace(spec=ModelSpec(name=name, max_positions=limit), name=sanitize_terminal(cfg.get("_name_or_path") or name))
     for p in prompts:
         for g in gens:
             LLMSource.check_context(src, p, g)  # the loader's own message

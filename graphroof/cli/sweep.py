@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
+from ..sweep.limits import MAX_POINTS, check_grid
 from ..units import parse_quantity
 from .llm import parse_batches
 from .options import check_output_path, parse_int_list
@@ -83,6 +84,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", default="terminal", choices=FORMATS,
                    help="terminal | markdown | json | csv | html (frontier chart + table) | png (frontier chart)")
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("--force", action="store_true", help="run a grid of more than 100,000 points (the product of "
+                   "the list options; each costs about 3 KB of memory)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,7 +105,15 @@ def run(args: argparse.Namespace) -> int:
     prices = parse_prices(args.usd_per_hour, devices)
     progress = Progress(quiet=args.quiet)
     opts = {"dtype": args.dtype} if args.dtype else {}
-    if _is_llm(args.model) or prompts or gens:
+    limit = None if args.force else MAX_POINTS
+    llm = _is_llm(args.model) or bool(prompts or gens)
+    sizes = {"--hw": len(set(devices)), "--batch": len(set(batches))}
+    if llm:
+        sizes.update({"--prompt": len(set(prompts or [1])), "--gen": len(set(gens or [1])),
+                      "--weights": len(set(_csv(args.weights))), "--activations": len(set(_csv(args.activations))),
+                      "--kv": len(set(_csv(args.kv))), "--tp": len(set(tps or [1]))})
+    check_grid(sizes, limit)
+    if llm:
         from .precheck import check_llm_args
 
         check_llm_args(args.model, prompts or [1024], gens or [256], tps)
@@ -111,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         r = sweep(args.model, hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],
                   weights=_csv(args.weights) or None, activations=_csv(args.activations) or None,
                   kv=_csv(args.kv) or None, tp=tps, ideal=args.ideal, usd_per_hour=prices, max_ttft_s=max_ttft,
-                  max_tpot_s=max_tpot, strict=args.strict, progress=progress, **opts)
+                  max_tpot_s=max_tpot, strict=args.strict, progress=progress, max_points=limit, **opts)
     else:
         for flag in ("weights", "activations", "kv", "max_ttft", "max_tpot", "usd_per_hour"):
             if getattr(args, flag):
@@ -142,13 +153,11 @@ def _is_llm(model: str) -> bool:
         except InputError:
             raise
     if ref.kind == "hf_config":
-        import json
+        from ..frontends import frontend
 
-        try:
-            data = json.loads(ref.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot read {ref.path}: {e}") from None
-        archs = " ".join(data.get("architectures") or [])
+        data = frontend("hf").read_config(ref.path)  # one-line errors; never reads a FIFO or /dev/zero
+        names = data.get("architectures")
+        archs = " ".join(str(a) for a in names) if isinstance(names, list) else ""
         return "CausalLM" in archs or "LMHead" in archs or bool(data.get("is_decoder"))
     return ref.kind == "onnx" and _onnx_has_cache(ref.path)
 

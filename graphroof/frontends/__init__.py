@@ -82,7 +82,7 @@ def _stored(ref: ModelRef, opts: dict[str, Any], capture: Any) -> OpGraph:
     request: dict[str, Any] = {"options": opts}
     try:
         if ref.kind == "hf_config":
-            request["config"] = json.loads(ref.path.read_text(encoding="utf-8"))
+            request["config"] = frontend("hf").read_config(ref.path)  # capped: never a FIFO or /dev/zero
             request["path"] = str(ref.path)
         else:
             zoo = frontend("zoo")
@@ -92,4 +92,4 @@ def _stored(ref: ModelRef, opts: dict[str, Any], capture: Any) -> OpGraph:
                 request["config"] = json.loads(zoo.config_path(m.name).read_text(encoding="utf-8"))
     except Exception:  # noqa: BLE001 - unreadable or unknown: the frontend reports it
         return capture()
-    return trace_store.capture(trace_store.Entry(ref.kind, request), "graph", capture)
+    return trace_store.capture(trace_store.Entry(ref.kind, request), "graph", capture, expect=OpGraph)

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import FrontendError, InputError
+from ..errors import FrontendError, InputError, sanitize_terminal
 from ..graph import OpGraph
 from .hf_compat import eager_prompt
 from .hf_inputs import DEFAULT_SEQ, learned_positions, model_inputs
+from .hf_limits import check_config_values
 
 __all__ = ["load_config", "build_model", "DEFAULT_SEQ", "eager_prompt", "learned_positions", "model_inputs"]
 
@@ -42,15 +42,14 @@ def _transformers():
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a transformers ``config.json``: a regular UTF-8 file of at most 64 MB, nesting at most
+    64 levels (:mod:`graphroof.safe_read`); anything else is a one-line :class:`InputError`."""
+    from ..safe_read import parse_json, read_text, shown_path
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{p}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise InputError(f"{p}: not valid JSON: {e}") from None
+    data = parse_json(read_text(p, "transformers config"), shown_path(p))
     if not isinstance(data, dict):
-        raise InputError(f"{p}: a transformers config.json holds an object, not a {type(data).__name__}")
+        raise InputError(f"{shown_path(p)}: a transformers config.json holds an object, not a {type(data).__name__}")
     return data
 
 
@@ -69,6 +68,7 @@ def _config(data: dict[str, Any], source: str):
         raise FrontendError(f"{source}: model_type {model_type!r} is not a transformers architecture known to "
                             f"transformers {tf.__version__}{hint}; build the model in Python and call "
                             "graphroof.analyze(module, inputs) instead")
+    check_config_values(data, source)  # before transformers: some configs build per-layer lists at once
     dtype = data.pop("torch_dtype", None) or data.pop("dtype", None)
     data.pop("transformers_version", None)
     try:
@@ -78,14 +78,26 @@ def _config(data: dict[str, Any], source: str):
     return cfg, dtype
 
 
-def _model_class(cfg, data: dict[str, Any]):
+def _model_class(cfg, data: dict[str, Any], source: str = "config"):
+    """The class to build: the first ``architectures`` entry transformers has (it must be a model class: a
+    :class:`FrontendError` names the field otherwise), else the Auto class of the config's kind."""
     tf = _transformers()
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    for arch in data.get("architectures") or ():
+    archs = data.get("architectures") or ()
+    if not isinstance(archs, (list, tuple)):
+        raise FrontendError(f"{source}: 'architectures' must be a list of model class names, e.g. "
+                            "[\"LlamaForCausalLM\"]")
+    for i, arch in enumerate(archs):
         cls = getattr(tf, str(arch), None)
-        if cls is not None:
-            return cls
+        if cls is None:
+            continue
+        if not (isinstance(cls, type) and (hasattr(cls, "from_config") or hasattr(cls, "_from_config"))):
+            from ..errors import sanitize_terminal
+
+            raise FrontendError(f"{source}: architectures[{i}] = {sanitize_terminal(repr(arch))[:60]} is not a "
+                                "transformers model class (e.g. \"LlamaForCausalLM\"); fix the field or remove it")
+        return cls
     if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return tf.AutoModelForCausalLM
     return tf.AutoModel
@@ -103,7 +115,7 @@ def build_model(data: dict[str, Any], *, dtype: str | None = None, source: str =
     tdtype = TORCH_DTYPES.get(name)
     if tdtype is None or not tdtype.is_floating_point:
         raise InputError(f"dtype {name!r}: the model's parameters need a floating dtype (fp32, bf16, fp16)")
-    cls = _model_class(cfg, data)
+    cls = _model_class(cfg, data, source)
     build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
     try:
         with torch.device("meta"):
@@ -152,7 +164,7 @@ def load_config(path: str | Path, *, batch: int = 1, seq: int | None = None, dty
     path = Path(path)
     data = read_config(path)
     stem = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    name = name or str(data.get("_name_or_path") or stem)
+    name = name or sanitize_terminal(data.get("_name_or_path") or stem)  # printable: it titles every report
     return load_config_data(data, batch=batch, seq=seq, dtype=dtype, input_shapes=input_shapes, capture=capture,
                             name=name, source=str(path), **opts)
 

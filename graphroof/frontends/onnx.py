@@ -37,8 +37,10 @@ from ..errors import FrontendError, InputError
 from ..errors import warn as warn_user
 from ..graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, Role, TensorSpec
 from .onnx_clean import clean_names
+from .onnx_clean import text as clean_text
 from .onnx_control import DEFAULT_LOOP_TRIPS, Trips, loop_trips, scan_trips
 from .onnx_guard import default_budget, run_guarded
+from .onnx_limits import check_inlined_size, warn_huge_tensors
 from .onnx_shapes import (
     NeedsSymbolic,
     TypeTable,
@@ -590,6 +592,7 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     clean_names(model)
     opset = _check_versions(model, path)
     precheck(model)
+    check_inlined_size(model, path.name)
     warn_unused_dims(dims, model)
     for flag in ("batch", "seq"):
         if ignored.get(flag) is not None:
@@ -601,6 +604,7 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         budget.time_s = float(infer_time_s)
     if infer_mem_gb is not None:
         budget.mem_bytes = int(float(infer_mem_gb) * 1e9)
+        budget.origin = "the infer_mem_gb argument"
     step = "ONNX shape inference"
     out = run_guarded(_prepare, model, path.name, False, step=step, budget=budget)
     if out is None:  # onnxruntime's symbolic inference is needed: load it here once, so children inherit it
@@ -608,6 +612,7 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         out = run_guarded(_prepare, model, path.name, True, step=f"{step} (with onnxruntime's symbolic inference)",
                           budget=budget)
     inlined, table, values, notes = out
+    warn_huge_tensors(table, path.name)
     if inlined is not None:
         model = onnx.ModelProto()
         model.ParseFromString(inlined)
@@ -630,8 +635,9 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         for op in g.ops():
             if any(isinstance(d, str) and d in b.bounds for t in (*op.inputs, *op.outputs) if t for d in t.shape):
                 op.attrs[ESTIMATED] = "size counted at an upper bound"
-    g.name = path.stem
-    g.nx.graph["name"] = path.stem
+    name = clean_text(path.stem)  # a file name may carry control characters: escaped as any ONNX name
+    g.name = name
+    g.nx.graph["name"] = name
     external = sum(1 for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)
     used = {n.domain for g2 in iter_graphs(model.graph) for n in g2.node}
     others = ", ".join(f"{i.domain} {i.version}" for i in model.opset_import
@@ -641,7 +647,7 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               + f"; {len(model.graph.initializer)} weight tensors, not read"
               + (f" ({external} in external data)" if external else ""))
     g.meta.update({
-        "capture": "onnx", "model": path.stem, "producer": _producer(model), "opset": opset,
+        "capture": "onnx", "model": name, "producer": _producer(model), "opset": opset,
         "ir_version": model.ir_version, "notes": [header, *notes], "dim_origins": dict(b.origins),
     })
     if bound:

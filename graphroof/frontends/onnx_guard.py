@@ -9,8 +9,11 @@ time budget, then kills it.  A hang, a crash (any signal), a ``MemoryError`` or 
 :class:`~graphroof.errors.FrontendError` line naming the step and the budget.
 
 Where ``os.fork`` is missing (Windows) or ``GRAPHROOF_ONNX_GUARD=0`` is set, the function runs in process.
-Budgets: ``GRAPHROOF_INFER_TIME_S`` (default 300 s) and ``GRAPHROOF_INFER_MEM_GB`` (default 16 GB, at most
-the machine's physical memory).  Measured overhead (fork + pickled type table) on a shared, loaded 2-core
+Budgets: ``GRAPHROOF_INFER_TIME_S`` (default 300 s) and ``GRAPHROOF_INFER_MEM_GB`` (default: half the memory
+available when the step starts, ``MemAvailable`` in ``/proc/meminfo``, at most 16 GB; a 137-byte ``Range(0, 2^40)``
+or 30 levels of nested local functions would otherwise take all of it; an explicit value is capped at the
+machine's physical memory).  The child's stderr goes to ``/dev/null`` (a native abort prints its own lines) and
+an address-space limit the process already has is kept when it is lower than the budget.  Measured overhead (fork + pickled type table) on a shared, loaded 2-core
 VM: ~43 ms per load for a 1-op model (1.6 ms -> 45 ms) and ~40-90 ms for ResNet-50 (190-220 ms -> 225-310 ms);
 a bare fork of the process costs ~12 ms there.  Always paid: hostile files are small, so no size threshold.
 """
@@ -30,20 +33,35 @@ from typing import Any, TypeVar
 from .. import errors
 from ..errors import FrontendError, GraphroofError
 
-__all__ = ["Budget", "run_guarded", "default_budget"]
+__all__ = ["Budget", "run_guarded", "default_budget", "available_bytes"]
 
 T = TypeVar("T")
 
 
-class Budget:
-    """Time (s) and extra memory (bytes) one guarded step may use."""
+#: The most memory the default budget gives a step, whatever the machine has.
+MAX_DEFAULT_MEM = 16 * 10**9
+#: The share of the available memory the default budget gives a step.
+AVAILABLE_SHARE = 0.5
 
-    def __init__(self, time_s: float, mem_bytes: int):
+
+class Budget:
+    """Time (s) and extra memory (bytes) one guarded step may use; *origin* says where the memory figure comes
+    from (shown when it is exceeded)."""
+
+    def __init__(self, time_s: float, mem_bytes: int, origin: str = ""):
         self.time_s = float(time_s)
         self.mem_bytes = int(mem_bytes)
+        self.origin = origin
 
     def describe(self) -> str:
-        return f"{self.time_s:g} s / {self.mem_bytes / 1e9:g} GB"
+        return f"{self.time_s:g} s / {self.mem_bytes / 1e9:.3g} GB"
+
+    def mem_hint(self) -> str:
+        """``(<origin>; set GRAPHROOF_INFER_MEM_GB to allow more)``: what a memory error appends."""
+        if self.origin == "GRAPHROOF_INFER_MEM_GB":
+            return "(raise GRAPHROOF_INFER_MEM_GB to allow more)"
+        why = f"{self.origin}; " if self.origin else ""
+        return f"({why}set GRAPHROOF_INFER_MEM_GB to allow more)"
 
 
 def _physical_bytes() -> int:
@@ -53,14 +71,38 @@ def _physical_bytes() -> int:
         return 16 * 10**9
 
 
+def available_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """``MemAvailable`` of *meminfo* in bytes (memory the kernel can hand out without swapping); None when unknown."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    parts = line.split()
+                    return int(parts[1]) * (1024 if len(parts) < 3 or parts[2].lower() == "kb" else 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def default_budget() -> Budget:
-    """The budget from the environment (``GRAPHROOF_INFER_TIME_S``, ``GRAPHROOF_INFER_MEM_GB``) or the defaults."""
+    """The budget from the environment (``GRAPHROOF_INFER_TIME_S``, ``GRAPHROOF_INFER_MEM_GB``) or the defaults:
+    300 s and half the available memory, at most :data:`MAX_DEFAULT_MEM`."""
     try:
         t = float(os.environ.get("GRAPHROOF_INFER_TIME_S", "300"))
-        gb = float(os.environ.get("GRAPHROOF_INFER_MEM_GB", "16"))
+        env_gb = os.environ.get("GRAPHROOF_INFER_MEM_GB")
+        gb = None if env_gb is None or not env_gb.strip() else float(env_gb)
     except ValueError:
         raise errors.InputError("GRAPHROOF_INFER_TIME_S / GRAPHROOF_INFER_MEM_GB must be numbers") from None
-    return Budget(max(t, 0.1), min(int(gb * 1e9), _physical_bytes()))
+    if gb is not None:
+        return Budget(max(t, 0.1), min(int(gb * 1e9), _physical_bytes()), "GRAPHROOF_INFER_MEM_GB")
+    avail = available_bytes()
+    if avail is None:
+        mem = min(MAX_DEFAULT_MEM, _physical_bytes() // 2)
+        origin = "the default: half the physical memory, at most 16 GB"
+    else:
+        mem = min(MAX_DEFAULT_MEM, int(avail * AVAILABLE_SHARE))
+        origin = f"the default: half of the {avail / 1e9:.3g} GB available memory, at most 16 GB"
+    return Budget(max(t, 0.1), max(mem, 1), origin)
 
 
 def _enabled() -> bool:
@@ -76,6 +118,23 @@ def _vm_bytes() -> int:
         return 0
 
 
+def _effective(budget: Budget) -> Budget:
+    """*budget*, its memory lowered to what an address-space limit this process already has leaves (``ulimit -v``:
+    the child keeps it), so that an error states the limit that applied."""
+    try:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, ValueError, OSError):
+        return budget
+    if hard == resource.RLIM_INFINITY or hard < 0:
+        return budget
+    room = max(hard - _vm_bytes(), 1)
+    if room >= budget.mem_bytes:
+        return budget
+    return Budget(budget.time_s, room, "what this process's address-space limit (ulimit -v) leaves")
+
+
 def _child(fn: Callable[..., Any], args: tuple, budget: Budget, w: int) -> None:
     """Runs in the forked child: never returns."""
     code = 0
@@ -87,9 +146,18 @@ def _child(fn: Callable[..., Any], args: tuple, budget: Budget, w: int) -> None:
         except Exception:  # noqa: BLE001
             pass
         try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)  # a native abort's own lines ("cannot allocate memory ...") would precede our one line
+            os.close(null)
+        except OSError:
+            pass
+        try:
             import resource
 
             limit = _vm_bytes() + budget.mem_bytes
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            if hard != resource.RLIM_INFINITY and hard >= 0:
+                limit = min(limit, hard)  # a lower limit the process already has stays in force
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (ImportError, ValueError, OSError):
             pass
@@ -122,7 +190,7 @@ def _child(fn: Callable[..., Any], args: tuple, budget: Budget, w: int) -> None:
 
 def run_guarded(fn: Callable[..., T], *args: Any, step: str, budget: Budget | None = None) -> T:
     """``fn(*args)`` in a child process under *budget*; its result, or a :class:`FrontendError` naming *step*."""
-    budget = budget or default_budget()
+    budget = _effective(budget or default_budget())
     if not _enabled():
         return fn(*args)
     sys.stdout.flush()
@@ -165,7 +233,7 @@ def run_guarded(fn: Callable[..., T], *args: Any, step: str, budget: Budget | No
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         what = f"signal {signal.Signals(sig).name}" if sig else f"exit code {os.WEXITSTATUS(status)}"
         raise FrontendError(f"{step} crashed ({what}) within its budget of {budget.describe()}; the model is "
-                            "malformed or too large for it (set GRAPHROOF_INFER_MEM_GB to allow more memory)")
+                            f"malformed or too large for it {budget.mem_hint()}")
     try:
         out, shown = pickle.loads(data)
     except Exception:  # noqa: BLE001
@@ -178,8 +246,8 @@ def run_guarded(fn: Callable[..., T], *args: Any, step: str, budget: Budget | No
     if kind == "ok":
         return out[1]
     if kind == "memory":
-        raise FrontendError(f"{step} ran out of its memory budget of {budget.mem_bytes / 1e9:g} GB (set "
-                            "GRAPHROOF_INFER_MEM_GB to allow more); the model may be malformed")
+        raise FrontendError(f"{step} ran out of its memory budget of {budget.mem_bytes / 1e9:.3g} GB "
+                            f"{budget.mem_hint()}; the model may be malformed")
     if kind == "error":
         cls = getattr(errors, out[1], FrontendError)
         if not (isinstance(cls, type) and issubclass(cls, GraphroofError)) or cls is errors.UnboundDimError \

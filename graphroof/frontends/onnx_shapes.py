@@ -270,6 +270,8 @@ def _onnx_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception as e:  # onnx raises InferenceError / ValidationError / RuntimeError
+        if "bad_alloc" in str(e):  # C++ out of memory: the guard reports it with its memory budget
+            raise MemoryError(str(e)) from None
         raise FrontendError(f"ONNX shape inference failed: {str(e).splitlines()[0]}; check the model with "
                             "onnx.checker.check_model") from None
 

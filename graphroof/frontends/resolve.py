@@ -21,7 +21,6 @@ ones, an option that sizes another kind of model says what to use instead.
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -94,9 +93,11 @@ def is_hf_config(path: Path) -> bool:
     """A ``.json`` file holding a transformers config (``model_type`` or ``architectures``)."""
     if path.suffix.lower() != ".json":
         return False
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from ..safe_read import parse_json, read_text
+
+    try:  # a regular file under the size cap, bounded nesting: a FIFO, /dev/zero or a deep file is not read here
+        data = parse_json(read_text(path, "model file"), str(path))
+    except InputError:
         return False
     return isinstance(data, dict) and ("model_type" in data or "architectures" in data)
 

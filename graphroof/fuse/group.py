@@ -24,7 +24,7 @@ from typing import Any
 
 from ..counters.cost import Cost
 from ..errors import CostError, UnboundDimError
-from ..graph import COST, IN_TENSORS, OP, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
+from ..graph import COST, IN_TENSORS, OP, OUT_TENSORS, REPEAT, OpGraph, OpNode, Role, TensorSpec
 from ..layers import auto_depth, scope_at
 from ..roofline import compute_dtype
 from .classify import VECTOR_CLASSES, gemm_mnk, is_batch_norm, is_conv, op_class
@@ -90,11 +90,17 @@ class KernelGraph:
         op_of = {n: d[OP] for n, d in graph.nx.nodes(data=True)}
         for k in self.kernels:
             keys = [op_of[n].op for n in k.ops]
-            attrs: dict[str, Any] = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops), "n_ops": k.n_ops,
-                     "folded": tuple(k.folded), "compute_dtype": k.dtype, "op_keys": tuple(sorted(set(keys)))}
+            # every op of a kernel is repeated alike (the grouper keeps repeats apart): the kernel runs r times
+            r = op_of[k.ops[0]].attrs.get(REPEAT, 1)
+            times = r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else 1
+            attrs: dict[str, Any] = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops),
+                                     "n_ops": k.n_ops * times, "folded": tuple(k.folded), "compute_dtype": k.dtype,
+                                     "op_keys": tuple(sorted(set(keys)))}
+            if r != 1:
+                attrs[REPEAT] = r
             counts: dict[str, int] = {}
             for key in keys:
-                counts[key] = counts.get(key, 0) + 1
+                counts[key] = counts.get(key, 0) + times
             attrs["op_key_counts"] = counts
             if k.kind == "comm":
                 first = op_of[k.ops[0]]
@@ -181,6 +187,11 @@ class _Grouper:
             b = at.get(scope)
             if b is None:
                 b = at[scope] = scope_at(scope, depth)
+            # an op run several times fuses only with ops repeated alike (the ops of one ONNX loop body); an
+            # op-table row with a count is one op run `count` times in a row: a kernel of its own
+            r = df.nodes[n].attrs.get(REPEAT, 1)
+            if r != 1:
+                b = f"{b}\x00repeat={r}" + (f"\x00{n}" if df.nodes[n].op == "table.op" else "")
             self.block[n] = b
         self.kblock: list[str] = []
         self.members: list[set[str]] = []

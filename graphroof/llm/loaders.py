@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, sanitize_terminal
 from ..frontends import classify, frontend
 from ..graph import OpGraph, Role
 from .source import LLMSource, ModelSpec, Param
@@ -86,7 +86,7 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         return ONNXSource(ref.path, dims=opts.get("dims"), name=name)
     if ref.kind == "hf_config":
         data = frontend("hf").read_config(ref.path)
-        nm = name or str(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
+        nm = name or sanitize_terminal(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
         return _stored_hf(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"),
                           decoder_prompt=opts.get("decoder_prompt"))
     if ref.kind == "factory":

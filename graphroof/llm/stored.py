@@ -27,6 +27,24 @@ __all__ = ["StoredSource", "open_stored"]
 _STORABLE = ("HFSource", "SSMSource", "EncDecSource")
 
 
+def _valid(m: Any) -> bool:
+    """Whether *m* is a manifest as :func:`_manifest` writes it (anything else read from the store is a miss)."""
+    from ..graph import TensorSpec
+    from .source import ModelSpec
+
+    if type(m) is not dict or m.get("cls") not in _STORABLE or type(m.get("spec")) is not ModelSpec:
+        return False
+    notes, params, encdec = m.get("notes"), m.get("params", ()), m.get("encdec")
+    if type(notes) is not list or not all(type(n) is str for n in notes) or type(m.get("kv_cache")) is not bool:
+        return False
+    if type(m.get("no_cache_reason", "")) not in (str, type(None)):
+        return False
+    if params is not None and not (type(params) is list and all(
+            type(p) is tuple and len(p) == 2 and type(p[0]) is str and type(p[1]) is TensorSpec for p in params)):
+        return False
+    return encdec is None or (type(encdec) is dict and {"decoder_prompt", "features", "encoder_limit"} <= set(encdec))
+
+
 def _manifest(src: Any) -> dict[str, Any]:
     m = {"cls": type(src).__name__, "spec": src.spec, "notes": list(src.notes), "kv_cache": src.kv_cache,
          "no_cache_reason": getattr(src, "no_cache_reason", ""), "params": src.params()}
@@ -81,7 +99,7 @@ class StoredSource(LLMSource):
             self._entry.put("manifest", m)
             return g
 
-        return trace_store.capture(self._entry, part, trace)
+        return trace_store.capture(self._entry, part, trace, expect=OpGraph)
 
     def prefill_graph(self, batch: int, seq: int) -> OpGraph:
         return self._graph("prefill", batch, seq)
@@ -116,8 +134,10 @@ def open_stored(request: dict[str, Any], make: Callable[[], LLMSource]) -> LLMSo
     if not entry:
         return make()
     m = entry.get("manifest")
-    if isinstance(m, dict) and m.get("cls") in _STORABLE:
+    if _valid(m):
         return StoredSource(entry, make, m)
+    if m is not None:  # stored, but not a manifest: a miss (rewritten below)
+        entry.drop("manifest")
     src = make()
     if type(src).__name__ not in _STORABLE:
         return src

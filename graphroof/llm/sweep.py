@@ -26,6 +26,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import InputError
+from ..sweep.limits import MAX_POINTS, check_grid
 from ..units import json_safe
 
 __all__ = ["SweepPoint", "SweepResult", "pareto", "pick_slo", "sweep"]
@@ -258,13 +259,16 @@ def sweep(
     rules: Mapping[str, Any] | None = None,
     strict: bool = False,
     progress: Callable[[str], None] | None = None,
+    max_points: int | None = MAX_POINTS,
     **frontend_opts: Any,
 ) -> SweepResult:
     """Every combination of *hw* x dtypes x *tp* x *prompt* x *gen* x *batch* (see the module docstring).
 
     *usd_per_hour*: price per GPU-hour by profile name (or the name as given in *hw*); a device not named there
     takes its profile's ``[price]`` list price when it has one.  Everything checkable
-    from the arguments and the model's config is checked before the first trace.
+    from the arguments and the model's config is checked before the first trace, the grid's size included: more
+    than *max_points* points (default :data:`~graphroof.sweep.limits.MAX_POINTS`; None: no limit) is an
+    :class:`~graphroof.errors.InputError`.
 
     >>> r = sweep("llama-3-8b", hw=["a100", "h100"], batch=[1, 8, 64], max_tpot_s=0.05)  # doctest: +SKIP
     >>> r.best()["h100"].label                                                          # doctest: +SKIP
@@ -286,6 +290,8 @@ def sweep(
     names = [hw] if isinstance(hw, str) else list(hw)
     if not names:
         raise InputError("--hw needs at least one hardware profile")
+    check_grid({"--hw": len(names), "dtypes": len(quants), "--tp": len(tps), "--prompt": len(prompts),
+                "--gen": len(gens), "--batch": len(batches)}, max_points)
     profs = [resolve_hardware(h, ideal=ideal) for h in names]
     prices: dict[str, float] = {}
     for key, v in (usd_per_hour or {}).items():

@@ -4,7 +4,7 @@ estimate, the measured comparison) hold data and ``to_dict()``; this package tur
 ``render(result, fmt)`` is the one entry point for any result; ``render_text(analysis, fmt)`` returns the
 analysis report as a string; ``write_report(phases, fmt, out)`` renders and
 writes it (with the chart image next to a markdown file); ``write_output(data, out)`` writes one file to a
-path or ``-`` (stdout) atomically: a failed write leaves no partial file behind.
+path or ``-`` (stdout) without harming what is there: see :mod:`graphroof.report.output`.
 
 Formats: ``terminal`` (plain tables), ``markdown`` (GitHub-flavoured), ``json`` and ``csv`` (for scripts),
 ``html`` (one self-contained file with an interactive roofline chart).
@@ -13,17 +13,16 @@ Formats: ``terminal`` (plain tables), ``markdown`` (GitHub-flavoured), ``json`` 
 from __future__ import annotations
 
 import os
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import ReportError
 from ..errors import warn as warn_user
+from .output import write_output, write_outputs
 
 __all__ = ["FORMATS", "FORMATS_BY_KIND", "render", "render_text", "render_report", "write_report", "write_output",
            "write_outputs",
-           "chart_image_path"]
+           "chart_image_path", "check_chart_beside"]
 
 FORMATS = ("terminal", "markdown", "json", "csv", "html")
 
@@ -132,23 +131,37 @@ def chart_image_path(out: str | os.PathLike) -> Path:
     return p.with_name(f"{p.stem}_roofline.png")
 
 
+def check_chart_beside(out: str | os.PathLike) -> None:
+    """Raise :class:`ReportError` now if a markdown report to *out* would have to replace a file beside it that
+    graphroof did not write (its chart image); the CLI calls this before any work."""
+    from .output import writes_beside
+    from .pngmark import check_chart_target
+
+    if writes_beside(out):
+        check_chart_target(chart_image_path(out))
+
+
 def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-", *, ops: bool = False,
                   top: int | None = None, kernels: bool = False, fold: bool = True) -> list[tuple[str | bytes, str]]:
     """Render *phases* (an Analysis or ``[(name, Analysis), ...]``) as ``[(data, path), ...]`` to write.
 
-    A markdown report written to a path gets the roofline PNG beside it (when matplotlib is installed).
+    A markdown report written to a file gets the roofline PNG beside it (when matplotlib is installed; not beside
+    ``-``, a device or a FIFO).  That PNG may only replace an earlier chart that graphroof wrote: any other file
+    of its name is a :class:`ReportError`, raised before anything is written.
     """
     _check_format(fmt)
     if fmt == "markdown":
         from .chart import chart_data, render_static
         from .content import as_phases
         from .markdown import render_markdown
+        from .output import writes_beside
 
         ph = as_phases(phases)
         cd = chart_data(ph)
         files: list[tuple[str | bytes, str]] = []
         image = None
-        if str(out) != "-":
+        if writes_beside(out):
+            check_chart_beside(out)
             img = chart_image_path(out)
             try:
                 files.append((render_static(cd, "png", title=f"{ph[0].analysis.model_name} on {cd.hw_label}"), str(img)))
@@ -174,61 +187,3 @@ def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-
     files = render_report(phases, fmt, out, ops=ops, top=top, kernels=kernels, fold=fold)
     write_outputs(files)
     return [p for _, p in files]
-
-
-def _file_mode(path: Path) -> int:
-    """The mode an ordinary ``open(path, "w")`` would give: the old file's, else 0666 minus the umask."""
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def write_output(data: str | bytes, out: str | os.PathLike = "-") -> None:
-    """Write *data* to *out* (``-`` = stdout) via a temp file + rename, so failures leave nothing behind."""
-    if str(out) == "-":
-        if isinstance(data, bytes):
-            sys.stdout.buffer.write(data)
-        else:
-            sys.stdout.write(data)
-        sys.stdout.flush()
-        return
-    path = Path(out)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise ReportError(f"cannot write {path}: directory {parent} does not exist; create it or choose another -o path")
-    if path.is_dir():
-        raise ReportError(f"cannot write {path}: it is a directory; give a file name with -o")
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
-        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise ReportError(f"cannot write {path}: {e.strerror or e}; choose a writable -o path") from None
-    finally:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_outputs(files: list[tuple[str | bytes, str | os.PathLike]]) -> None:
-    """Write several files all-or-nothing: if one fails, the ones this call created are removed again."""
-    created: list[Path] = []
-    try:
-        for data, out in files:
-            existed = str(out) != "-" and Path(out).exists()
-            write_output(data, out)
-            if str(out) != "-" and not existed:
-                created.append(Path(out))
-    except ReportError:
-        for p in created:
-            try:
-                p.unlink()
-            except OSError:
-                pass
-        raise

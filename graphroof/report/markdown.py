@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from tabulate import tabulate
 
+from ..errors import sanitize_terminal
 from ..units import fmt_time
 from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, table
 from .content import as_phases, build
@@ -18,11 +20,12 @@ _LONE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def md_escape(text: Any) -> str:
-    """Text safe inside a GFM paragraph or table cell: no HTML, no table breaks, no stray emphasis."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text safe inside a GFM paragraph or table cell: no HTML, no table breaks, no stray emphasis, and no control
+    characters (terminal escapes, BEL, NUL, bidi overrides become visible ``\\xNN`` / ``\\uNNNN`` text)."""
+    s = sanitize_terminal(" ".join(str(text).split()))  # newlines would end a table row
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _BACKSLASH.sub(r"\\\1", s)
-    s = _LONE_UNDERSCORE.sub(r"\\_", s)
-    return " ".join(s.split())  # newlines would end a table row
+    return _LONE_UNDERSCORE.sub(r"\\_", s)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -37,7 +40,8 @@ _OP_COLUMNS = (Column("op", lambda r: r.get("label", r["name"]), "name"),
 
 def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
                     chart_notes: list[str] | None = None, fold: bool = True) -> str:
-    """The report as markdown.  *image*: relative path of the chart image to link (written by the caller)."""
+    """The report as markdown.  *image*: relative path of the chart image to link (written by the caller; any
+    file name, the link percent-encodes it)."""
     ph = as_phases(phases)
     c = build(ph, fold)
     multi = len(c.phases) > 1
@@ -52,7 +56,8 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
 
     out += ["", "## Roofline", ""]
     if image:
-        out.append(f"![Roofline chart: one point per layer, colour = bound, size = time share]({image})")
+        # percent-encoded: a space, a parenthesis or a bracket in the file name would end or break the link
+        out.append(f"![Roofline chart: one point per layer, colour = bound, size = time share]({quote(image)})")
     else:
         out.append("_(the chart is written as an image next to the report when `-o FILE.md` is given; "
                    "`graphroof plot` draws it alone)_")

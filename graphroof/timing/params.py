@@ -96,8 +96,9 @@ class CollectiveParams:
 
 def _number(path: Path, name: str, v: Any, *, lo: float = 0.0, hi: float = math.inf, strict_lo: bool = True,
             integer: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise HardwareProfileError(f"{path.name}: {name} must be a number, got {v!r}")
+    from ..safe_read import number
+
+    number(v, f"{path.name}: {name}", HardwareProfileError)  # NaN, inf, 400-digit integers: one-line errors
     if integer and int(v) != v:
         raise HardwareProfileError(f"{path.name}: {name} must be a whole number, got {v!r}")
     if (v <= lo if strict_lo else v < lo) or v > hi:
@@ -108,7 +109,9 @@ def _number(path: Path, name: str, v: Any, *, lo: float = 0.0, hi: float = math.
 
 def _table(path: Path, name: str, v: Any) -> dict:
     if not isinstance(v, dict):
-        raise HardwareProfileError(f"{path.name}: [{name}] must be a table of fields, got {v!r}")
+        from ..safe_read import shown
+
+        raise HardwareProfileError(f"{path.name}: [{name}] must be a table of fields, got {shown(v)}")
     return v
 
 

@@ -93,7 +93,9 @@ def test_yaml_and_json_tables(tmp_path):
     y.write_text("name: tiny\nops:\n  - {name: a, flops: 2G, bytes: 1GB, kind: vector, dtype: fp32}\n"
                  "  - {name: b, flops: 1.2 GFLOP, weight_bytes: 25MB, act_read_bytes: 1MB, count: 2}\n")
     g = load_table(y)
-    assert g.name == "tiny" and len(g) == 3 and g.node("b#1").attrs["weight_bytes"] == 25e6
+    # b's count of 2 is one node repeated twice (graphroof.repeat), not two copies
+    assert g.name == "tiny" and len(g) == 2 and g.node("b").attrs["weight_bytes"] == 25e6
+    assert g.node("b").attrs["graphroof.repeat"] == 2
     j = tmp_path / "ops.json"
     j.write_text(json.dumps([{"name": "a", "flops": "57.8M", "bytes": "25MB"}]))
     a = graphroof.analyze(str(j), hw="a100")

@@ -62,7 +62,7 @@ def test_analyze_reads_back_the_traced_graph(store, tmp_path, monkeypatch):
     second = graphroof.analyze(str(cfg), hw="a100", seq=32)
     assert len(calls) == 1                       # the second run traced nothing
     assert _figures(first) == _figures(second)   # and gives the same figures, to the last bit
-    assert list(store.glob("*/*/graph.pkl.z"))
+    assert list(store.glob("*/*/graph.json.z"))
     graphroof.analyze(str(cfg), hw="a100", seq=64)     # another request: traced
     assert len(calls) == 2
     with folding(False):                                # folding is part of the request
@@ -86,7 +86,7 @@ def test_off_and_corrupt_entries(store, tmp_path, monkeypatch):
         graphroof.analyze(str(cfg), hw="a100", seq=32)
     assert len(calls) == 1 and not store.exists()
     graphroof.analyze(str(cfg), hw="a100", seq=32)
-    (entry,) = store.glob("*/*/graph.pkl.z")
+    (entry,) = store.glob("*/*/graph.json.z")
     entry.write_bytes(b"not a pickle")          # truncated / foreign: a miss, traced and written again
     a = graphroof.analyze(str(cfg), hw="a100", seq=32)
     assert len(calls) == 3 and a.totals.cost.flops > 0
@@ -132,7 +132,7 @@ def test_cli_no_cache_writes_nothing(store, tmp_path, capsys):
     assert main(["--no-cache", "analyze", str(cfg), "--seq", "16", "--format", "json"]) == 0
     assert not store.exists()
     assert main(["analyze", str(cfg), "--seq", "16", "--format", "json"]) == 0
-    assert list(store.glob("*/*/graph.pkl.z"))
+    assert list(store.glob("*/*/graph.json.z"))
 
 
 def test_cli_cache_info_and_clear(store, tmp_path, capsys):
