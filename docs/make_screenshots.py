@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-height", type=int, default=3200, help="crop long pages (CSS px)")
     ap.add_argument("--ops", action="store_true", help="show per-op points in the chart")
     ap.add_argument("--keep-html", action="store_true", help="also write <name>-report.html beside the PNG")
+    ap.add_argument("--whatif", type=int, metavar="BATCH", default=None,
+                    help="with the what-if panel (as `analyze -f html`), its batch field set to BATCH")
     args = ap.parse_args(argv)
 
     name = args.name or Path(args.html or args.model).stem
@@ -44,13 +46,21 @@ def main(argv: list[str] | None = None) -> int:
         if not args.html:
             import graphroof
 
-            a = graphroof.analyze(args.model, hw=args.hw)
+            if args.whatif:
+                from graphroof.sweep.whatif_costs import analyze_whatif
+
+                a = analyze_whatif(args.model, hw=args.hw)
+            else:
+                a = graphroof.analyze(args.model, hw=args.hw)
             write_report(a, "html", html)
         size = html.stat().st_size
         with Browser() as b:
             page = b.open(html, width=args.width)
             if args.ops:
                 page.eval("document.querySelector('input[name=level][value=op]').click()")
+            if args.whatif:
+                page.eval("(function (e) { e.value = '%d'; e.dispatchEvent(new Event('change')); })"
+                          "(document.getElementById('wi-batch'))" % args.whatif)
             png = page.screenshot(width=args.width, max_height=args.max_height)
             errors = page.errors
         shot = out_dir / f"{name}-report.png"

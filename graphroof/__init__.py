@@ -4,6 +4,8 @@ Public API::
 
     import graphroof
     a = graphroof.analyze("model.onnx", hw="a100")
+    with graphroof.capture(hw="h100") as r:   # the ops this block runs (r.analysis after it)
+        model(x)
     print(graphroof.render(a, "markdown"))
     c = graphroof.compare("model.onnx", hw=["a100", "h100"])
 """
@@ -24,7 +26,7 @@ from .errors import (
 #: Public name -> the submodule that defines it.  Imported on first use (PEP 562), so ``graphroof hw list`` and
 #: the CLI start without loading the counting pipeline, networkx or any frontend.
 _LAZY = {
-    "Analysis": "analysis", "analyze": "api", "compare": "api",
+    "Analysis": "analysis", "analyze": "api", "capture": "api", "compare": "api",
     "FLOPS_PER_MAC": "counters", "REGISTRY": "counters", "Cost": "counters", "CountSummary": "counters",
     "count": "counters", "register_rule": "counters",
     "OpGraph": "graph", "OpNode": "graph", "Role": "graph", "TensorSpec": "graph", "bind": "graph",
@@ -33,7 +35,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "__version__", "analyze", "compare", "render", "Analysis", "OpGraph", "OpNode", "TensorSpec", "Role", "bind", "Cost",
+    "__version__", "analyze", "capture", "compare", "render", "Analysis", "OpGraph", "OpNode", "TensorSpec", "Role",
+    "bind", "Cost",
     "CountSummary", "count", "register_rule", "REGISTRY", "FLOPS_PER_MAC", "HardwareProfile", "load_hardware",
     "list_profiles", "Bound", "evaluate", "GraphroofError", "InputError", "FrontendError", "UnsupportedOpError",
     "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning", "llm",

@@ -11,7 +11,7 @@ from .counters.cost import FLOPS_PER_MAC
 from .counters.count import CountSummary
 from .graph import BOUND, COST, OpGraph
 from .hardware import HardwareProfile
-from .layers import auto_depth, cost_fields, layer_row, rollup, runs
+from .layers import cost_fields, default_depth, layer_row, op_params, rollup, runs
 from .roofline import Totals, compute_dtype, totals
 from .units import fmt_bytes, fmt_flops, fmt_time, json_safe
 
@@ -43,10 +43,12 @@ class Analysis:
     runtime: str = "eager"
     #: launch cost paid once per step (a CUDA-graph replay) instead of per kernel
     step_launch_s: float = 0.0
+    #: the HTML page's what-if data (:func:`graphroof.sweep.whatif_costs.whatif_costs`); None: not computed
+    whatif: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.depth is None:
-            self.depth = auto_depth(self.graph)
+            self.depth = default_depth(self.graph)
         #: the op graph's own totals: every op its own kernel (the eager view)
         self.eager_totals: Totals = totals(self.graph, self.hw)
         t = totals(self.timed_graph, self.hw)
@@ -56,6 +58,8 @@ class Analysis:
         self._ops: list[dict] | None = None
         self._layers: list[dict] | None = None
         self._kernel_rows: list[dict] | None = None
+        self._params: dict[str, int] | None = None
+        self._memory: dict[str, Any] | None = None
 
     @property
     def timed_graph(self) -> OpGraph:
@@ -70,7 +74,7 @@ class Analysis:
         launch = sum(b.t_launch_s for b in bounds) + self.step_launch_s
         t = self.totals
         return {
-            "time_floor_s": max(t.t_compute_s, t.t_memory_s, t.t_network_s),
+            "time_floor_s": t.time_floor_s,
             "time_roofline_s": t.t_lower_s,
             "time_derating_s": t.t_realistic_s - launch - t.t_lower_s,
             "time_launch_s": launch,
@@ -79,6 +83,28 @@ class Analysis:
             "time_realistic_s": t.t_realistic_s,
             "n_kernels": sum(runs(op) for op in g.ops()),
         }
+
+    # one name per figure, as in the JSON ``totals`` and the report labels (floor / roofline / realistic)
+    @property
+    def time_floor_s(self) -> float:
+        """max(Σ Tc, Σ Tm, Σ Tn) over the kernels."""
+        return self.totals.time_floor_s
+
+    @property
+    def time_roofline_s(self) -> float:
+        """Σ max(Tc, Tm, Tn) per kernel."""
+        return self.totals.time_roofline_s
+
+    @property
+    def time_realistic_s(self) -> float:
+        """roofline + derating + launches."""
+        return self.totals.time_realistic_s
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the HTML report's body (the page :func:`graphroof.render` gives with ``"html"``)."""
+        from . import render
+
+        return str(render(self, "html", fragment=True))
 
     # -- rows ---------------------------------------------------------------------------------------
     @property
@@ -95,7 +121,7 @@ class Analysis:
                     "peak_flops_per_s": b.peak_flops_per_s, "peak_used": b.peak_used,
                     "t_compute_s": b.t_compute_s, "t_memory_s": b.t_memory_s, "t_network_s": b.t_network_s,
                     "time_s": b.t_s, "time_realistic_s": b.t_realistic_s, "bound": b.bound,
-                    "share": b.t_s / total_t,
+                    "share": b.t_s / total_t, "params": self.params_by_op.get(node.name, 0),
                     "inputs": [str(t) if t is not None else None for t in node.inputs],
                     "outputs": [str(t) for t in node.outputs],
                 })
@@ -106,8 +132,17 @@ class Analysis:
     def layers(self) -> list[dict[str, Any]]:
         if self._layers is None:
             total_t = self.totals.t_lower_s
-            self._layers = [layer_row(g, self.hw, total_t) for g in rollup(self.timed_graph, self.hw, self.depth)]
+            rows = [layer_row(g, self.hw, total_t) for g in rollup(self.timed_graph, self.hw, self.depth)]
+            params = self.params_by_op
+            self._layers = [{**r, "params": sum(params.get(n, 0) for n in r["ops"])} for r in rows]
         return self._layers
+
+    @property
+    def params_by_op(self) -> dict[str, int]:
+        """Op name -> parameters it reads (:func:`graphroof.layers.op_params`); the layer rows' ``params`` sum it."""
+        if self._params is None:
+            self._params = op_params(self.graph)
+        return self._params
 
     @property
     def kernel_rows(self) -> list[dict[str, Any]]:
@@ -123,6 +158,7 @@ class Analysis:
                     "name": node.name, "kind": node.attrs.get("kernel_kind", node.op), "scope": node.scope,
                     "dtype": compute_dtype(node), "n_ops": node.attrs.get("n_ops", 1),
                     "ops": list(node.attrs.get("ops", (node.name,))), "gemm_mnk": node.attrs.get("gemm_mnk"),
+                    "op_keys": list(node.attrs.get("op_key_counts") or (node.op,)),
                     **cost_fields(cost), "intensity": b.intensity, "peak_used": b.peak_used,
                     "attainable_flops_per_s": b.attainable_flops_per_s, "peak_flops_per_s": b.peak_flops_per_s,
                     "t_compute_s": b.t_compute_s, "t_memory_s": b.t_memory_s, "t_network_s": b.t_network_s,
@@ -170,6 +206,22 @@ class Analysis:
             "conventions": CONVENTIONS, "graphroof_version": __version__,
         }
 
+    def memory_fit(self) -> dict[str, Any]:
+        """Does one forward pass fit on the device: every weight once (its dtype as built) plus the activation
+        peak of a liveness sweep in op order (:func:`graphroof.llm.memory.activation_peak_bytes`) against the
+        profile's memory capacity; ``fits`` is ``None`` when the profile lists no capacity.  No KV cache is
+        held (``graphroof llm`` sizes that)."""
+        if self._memory is None:
+            from .llm.memory import activation_peak_bytes, params_from_graph, resident_weight_bytes
+            from .llm.quant import Quant
+
+            weights = resident_weight_bytes(params_from_graph(self.graph), Quant())
+            acts = activation_peak_bytes(self.graph) if len(self.graph) else 0.0
+            cap = self.hw.mem_capacity_bytes
+            self._memory = {"weight_bytes": weights, "activation_peak_bytes": acts, "total_bytes": weights + acts,
+                            "capacity_bytes": cap, "fits": None if not cap else weights + acts <= cap}
+        return self._memory
+
     def notes(self) -> list[str]:
         notes = [self.summary.coverage_line()]
         settings = self.graph.meta.get("count_settings")
@@ -202,6 +254,7 @@ class Analysis:
                     runs(op) for op in self.graph.ops() if self.graph.get(op.name, BOUND).t_launch_s
                     or self.graph.get(op.name, COST).bytes or self.graph.get(op.name, COST).flops),
             },
+            "memory": self.memory_fit(),
             "coverage": self.summary.as_dict(),
             "notes": self.notes(),
             "layers": self.layers,

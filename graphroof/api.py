@@ -19,7 +19,7 @@ from .hardware import HardwareProfile, adhoc_profile, load_hardware
 from .roofline import evaluate_graph
 from .units import check_dims
 
-__all__ = ["analyze", "compare", "analyze_on_profiles", "resolve_hardware", "count_graph"]
+__all__ = ["analyze", "capture", "compare", "analyze_on_profiles", "resolve_hardware", "count_graph"]
 
 
 def resolve_hardware(hw: str | HardwareProfile | None = None, *, peak_flops_per_s: float | None = None,
@@ -138,22 +138,93 @@ def analyze(
     if progress:
         progress(f"{load_verb(model)} {model if isinstance(model, (str, Path)) else type(model).__name__}")
     graph = load(model, inputs, **opts)
+    check_dim_names(model, graph, opts.get("dims"))
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
     if progress:
         progress(f"counting {len(graph)} ops on {prof.name}")
-    return count_graph(graph, prof, rules=rules, strict=strict, dims=dims, depth=depth, meta=meta,
-                       settings=settings, runtime=runtime)
+    a = count_graph(graph, prof, rules=rules, strict=strict, dims=dims, depth=depth, meta=meta,
+                    settings=settings, runtime=runtime)
+    warn_memory_fit(a)
+    return a
 
 
-def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], *, strict: bool = False,
+def capture(hw: str | HardwareProfile | None = "a100", *, name: str | None = None,
+            rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None,
+            peak_flops_per_s: float | None = None, mem_bw_bytes_per_s: float | None = None, ideal: bool = False,
+            attention: str = "flash", causal: str = "kernel", runtime: str | None = None,
+            matmul_precision: str | None = None) -> Any:
+    """A context manager analysing the PyTorch ops that the code in its block runs, as torch's
+    ``FlopCounterMode`` counts them; after the block ``r.analysis`` is the :class:`Analysis` that
+    :func:`analyze` gives for the same module and inputs (``r.graph`` the OpGraph).  The block runs for real, on
+    real or meta tensors; put the model in ``eval()`` as :func:`analyze` does.  Options as :func:`analyze`.
+
+    >>> with graphroof.capture(hw="h100") as r:         # doctest: +SKIP
+    ...     model(x)
+    >>> r.analysis.totals.t_lower_s                      # doctest: +SKIP
+    """
+    settings = CountSettings(attention=attention, causal=causal)
+    prof = resolve_hardware(hw, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
+                            ideal=ideal, matmul_precision=matmul_precision)
+    from .frontends.torch_live import LiveCapture
+
+    def finish(graph: OpGraph) -> Analysis:
+        meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
+        a = count_graph(graph, prof, rules=rules, strict=strict, depth=depth, meta=meta, settings=settings,
+                        runtime=runtime)
+        warn_memory_fit(a)
+        return a
+
+    return LiveCapture(finish, name=name)
+
+
+def check_dim_names(model: Any, graph: OpGraph, dims: Mapping[str, int] | None) -> None:
+    """``--dim`` names a zoo, config.json or op-table model does not have are an error (``--dim batch=8`` on a
+    zoo model used to be ignored, the header still saying ``(batch=8)``); the ONNX frontend checks its own."""
+    if not dims:
+        return
+    from .frontends import classify
+
+    kind = classify(model).kind
+    if kind not in ("zoo", "hf_config", "table"):
+        return
+    names = set(graph.symbolic_dims()) | set(graph.meta.get("default_dims", {}))
+    unknown = [k for k in dims if k not in names]
+    if not unknown:
+        return
+    k = unknown[0]
+    label = graph.meta.get("model", graph.name)
+    has = f"its symbolic dims: {', '.join(sorted(names))}" if names else "it has none"
+    fix = ("an op table's numbers are fixed: edit the table" if kind == "table" else
+           "size a zoo or config.json model with --batch and --seq (or --input NAME=SHAPE)")
+    raise InputError(f"--dim {k}={dims[k]}: {label} has no symbolic dim {k!r} ({has}); {fix}")
+
+
+def warn_memory_fit(a: Analysis) -> None:
+    """A warning when the model's weights and activation peak exceed the device's memory capacity."""
+    m = a.memory_fit()
+    if m["fits"] is False:
+        from .errors import warn
+        from .units import fmt_bytes
+
+        warn(f"{a.model_name} does not fit on {a.hw.name}: weights {fmt_bytes(m['weight_bytes'])} + peak "
+             f"activations {fmt_bytes(m['activation_peak_bytes'])} = {fmt_bytes(m['total_bytes'])} > "
+             f"{fmt_bytes(m['capacity_bytes'])} of device memory; the times assume it does (split it "
+             "with graphroof llm --tp N, or pick a larger device)")
+
+
+def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], inputs: Any = None, *,
+                        rules: Mapping[str, Rule | None] | None = None, strict: bool = False,
                         depth: int | None = None, attention: str = "flash", causal: str = "kernel",
                         runtime: str | None = None, progress: Callable[[str], None] | None = None,
                         **opts: Any) -> list[Analysis]:
     """One Analysis per hardware profile, loading (tracing) the model once (:func:`count_graph` works on a copy)."""
     settings = CountSettings(attention=attention, causal=causal)
+    if opts.get("dims"):
+        check_dims(opts["dims"])
     if progress:
-        progress(f"{load_verb(model)} {model}")
-    graph = load(model, **opts)
+        progress(f"{load_verb(model)} {model if isinstance(model, (str, Path)) else type(model).__name__}")
+    graph = load(model, inputs, **opts)
+    check_dim_names(model, graph, opts.get("dims"))
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
     out = []
     for i, hw in enumerate(profiles):
@@ -162,27 +233,35 @@ def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], *, stri
         with warnings.catch_warnings():
             if i:  # unknown-op warnings are the same for every device: say them once
                 warnings.simplefilter("ignore", GraphroofWarning)
-            out.append(count_graph(graph, hw, strict=strict, dims=opts.get("dims"),
+            out.append(count_graph(graph, hw, rules=rules, strict=strict, dims=opts.get("dims"),
                                    depth=depth, meta=meta, settings=settings, runtime=runtime))
     return out
 
 
 def compare(
     model: Any,
+    inputs: Any = None,
     *,
     hw: str | Sequence[str | HardwareProfile],
+    rules: Mapping[str, Rule | None] | None = None,
     strict: bool = False,
+    dims: Mapping[str, int] | None = None,
     depth: int | None = None,
+    peak_flops_per_s: float | None = None,
+    mem_bw_bytes_per_s: float | None = None,
     ideal: bool = False,
     attention: str = "flash",
     causal: str = "kernel",
     runtime: str | None = None,
+    matmul_precision: str | None = None,
     progress: Callable[[str], None] | None = None,
     **frontend_opts: Any,
 ) -> DeviceComparison:
     """*model* on several devices side by side: time, bound and speed-up vs the first of *hw*.
 
-    *hw*: profile names, aliases, paths or :class:`HardwareProfile` objects (or one comma-separated string);
+    Takes what :func:`analyze` takes (a module with its example *inputs*, a path, a zoo name ..., and the same
+    keyword options; the what-if *peak_flops_per_s* / *mem_bw_bytes_per_s* apply to every device) with *hw*
+    a list: profile names, aliases, paths or :class:`HardwareProfile` objects (or one comma-separated string);
     the model is loaded once.  Render the result with ``graphroof.render(result, fmt)``.
 
     >>> import graphroof
@@ -193,7 +272,13 @@ def compare(
     names = [h.strip() for h in hw.split(",") if h.strip()] if isinstance(hw, str) else list(hw)
     if not names:
         raise InputError("compare needs at least one hardware profile, e.g. hw=['a100', 'h100']")
-    profiles = [resolve_hardware(h, ideal=ideal) for h in names]
-    analyses = analyze_on_profiles(model, profiles, strict=strict, depth=depth, attention=attention, causal=causal,
-                                   runtime=runtime, progress=progress, **frontend_opts)
-    return compare_devices(analyses)
+    profiles = [resolve_hardware(h, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
+                                 ideal=ideal, matmul_precision=matmul_precision) for h in names]
+    if dims:
+        frontend_opts.setdefault("dims", dict(dims))
+    analyses = analyze_on_profiles(model, profiles, inputs, rules=rules, strict=strict, depth=depth,
+                                   attention=attention, causal=causal, runtime=runtime, progress=progress,
+                                   **frontend_opts)
+    from .llm.device_fit import add_device_fit
+
+    return add_device_fit(compare_devices(analyses))

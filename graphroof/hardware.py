@@ -9,6 +9,7 @@ per second, bytes decimal)::
     vendor = "NVIDIA"
     kind = "gpu"                      # gpu | tpu | cpu | accelerator
     aliases = ["a100"]
+    board_power_w = 400               # optional: vendor TDP / TBP in watts (source: sources.board_power_w)
     [matrix_peak_flops_per_s]         # dense (never 2:4-sparse) tensor-core / MXU peaks by dtype
     bf16 = 312e12
     [vector_peak_flops_per_s]         # non-matrix units (elementwise, softmax, norms)
@@ -88,6 +89,9 @@ class HardwareProfile:
     usd_per_hour: float | None = None
     price_source: str = ""
     price_date: str = ""
+    #: board_power_w: the vendor's board / module power (TDP, TBP), the most the device draws at full load, in
+    #: watts; its source is ``sources["board_power_w"]`` (None: the profile does not give it)
+    board_power_w: float | None = None
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
@@ -157,6 +161,7 @@ class HardwareProfile:
             "collectives": dict(self.collectives.__dict__) if self.collectives else None,
             "price": ({"usd_per_hour": self.usd_per_hour, "source": self.price_source, "date": self.price_date}
                       if self.usd_per_hour is not None else None),
+            "board_power_w": self.board_power_w,
         }
 
 
@@ -228,7 +233,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     """Validate a parsed profile; every error names the file and the field."""
     known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
              "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes",
-             "timing", "collectives", "price"}
+             "timing", "collectives", "price", "board_power_w"}
     extra = sorted(str(k) for k in data if k not in known)
     if extra:
         raise HardwareProfileError(f"{_name(path)}: unknown field {shown(extra[0])}; known fields: "
@@ -252,6 +257,10 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     if not isinstance(sources, dict):
         raise HardwareProfileError(f"{_name(path)}: sources must be a table of section = source text")
     usd, price_source, price_date = _price(path, data.get("price"))
+    power = _num(path, "board_power_w", data.get("board_power_w"), optional=True)
+    if power is not None and not str(sources.get("board_power_w") or "").strip():
+        raise HardwareProfileError(f"{_name(path)}: board_power_w needs its source: add sources.board_power_w "
+                                   "(the vendor datasheet that gives it)")
     return HardwareProfile(
         name=_text(path, data, "name") or clean_name(path.stem),
         display_name=_text(path, data, "display_name"),
@@ -276,7 +285,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         path=str(path),
         timing=parse_timing(path, data.get("timing")),
         collectives=parse_collectives(path, data.get("collectives")),
-        usd_per_hour=usd, price_source=price_source, price_date=price_date,
+        usd_per_hour=usd, price_source=price_source, price_date=price_date, board_power_w=power,
     )
 
 

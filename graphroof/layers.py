@@ -19,7 +19,8 @@ from .graph import BOUND, COST, REPEAT, OpGraph, OpNode
 from .hardware import HardwareProfile
 from .roofline import Bound, Totals, combine
 
-__all__ = ["scope_parts", "scope_at", "auto_depth", "LayerGroup", "rollup", "layer_row", "summarize",
+__all__ = ["scope_parts", "scope_at", "auto_depth", "block_level", "default_depth", "op_params",
+           "LayerGroup", "rollup", "layer_row", "summarize",
            "attainable_flops_per_s", "cost_fields", "COST_FIELDS", "TOP"]
 
 #: The group of ops that carry no scope.
@@ -45,6 +46,23 @@ def scope_at(scope: str, depth: int) -> str:
     return ".".join(parts[:depth]) if parts else TOP
 
 
+def block_level(graph: OpGraph, max_depth: int = 6) -> int | None:
+    """The depth of the repeated blocks (``model.layers.0``: 2, ``layer1.0``: 1): the shallowest depth at which two
+    or more parts carry a block index; ``None`` when *graph* has no numbered blocks."""
+    parts = [scope_parts(s) for s in {op.scope for op in graph.ops()}]
+    for d in range(1, max_depth + 1):
+        if len({".".join(p[:d]) for p in parts if len(p) >= d and _INDEXED.search(p[d - 1])}) >= 2:
+            return d
+    return None
+
+
+def default_depth(graph: OpGraph) -> int:
+    """The layer tables' default depth: one level below the repeated block (a decoder layer's attention, MLP and
+    norms; a residual block's convolutions), as the LLM tables; :func:`auto_depth` without numbered blocks."""
+    d = block_level(graph)
+    return d + 1 if d is not None else auto_depth(graph)
+
+
 def auto_depth(graph: OpGraph, target: int = 8, max_depth: int = 6) -> int:
     """The natural "layer" level of *graph*'s scopes.
 
@@ -53,10 +71,9 @@ def auto_depth(graph: OpGraph, target: int = 8, max_depth: int = 6) -> int:
     ``min(target, distinct scopes)`` groups.
     """
     scopes = {op.scope for op in graph.ops()}
-    parts = [scope_parts(s) for s in scopes]
-    for d in range(1, max_depth + 1):
-        if len({".".join(p[:d]) for p in parts if len(p) >= d and _INDEXED.search(p[d - 1])}) >= 2:
-            return d
+    d = block_level(graph, max_depth)
+    if d is not None:
+        return d
     want = min(target, len(scopes))
     for d in range(1, max_depth + 1):
         if len({scope_at(s, d) for s in scopes}) >= want:
@@ -160,6 +177,27 @@ def layer_row(g: LayerGroup, hw: HardwareProfile, total_t_s: float) -> dict[str,
         "op_kinds": dict(sorted(g.op_kinds.items(), key=lambda kv: -kv[1])),
         "ops": [n for o in g.ops for n in (o.attrs.get("ops") or (o.name,))],
     }
+
+
+def op_params(graph: OpGraph) -> dict[str, int]:
+    """Op name -> the parameters it reads (elements of its weight inputs; ops with none are left out).  A layer's
+    parameter count, as FLOP counters show it per module, is the sum over its ops (a weight two modules read, such
+    as a tied embedding, counts in both)."""
+    from .errors import UnboundDimError
+    from .graph import Role
+
+    out: dict[str, int] = {}
+    for op in graph.ops():
+        n = 0
+        for t in op.inputs:
+            if t is not None and t.role == Role.WEIGHT:
+                try:
+                    n += t.numel
+                except UnboundDimError:
+                    pass
+        if n:
+            out[op.name] = n
+    return out
 
 
 def runs(op: OpNode) -> int:

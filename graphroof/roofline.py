@@ -204,6 +204,35 @@ class Totals:
     t_network_s: float
     bound: str             # from summed compute vs memory vs network time
 
+    # one name per figure, as in the JSON report (``totals.time_floor_s`` ...) and the report labels
+    @property
+    def flops(self) -> float:
+        return self.cost.flops
+
+    @property
+    def bytes(self) -> float:
+        return self.cost.bytes
+
+    @property
+    def time_floor_s(self) -> float:
+        """The floor: max(Σ Tc, Σ Tm, Σ Tn) over the kernels (perfect overlap across the whole model)."""
+        return max(self.t_compute_s, self.t_memory_s, self.t_network_s)
+
+    @property
+    def time_roofline_s(self) -> float:
+        """The roofline: Σ max(Tc, Tm, Tn) per kernel (``t_lower_s``)."""
+        return self.t_lower_s
+
+    @property
+    def time_realistic_s(self) -> float:
+        """The realistic time: roofline + derating + launches (``t_realistic_s``)."""
+        return self.t_realistic_s
+
+    @property
+    def time_upper_s(self) -> float:
+        """The no-overlap sum Σ (Tc + Tm + Tn) (``t_upper_s``)."""
+        return self.t_upper_s
+
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__ if k != "cost"}
         d.update(self.cost.as_dict())

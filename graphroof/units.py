@@ -12,7 +12,8 @@ from typing import Any
 
 from .errors import InputError, sanitize_terminal
 
-__all__ = ["check_dims", "parse_quantity", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "json_safe"]
+__all__ = ["check_dims", "parse_quantity", "parse_time_s", "parse_bandwidth", "parse_flop_rate", "warn_implausible",
+           "PLAUSIBLE", "fmt_si", "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "json_safe"]
 
 _SI = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
        "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
@@ -46,6 +47,71 @@ def parse_quantity(text: str | float | int, what: str = "value") -> float:
             if math.isfinite(v):
                 return v
     raise InputError(f"{what}: cannot parse {_quoted(text)} as a number; use e.g. 4.6T, 96GB/s, 57.8M or 4608e9")
+
+
+#: What a time / bandwidth / FLOP-rate flag may plausibly be: outside, the value is parsed but warned about
+#: (``--mem-bw 4`` read as 4 B/s is almost surely a missing unit).
+PLAUSIBLE: dict[str, tuple[float, float, str]] = {
+    "time": (1e-6, 3600.0, "1 us to 1 h"),
+    "bandwidth": (1e9, 1e15, "1 GB/s to 1 PB/s"),
+    "flop_rate": (1e9, 1e18, "1 GFLOP/s to 1e18 FLOP/s"),
+}
+_KIND_UNITS = {"time": ("s",), "bandwidth": ("b/s", "bytes/s"), "flop_rate": ("flop/s", "flops/s", "flops", "")}
+
+
+def _parse_kind(text: str | float | int, flag: str, kind: str) -> float:
+    """*text* as a quantity of *kind* that must carry its unit (a FLOP rate may omit it: ``4.6T``)."""
+    value = parse_quantity(text, flag)  # garbage: the usual "cannot parse" message
+    if isinstance(text, (int, float)):
+        return value
+    m = _RE.match(str(text).strip().replace(",", "").replace("_", ""))
+    num, prefix, unit = m.groups() if m else ("", "", "")
+    if unit.lower() in _KIND_UNITS[kind]:
+        return value
+    shown = sanitize_terminal(str(text).strip())[:40]
+    if kind == "time":
+        hint = f"{num}ms or {float(num) * 1e-3:g}s" if not unit else "50ms or 0.05s"
+        what = "give a unit" if not unit else "expected a time"
+    elif kind == "bandwidth":
+        hint = f"{num}{prefix}B/s" if prefix or float(num) >= 1e6 else f"{num}GB/s or {num}TB/s"
+        what = ("give a unit" if not unit else "a bandwidth is bytes per second" if unit.lower() in
+                ("b", "byte", "bytes") else "expected a bandwidth")
+    else:
+        hint, what = "312TFLOP/s or 312T", "expected a FLOP rate"
+    raise InputError(f"{flag} {shown}: {what}, e.g. {hint}")
+
+
+def parse_time_s(text: str | float | int, flag: str = "time") -> float:
+    """A time that names its unit, in seconds: ``50ms``, ``0.05s``, ``200us``; a bare ``50`` is refused.
+
+    >>> parse_time_s("50ms"), parse_time_s("2s")
+    (0.05, 2.0)
+    """
+    return _parse_kind(text, flag, "time")
+
+
+def parse_bandwidth(text: str | float | int, flag: str = "bandwidth") -> float:
+    """A bandwidth that names its unit, in bytes/s: ``96GB/s``, ``2TB/s``, ``1.5TiB/s``; a bare ``4`` is refused.
+
+    >>> parse_bandwidth("96GB/s")
+    96000000000.0
+    """
+    return _parse_kind(text, flag, "bandwidth")
+
+
+def parse_flop_rate(text: str | float | int, flag: str = "FLOP rate") -> float:
+    """A FLOP rate in FLOP/s: ``4.6T``, ``312TFLOP/s``, ``4608e9``."""
+    return _parse_kind(text, flag, "flop_rate")
+
+
+def warn_implausible(value: float, flag: str, kind: str) -> None:
+    """A :class:`~graphroof.errors.GraphroofWarning` when *value* lies outside :data:`PLAUSIBLE` for *kind*."""
+    low, high, span = PLAUSIBLE[kind]
+    if 0 < value < low or value > high:
+        from .errors import warn
+
+        shown = fmt_time(value) if kind == "time" else fmt_si(value, "B/s" if kind == "bandwidth" else "FLOP/s")
+        warn(f"{flag} {shown} is outside the plausible range ({span}); check the value and its unit")
 
 
 def _quoted(text: object, limit: int = 80) -> str:

@@ -9,6 +9,8 @@ import pytest
 # every test traces afresh: the persistent store of traced graphs (graphroof.frontends.trace_store) is off unless a
 # test turns it on with its own folder (tests/frontends/test_trace_store.py); CLI subprocesses inherit this
 os.environ["GRAPHROOF_CACHE"] = "off"
+# a model argument shaped like a Hugging Face id ("org/name") is looked up in the hub cache: never the network here
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 from graphroof.graph import OpNode, Role, TensorSpec
 from graphroof.hardware import HardwareProfile

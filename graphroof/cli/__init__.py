@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import GraphroofError, sanitize_terminal
-from . import analyze, cache, calibrate, compare, hw, llm, plot, profile, rules, sweep, zoo
+from . import analyze, cache, calibrate, compare, diff, hw, llm, plot, profile, rules, sweep, zoo
 
 __all__ = ["main", "build_parser", "entry", "COMMANDS"]
 
 #: Sub-command name -> its module.
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, llm, sweep, zoo,
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, diff, llm, sweep, zoo,
                                                        calibrate, profile, cache)}
 
 
@@ -56,7 +56,22 @@ GC_THRESHOLD = 10_000
 
 
 def _warn_line(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
-    print(f"graphroof: warning: {message}", file=sys.stderr)
+    if _ours(category, filename):
+        print(f"graphroof: warning: {message}", file=sys.stderr)
+
+
+def _ours(category: type[Warning], filename: str) -> bool:
+    """Whether a warning is graphroof's to print: a GraphroofWarning, or any warning raised from graphroof's own
+    modules.  Third-party deprecation notices and UserWarnings raised while a model is captured (transformers'
+    FutureWarnings, replayed once per traced graph by the store) are not the user's to act on."""
+    import os
+
+    from ..errors import GraphroofWarning
+
+    if issubclass(category, GraphroofWarning):
+        return True
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return os.path.abspath(filename or "").startswith(pkg)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,9 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="tiny sizes and few repeats: a smoke test of the pipeline (about 1 s of measuring); the "
                         "profile is marked as a smoke profile")
-    p.add_argument("--budget", type=float, default=None,
-                   help="seconds per benchmark (warm-up + samples; default 4, quick 0.05): fewer samples, and GEMM "
-                        "sizes skipped, when a kernel is slow")
+    p.add_argument("--budget", default=None,
+                   help="time per benchmark with its unit, e.g. 4s or 500ms (warm-up + samples; default 4s, quick "
+                        "50ms): fewer samples, and GEMM sizes skipped, when a kernel is slow")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--repeats", type=int, default=None, help="timed samples per benchmark (default 7; quick 3)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing (default 2; quick 0)")
@@ -54,7 +54,13 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise InputError("--threads must be >= 1")
     refs = [load_hardware(c) for c in (args.compare or [])]  # bad names fail before minutes of measuring
-    plan = default_plan(args.quick, repeats=args.repeats, warmup=args.warmup, budget_s=args.budget,
+    budget_s = None
+    if args.budget is not None:
+        from ..units import parse_time_s, warn_implausible
+
+        budget_s = parse_time_s(args.budget, "--budget")
+        warn_implausible(budget_s, "--budget", "time")
+    plan = default_plan(args.quick, repeats=args.repeats, warmup=args.warmup, budget_s=budget_s,
                         gemm_sizes=parse_sizes(args.gemm_sizes, "--gemm-sizes"), dtypes=parse_dtypes(args.dtypes))
     plan.check()
     check_device(args.device)

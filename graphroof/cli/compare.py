@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ideal", action="store_true", help="100%% efficiency and no launch overhead in the realistic time")
     add_model_options(p)
     p.add_argument("--format", "-f", default="terminal", help="terminal | markdown | json | csv | html")
-    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("-o", "--output", default=None, help="output file, or - for stdout (default: stdout; an html page goes to MODEL-report.html)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,8 +41,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.format not in FORMATS_BY_KIND["compare"]:
         raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS_BY_KIND['compare'])}")
+    from .outfile import resolve_output, say_written
+    from .precheck import check_seq
+
+    args.output = resolve_output(args.output, args.format, args.model)  # a page without -o: MODEL-report.html
+    check_seq(args.model, args.seq)
     result = compare(args.model, hw=split_profiles(args.hw), strict=args.strict, depth=args.depth, ideal=args.ideal,
                      attention=args.attention, causal=args.causal, progress=Progress(quiet=args.quiet),
                      **frontend_opts(args))
     write_output(render(result, args.format), args.output)
+    say_written([args.output], args.quiet)
     return 0

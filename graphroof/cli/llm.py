@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .options import check_output_path, hw_from_args, parse_dims, parse_int_list
+from .outfile import resolve_output, say_written
 
 __all__ = ["parse_batches"]
 
@@ -27,7 +28,8 @@ def _int(flag: str):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="zoo name (llama-2-7b), transformers config.json (or its folder), .onnx with "
+    p.add_argument("model", help="zoo name (llama-2-7b), transformers config.json (or its folder), Hugging Face "
+                   "model id (org/name: its config.json only), .onnx with "
                    "past_key_values inputs, or 'pkg.module:factory'")
     p.add_argument("--hw", default=None, help="hardware profile name, alias or file (default a100)")
     p.add_argument("--prompt", type=_int("--prompt"), default=1024, help="prompt tokens per sequence (default 1024)")
@@ -51,8 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "activations, QKV and gate+up GEMMs, decode under CUDA graphs)")
     p.add_argument("--ideal", action="store_true", help="report the ideal roofline only (100%% of peaks, no launch "
                    "overhead); default: realistic with the ideal beside it")
-    p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this")
-    p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth")
+    p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this (e.g. 312T)")
+    p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth with its unit (e.g. 4TB/s)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="bind another symbolic dim of an ONNX model")
     p.add_argument("--depth", type=_int("--depth"), default=None,
                    help="layer-table depth (default: one level below the repeated decoder block)")
@@ -69,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json", "html"),
                    help="terminal | markdown | json | html (default terminal; html: one page with the batch sweep "
                         "chart, memory bars and prefill / decode layer tables side by side)")
-    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("-o", "--output", default=None, help="output file, or - for stdout (default: stdout; an html page goes to MODEL-report.html)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from .precheck import check_llm_args
     from .progress import Progress
 
+    args.output = resolve_output(args.output, args.format, args.model)  # a page without -o: MODEL-report.html
     check_output_path(args.output)
     batches = parse_batches(args.batch)
     check_llm_args(args.model, [args.prompt], [args.gen], [args.tp])
@@ -102,5 +105,6 @@ def run(args: argparse.Namespace) -> int:
                      strict=args.strict, runtime=args.runtime, gpu_mem_util=args.gpu_mem_util,
                      kv_block=args.kv_block, max_batched_tokens=args.max_batched_tokens, progress=progress, **opts)
     write_output(render(r, args.format), args.output)
+    say_written([args.output], args.quiet)
     progress.done()
     return 0

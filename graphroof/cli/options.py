@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from ..errors import InputError
-from ..units import check_dims, parse_quantity
+from ..units import check_dims, parse_bandwidth, parse_flop_rate, parse_quantity, warn_implausible
 
 __all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
            "frontend_opts", "check_output_path", "module_doc", "plain_text", "parse_int_list"]
@@ -119,8 +119,8 @@ def parse_inputs(items: Sequence[str] | None) -> dict[str, tuple[int, ...]] | li
 def add_hw_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hw", default=None, help="hardware profile name or alias (see `graphroof hw list`) or a "
                    ".toml/.yaml path (default: a100, or an ad-hoc device when --peak-flops and --mem-bw are given)")
-    p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this (e.g. 4.6T, 4608e9)")
-    p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth (e.g. 96GB/s, 2.039e12)")
+    p.add_argument("--peak-flops", default=None, help="what-if: every peak FLOP/s set to this (e.g. 4.6T, 312TFLOP/s, 4608e9)")
+    p.add_argument("--mem-bw", default=None, help="what-if: memory bandwidth with its unit (e.g. 96GB/s, 2.039TB/s)")
     p.add_argument("--matmul-precision", default=None, choices=("high", "highest"),
                    help="fp32 matmuls: high = TF32 matrix units where the device has them (default, as PyTorch's "
                    "cuDNN convolutions); highest = fp32 math")
@@ -137,7 +137,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=None, help="model dtype for zoo / config models, e.g. bf16 "
                    "(default: the checkpoint's)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
-    p.add_argument("--depth", type=int, default=None, help="layer depth of the rollup (default: automatic)")
+    p.add_argument("--depth", type=int, default=None,
+                   help="layer depth of the rollup (default: one level below the repeated block, else automatic)")
     p.add_argument("--attention", default="flash", choices=("flash", "naive"),
                    help="attention byte model: flash = scores stay on chip (default); naive = scores written and read")
     p.add_argument("--causal", default="kernel", choices=("kernel", "full"),
@@ -150,11 +151,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 def hw_from_args(args: argparse.Namespace):
     from ..api import resolve_hardware
 
-    peak = parse_quantity(args.peak_flops, "--peak-flops") if args.peak_flops else None
-    bw = parse_quantity(args.mem_bw, "--mem-bw") if args.mem_bw else None
-    for flag, v in (("--peak-flops", peak), ("--mem-bw", bw)):
+    peak = parse_flop_rate(args.peak_flops, "--peak-flops") if args.peak_flops else None
+    bw = parse_bandwidth(args.mem_bw, "--mem-bw") if args.mem_bw else None
+    for flag, v, kind in (("--peak-flops", peak, "flop_rate"), ("--mem-bw", bw, "bandwidth")):
         if v is not None and v <= 0:
             raise InputError(f"{flag} must be > 0")
+        if v is not None:
+            warn_implausible(v, flag, kind)
     hw = args.hw
     if hw is None and (peak is None) != (bw is None):
         hw = "a100"  # one what-if number alone: applied to the default profile, as --hw's help says

@@ -16,10 +16,6 @@ from ..errors import InputError, sanitize_terminal
 
 __all__ = ["config_of", "check_llm_args", "check_seq"]
 
-#: transformers model types whose positions are a learned table (a hard limit, also for ``analyze``).
-LEARNED_POSITIONS = ("gpt2", "bert", "roberta", "distilbert", "opt", "gpt_neo", "gpt_bigcode", "electra", "albert")
-
-
 def config_of(model: Any) -> dict | None:
     """The config dict of a zoo transformers model or a config.json (None for anything else or unreadable)."""
     if not isinstance(model, str):
@@ -84,13 +80,15 @@ def check_llm_args(model: Any, prompts: Sequence[int], gens: Sequence[int], tps:
 
 
 def check_seq(model: Any, seq: int | None) -> None:
-    """``analyze --seq`` past a learned position table (GPT-2, BERT ...) is an error known from the config."""
+    """``analyze --seq`` past the model's positions (``max_position_embeddings``, as ``llm --prompt`` is checked) is
+    an error known from the config of a zoo or config.json model, with ``llm``'s message."""
     if seq is None:
         return
     cfg = config_of(model)
-    if not cfg or cfg.get("model_type") not in LEARNED_POSITIONS:
-        return
-    limit = _first(cfg, "max_position_embeddings", "n_positions")
+    if not cfg or cfg.get("is_encoder_decoder"):
+        return  # encoder and decoder limits differ: the built model's inputs are capped by the frontend
+    limit = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length")
     if limit and seq > limit:
-        raise InputError(f"{model} handles at most {limit} tokens (learned position embeddings); use --seq {limit} "
-                         "or less")
+        name = sanitize_terminal(cfg.get("_name_or_path") or (model.rsplit("/", 1)[-1] if "/" in model else model))
+        raise InputError(f"--seq {seq} is longer than {name}'s maximum of {limit} positions "
+                         f"(max_position_embeddings); use --seq <= {limit}")

@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", default="terminal",
                    help="terminal | markdown | json | html (default terminal; html: the roofline chart with the "
                         "measured points beside the predicted ones)")
-    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("-o", "--output", default=None, help="output file, or - for stdout (default: stdout; an html page goes to MODEL-report.html)")
     p.add_argument("--ops", action="store_true", help="also list every op with work")
     p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest measured ops")
 
@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise InputError("--threads must be >= 1")
     check_measure_device(args.device)
+    from .outfile import resolve_output, say_written
+
+    args.output = resolve_output(args.output, args.format, args.model)  # a page without -o: MODEL-report.html
     hw = hw_from_args(args)
     opts = frontend_opts(args)
     c = measure_model(args.model, hw=hw, runs=args.runs, warmup=args.warmup, depth=args.depth,
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
                       attention=args.attention, causal=args.causal, overhead_factor=args.overhead_factor,
                       strict=args.strict, **opts)
     write_output(render(c, args.format, ops=args.ops, top=args.top), args.output)
+    say_written([args.output], args.quiet)
     bad = c.summary.get("bad_profile")
     if bad:
         import sys

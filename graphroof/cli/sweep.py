@@ -13,9 +13,10 @@ import argparse
 
 from ..errors import InputError
 from ..sweep.limits import MAX_POINTS, check_grid
-from ..units import parse_quantity
+from ..units import parse_quantity, parse_time_s, warn_implausible
 from .llm import parse_batches
 from .options import check_output_path, parse_int_list
+from .outfile import resolve_output, say_written
 
 NAME = "sweep"
 HELP = "sweep batch / prompt / gen / dtypes / TP / devices: every point, the throughput-latency frontier, SLO picks"
@@ -32,21 +33,13 @@ def _ints(text: str | None, flag: str) -> list[int] | None:
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
-    """``50ms``, ``0.05``, ``200us``, ``2s`` -> seconds."""
+    """``50ms``, ``0.05s``, ``200us``, ``2s`` -> seconds; a bare number is refused (``50`` would be 50 s)."""
     if text is None:
         return None
-    s = str(text).strip().lower()
-    scale = 1.0
-    for suffix, f in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)):
-        if s.endswith(suffix):
-            s, scale = s[: -len(suffix)], f
-            break
-    try:
-        v = float(s) * scale
-    except ValueError:
-        raise InputError(f"{flag} {text!r}: expected a time such as 50ms, 0.05 or 2s") from None
+    v = parse_time_s(text, flag)
     if not v > 0:
         raise InputError(f"{flag} must be > 0, got {text!r}")
+    warn_implausible(v, flag, "time")
     return v
 
 
@@ -75,15 +68,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv", default=None, help="what-if KV-cache dtypes, comma-separated")
     p.add_argument("--tp", default="1", help="tensor-parallel degrees, comma-separated (default 1)")
     p.add_argument("--dtype", default=None, help="model dtype for zoo / config models (default: the config's)")
-    p.add_argument("--max-ttft", default=None, help="SLO: time to first token, e.g. 500ms")
-    p.add_argument("--max-tpot", default=None, help="SLO: time per output token, e.g. 50ms")
+    p.add_argument("--max-ttft", default=None, help="SLO: time to first token with its unit, e.g. 500ms or 0.5s")
+    p.add_argument("--max-tpot", default=None, help="SLO: time per output token with its unit, e.g. 50ms")
     p.add_argument("--usd-per-hour", default=None, help="price per GPU-hour: a100=1.8,h100=3.2 (or one number "
                    "for one device): adds $ per million output tokens")
     p.add_argument("--ideal", action="store_true", help="ideal roofline only (100%% of peaks, no launch overhead)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
     p.add_argument("--format", "-f", default="terminal", choices=FORMATS,
                    help="terminal | markdown | json | csv | html (frontier chart + table) | png (frontier chart)")
-    p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
+    p.add_argument("-o", "--output", default=None, help="output file, or - for stdout (default: stdout; an html page goes to MODEL-report.html)")
     p.add_argument("--force", action="store_true", help="run a grid of more than 100,000 points (the product of "
                    "the list options; each costs about 3 KB of memory)")
 
@@ -92,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
     from ..report import render, write_output
     from .progress import Progress
 
+    if args.format == "png" and args.output is None:
+        raise InputError("--format png writes an image: give a file with -o, e.g. -o frontier.png")
+    args.output = resolve_output(args.output, args.format, args.model)  # a page without -o: MODEL-report.html
     check_output_path(args.output)
     if args.format == "png" and args.output == "-":
         raise InputError("--format png writes an image: give a file with -o, e.g. -o frontier.png")
@@ -136,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
                         progress=progress, **opts)
     progress(f"writing the {args.format} report")
     write_output(render(r, args.format), args.output)
+    say_written([args.output], args.quiet)
     progress.done()
     return 0
 

@@ -7,8 +7,8 @@ resolver ``llm`` and ``profile`` use) and hands it to its frontend:
 * a ``torch.nn.Module``: :func:`graphroof.frontends.torch_export.load_module` (needs *inputs*);
 * a path ending in ``.onnx``: :func:`graphroof.frontends.onnx.load_onnx`;
 * a ``.csv`` / ``.yaml`` / ``.yml`` file, or a ``.json`` file that is not a transformers config: the op table;
-* a ``config.json`` with ``model_type`` / ``architectures`` (or its folder): a transformers model built on the
-  meta device;
+* a ``config.json`` with ``model_type`` / ``architectures`` (or its folder), or a Hugging Face model id whose
+  config.json is cached or fetched alone (:mod:`.hf_hub`): a transformers model built on the meta device;
 * ``"pkg.module:factory"``: a Python callable returning an ``nn.Module`` (:mod:`graphroof.frontends.factory`);
 * a name from the bundled zoo (``llama-2-7b``).
 
@@ -62,6 +62,8 @@ def load_ref(ref: ModelRef, inputs: Any = None, **opts: Any) -> OpGraph:
     if ref.kind == "onnx":
         return frontend("onnx").load_onnx(ref.path, **opts)
     if ref.kind == "hf_config":
+        if ref.repo_id:  # a Hugging Face model id: reports name it, not the cache's snapshot folder
+            opts = {"name": ref.repo_id, **opts}
         return _stored(ref, opts, lambda: frontend("hf").load_config(ref.path, **opts))
     if ref.kind == "table":
         from .optable import load_table

@@ -51,7 +51,6 @@ from .onnx_shapes import (
     precheck,
     real_inputs,
     ssi_class,
-    warn_unused_dims,
 )
 
 __all__ = ["load_onnx", "op_key", "scope_of", "is_kv_name"]
@@ -129,6 +128,37 @@ def _weight_scope(name: str) -> str:
     if "." not in name or "/" in name or not _WEIGHT_SUFFIX.search(name):
         return ""
     return name.rsplit(".", 1)[0]
+
+
+_GENERIC_NODE = re.compile(r"^(n|node_?)?\d+$")
+_OUTPUT_SUFFIX = re.compile(r"_output_\d+$")
+_OPAQUE_TENSOR = re.compile(r"^(onnx::.*|[A-Za-z_]*[.:_]?\d+)$")
+
+
+def _path_scope(tensor: str) -> str | None:
+    """``/model/layers.0/mlp/up_proj/MatMul_output_0`` -> ``model.layers.0.mlp.up_proj`` (a tensor named after the
+    node that made it, as torch's exporter names them); other names -> ``None``."""
+    parts = [p for p in tensor.split("/") if p]
+    if not tensor.startswith("/") or len(parts) < 2:
+        return None
+    return ".".join(parts[:-1])
+
+
+def node_label(node: onnx.NodeProto, index: int, weight_scope: str = "") -> str:
+    """The op's name in the graph and the reports: the node's own name; for an unnamed node (or an exporter's
+    generic ``n143``) the name of the tensor it makes when that says where it is
+    (``model/layers.0/mlp/up_proj/MatMul``), else ``<module of its weight>/<op type>``
+    (``layer1.0.conv1/Conv``), else ``<output tensor>/<op type>``, else ``<op type>_<index>``."""
+    if node.name and not _GENERIC_NODE.match(node.name):
+        return node.name
+    out = next((o for o in node.output if o), "")
+    if _path_scope(out) is not None:
+        return _OUTPUT_SUFFIX.sub("", out.lstrip("/"))
+    if weight_scope:
+        return f"{weight_scope}/{node.op_type}"
+    if out and not _OPAQUE_TENSOR.match(out):
+        return f"{out}/{node.op_type}"
+    return node.name or f"{node.op_type}_{index}"
 
 
 # -- reading the file ---------------------------------------------------------------------------------------
@@ -344,6 +374,8 @@ class _Builder:
             if sc is None:
                 sc = next((_weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT and uses[x] == 1
                            and _weight_scope(x)), None)
+            if sc is None:  # an unnamed node: the path its output tensor is named after
+                sc = next((ps for o in n.output if o and (ps := _path_scope(o)) is not None), None)
             own.append(sc)
         if all(sc is not None for sc in own) or not any(own):
             return [sc or "" for sc in own]
@@ -450,7 +482,8 @@ class _Builder:
              repeat: int | str = 1, depth: int = 0) -> None:
         scopes = self.scopes(g) if sub_scope is None else None
         for i, node in enumerate(g.node):
-            local = node.name or f"{node.op_type}_{i}"
+            local = node_label(node, i, next((ws for x in node.input if self.roles.get(x) is Role.WEIGHT
+                                              and (ws := _weight_scope(x))), ""))
             name = self.unique(prefix + local)
             key = op_key(node)
             scope = sub_scope if scopes is None else scopes[i]
@@ -568,7 +601,7 @@ def _prepare(model: onnx.ModelProto, name: str, allow_symbolic: bool
 def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
               input_shapes: Mapping[str, Sequence[int]] | Sequence[Sequence[int]] | None = None,
               loop_trips: int | None = None, infer_time_s: float | None = None, infer_mem_gb: float | None = None,
-              **ignored: Any) -> OpGraph:
+              batch: int | None = None, **ignored: Any) -> OpGraph:
     """Load an ``.onnx`` file into an OpGraph without reading its weights.
 
     Parameters
@@ -576,6 +609,8 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     path : the ``.onnx`` file (its external data file may be absent).
     dims : values for the model's symbolic dims, ``{"batch": 8, "seq": 512}`` (``--dim``).
     input_shapes : ``{"input_ids": (1, 512)}`` or positional ``[(1, 3, 224, 224)]`` (``--input``).
+    batch : ``--batch``: binds the inputs' symbolic leading dim, or overrides a fixed one and re-infers the shapes
+        (:mod:`graphroof.frontends.onnx_batch`; a graph that fixes its batch inside is an error).
     loop_trips : iterations to count for a Loop / Scan whose count is unknown before run time or only
         bounded (``--loop-trips``; default 1, see :mod:`graphroof.frontends.onnx_control`).
     infer_time_s, infer_mem_gb : budget of the shape-inference step (a child process, see
@@ -593,8 +628,14 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     opset = _check_versions(model, path)
     precheck(model)
     check_inlined_size(model, path.name)
-    warn_unused_dims(dims, model)
-    for flag in ("batch", "seq"):
+    from .onnx_batch import check_dim_names, check_rebatched, dim_names, rebatch
+
+    label = clean_text(path.stem)
+    names = dim_names(model)
+    check_dim_names(dims, names, model, label)
+    dims = dict(dims or {})
+    rebatched = rebatch(model, batch, dims, label, input_shapes)
+    for flag in ("seq",):
         if ignored.get(flag) is not None:
             warn_user(f"--{flag} applies to zoo and config models; bind an ONNX model's dims with --dim NAME=VALUE "
                           "or --input NAME=SHAPE")
@@ -618,6 +659,8 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         model.ParseFromString(inlined)
     b = _Builder(model, table, values, notes, opset, loop_trips)
     b.walk(model.graph)
+    check_rebatched(model, table, rebatched, label)
+    check_dim_names({k: v for k, v in dims.items() if k not in names}, set(b.bounds), model, label, late=True)
     if b.dropped:
         notes.append(f"{len(b.dropped)} output(s) nothing reads have sizes unknown before run time and are not "
                      f"counted (e.g. {b.dropped[0]})")
@@ -650,6 +693,11 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
         "capture": "onnx", "model": name, "producer": _producer(model), "opset": opset,
         "ir_version": model.ir_version, "notes": [header, *notes], "dim_origins": dict(b.origins),
     })
+    if rebatched is not None:
+        bound = {"batch": rebatched.new, **bound}
+        g.meta["notes"].insert(1, f"re-batched with --batch {rebatched.new}: the inputs' fixed leading dim "
+                                  f"{rebatched.old} overridden (as onnxruntime's free-dimension override), shapes "
+                                  "re-inferred")
     if bound:
         g.meta["dims"] = dict(bound)
     return g

@@ -9,7 +9,9 @@ graph       an :class:`~graphroof.graph.OpGraph` (used as is)
 module      a ``torch.nn.Module`` (any device; meta, CPU or built under FakeTensorMode)
 onnx        a path ending in ``.onnx``
 table       an op table: ``.csv`` / ``.yaml`` / ``.yml``, or a ``.json`` that is not a transformers config
-hf_config   a transformers ``config.json`` (a dict with ``model_type`` or ``architectures``) or its folder
+hf_config   a transformers ``config.json`` (a dict with ``model_type`` or ``architectures``) or its folder, or a
+            Hugging Face model id ``org/name`` that is not a local path (its config.json from the local Hugging
+            Face cache, fetched alone when online: :mod:`graphroof.frontends.hf_hub`)
 factory     ``"pkg.module:factory"`` or ``"path/to/file.py:factory"`` (an existing path wins over this)
 zoo         anything else: a name from the bundled zoo (``llama-2-7b``); the zoo says if it is unknown
 ========== ====================================================================================
@@ -30,7 +32,7 @@ from typing import Any
 from ..errors import InputError
 from ..graph import OpGraph
 
-__all__ = ["ModelRef", "classify", "check_options", "is_hf_config", "is_torch_module", "OPTIONS", "TABLE_SUFFIXES",
+__all__ = ["ModelRef", "classify", "check_options", "is_hf_config", "is_torch_module", "OPTIONS", "FLAGS", "TABLE_SUFFIXES",
            "KINDS"]
 
 TABLE_SUFFIXES = (".csv", ".yaml", ".yml", ".json")
@@ -43,19 +45,22 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "graph": ("dims", "name"),
     "module": ("dims", *_TORCH),
     "factory": ("dims", "device", *_TORCH),
-    "onnx": ("dims", "input_shapes", "name", "loop_trips"),
+    "onnx": ("dims", "batch", "input_shapes", "name", "loop_trips"),
     "table": ("dims", "name"),
     "hf_config": ("dims", *_SIZED),
     "zoo": ("dims", *_SIZED),
 }
 _HINTS = {
-    "batch": "for an ONNX model bind its batch dim with dims={'batch': N} (--dim batch=N); for a module give "
-             "the input shapes (--input)",
-    "seq": "for an ONNX model bind its sequence dim with dims (--dim); for a module give the input shapes (--input)",
+    "batch": "for a module give the input shapes with --input",
+    "seq": "for an ONNX model bind its sequence dim with --dim NAME=VALUE; for a module give the input shapes with "
+           "--input",
     "dtype": "only zoo and config.json models are built at a chosen dtype",
     "capture": "only PyTorch models are captured",
     "fold_blocks": "only PyTorch models are traced (an ONNX graph or an op table already lists every block)",
 }
+#: The command-line flag of each option that has one: CLI messages name flags, never Python keywords.
+FLAGS = {"dims": "--dim", "input_shapes": "--input", "batch": "--batch", "seq": "--seq", "dtype": "--dtype",
+         "loop_trips": "--loop-trips", "fold_blocks": "--no-fold-blocks"}
 _KIND_NAMES = {"graph": "an OpGraph", "module": "an nn.Module", "factory": "a module factory",
                "onnx": "an ONNX model", "table": "an op table", "hf_config": "a transformers config",
                "zoo": "a zoo model"}
@@ -64,12 +69,14 @@ _KIND_NAMES = {"graph": "an OpGraph", "module": "an nn.Module", "factory": "a mo
 @dataclass(frozen=True)
 class ModelRef:
     """A classified model argument: *kind* (one of :data:`KINDS`), the original *model*, and for files the
-    resolved *path* (a config folder resolves to its ``config.json``), for factories the *target* string."""
+    resolved *path* (a config folder resolves to its ``config.json``), for factories the *target* string, for a
+    Hugging Face model id its *repo_id* (then *path* is the cached config.json)."""
 
     kind: str
     model: Any
     path: Path | None = None
     target: str = ""
+    repo_id: str = ""
 
     @property
     def label(self) -> str:
@@ -137,7 +144,12 @@ def classify(model: Any) -> ModelRef:
         if path.is_dir() and (path / "config.json").exists():
             return ModelRef("hf_config", model, path=path / "config.json")
         raise InputError(f"don't know how to read {s!r}; use .onnx, .csv, .yaml, .json, a config.json (or its "
-                         "folder), 'module:factory' or a zoo name (graphroof zoo list)")
+                         "folder), 'module:factory', a Hugging Face model id or a zoo name (graphroof zoo list)")
+    if isinstance(model, str):
+        from .hf_hub import config_path, is_repo_id
+
+        if is_repo_id(s):
+            return ModelRef("hf_config", model, path=config_path(s), repo_id=s)
     return ModelRef("zoo", model)
 
 
@@ -153,6 +165,10 @@ def check_options(ref: ModelRef, opts: Mapping[str, Any]) -> None:
         if key in known:
             hint = ("its numbers are fixed: edit the table" if ref.kind in ("table", "graph")
                     else _HINTS.get(key, ""))
+            if key in FLAGS:  # reachable from the command line: flags only
+                flags = [FLAGS[o] for o in valid if o in FLAGS]
+                raise InputError(f"{FLAGS[key]} does not apply to {what} ({ref.label})" + (f"; {hint}" if hint else "")
+                                 + f"; flags that size it: {', '.join(flags)}")
             raise InputError(f"option {key!r} does not apply to {what} ({ref.label})"
                              + (f"; {hint}" if hint else "") + f"; valid options here: {', '.join(valid)}")
         close = difflib.get_close_matches(key, sorted(known), n=2)

@@ -18,7 +18,7 @@ from ..dtypes import canonical_dtype
 from ..graph import OpGraph, OpNode, Role, TensorSpec
 
 __all__ = ["Ref", "spec_of", "BROADCAST_VIEWS", "broadcast_view", "dtype_name", "op_key", "plain", "schema_plan", "bind", "GraphBuilder",
-           "clean_scope", "is_view_op", "storage_key", "one_line"]
+           "clean_scope", "is_view_op", "storage_key", "one_line", "flash_layout"]
 
 _DTYPES: dict[torch.dtype, str] = {}
 
@@ -60,6 +60,24 @@ def broadcast_view(src: TensorSpec, out: TensorSpec) -> TensorSpec:
     if src.role not in (Role.WEIGHT, Role.CONST) or len(src.shape) > len(out.shape):
         return out
     return TensorSpec((1,) * (len(out.shape) - len(src.shape)) + tuple(src.shape), out.dtype, src.role)
+
+
+def flash_layout(query: Any, out: Any) -> Any:
+    """``scaled_dot_product_attention``'s output laid out as the fused kernels write it: in the query's layout
+    (``empty_like(query)``: the CPU flash kernel; CUDA's writes ``[B, L, H, E]`` transposed, the layout of a
+    query projected and transposed as transformers does).  The meta device runs the math fallback, whose output
+    is contiguous ``[B, H, L, E]``, so the model's ``transpose(1, 2).contiguous()`` became an extra copy
+    (``aten.clone``) that neither a CPU nor a GPU run does.  Call with the fake mode active; *out* unchanged
+    where the shapes differ (value head size != query's) or the layouts already agree, and always for a real
+    tensor (its values are the user's: :mod:`.torch_live` records code running on real tensors)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(out, FakeTensor) and not (isinstance(out, torch.Tensor) and out.device.type == "meta"):
+        return out
+    if not isinstance(query, torch.Tensor) or out.shape != query.shape or \
+            out.dtype != query.dtype or out.stride() == query.stride():
+        return out
+    return torch.empty_like(query)  # the query's strides where it is dense, else contiguous (as *out*)
 
 
 class Ref:

@@ -33,6 +33,7 @@ from .torch_common import (
     Ref,
     bind,
     broadcast_view,
+    flash_layout,
     is_view_op,
     op_key,
     spec_of,
@@ -267,7 +268,9 @@ class _Recorder(TorchDispatchMode):
                         q.dtypes[o] = qd
         if self.cap.shape_env is not None:
             self.cap.name_sizes(func, args, out)
-        if not self.cap.depth:
+        if func is _A.lift_fresh.default:  # a constant made by torch.tensor() on the CPU entering the trace:
+            self.cap.refs[out] = self.cap.ref(args[0])  # free, and no op on meta: a constant there too
+        elif not self.cap.depth:
             self.cap.record(func, bind(func, args, kwargs), out)
         return out
 
@@ -335,6 +338,8 @@ class _Keeper(TorchFunctionMode):
                 if op is not _A._grouped_mm.default:
                     raise
                 out = _grouped_mm_any_dtype(func, args, kwargs)
+            if op is _A.scaled_dot_product_attention.default:  # the fused kernel's layout on every device
+                out = flash_layout(kwargs.get("query", args[0] if args else None), out)
         finally:
             self.cap.depth -= 1
         self.cap.record_whole(func, op, args, kwargs, out)

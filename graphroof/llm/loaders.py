@@ -86,7 +86,8 @@ def open_model(model: Any, *, dtype: str | None = None, name: str | None = None,
         return ONNXSource(ref.path, dims=opts.get("dims"), name=name)
     if ref.kind == "hf_config":
         data = frontend("hf").read_config(ref.path)
-        nm = name or sanitize_terminal(data.get("_name_or_path") or ref.path.parent.name or ref.path.stem)
+        nm = name or sanitize_terminal(ref.repo_id or data.get("_name_or_path") or ref.path.parent.name
+                                       or ref.path.stem)
         return _stored_hf(data, name=nm, dtype=dtype, source=str(ref.path), experts_touched=opts.get("experts_touched"),
                           decoder_prompt=opts.get("decoder_prompt"))
     if ref.kind == "factory":

@@ -80,6 +80,22 @@ class LLMConfig:
         return self.tokens_per_s()
 
     @property
+    def board_power_w(self) -> float | None:
+        """The device's board power (TDP / TBP) from its profile, None when the profile does not give it."""
+        return self.prefill.analysis.hw.board_power_w
+
+    def joules_per_token(self, ideal: bool = False) -> float | None:
+        """Energy per output token, an upper bound: the TP devices at full board power for the whole request,
+        ``board_power_w * tp * e2e / (batch * gen)``; None without a board power."""
+        w = self.board_power_w
+        tps = self.tokens_per_s(ideal)
+        return None if w is None or not tps or tps == float("inf") else w * self.tp / tps
+
+    def tokens_per_joule(self, ideal: bool = False) -> float | None:
+        j = self.joules_per_token(ideal)
+        return 1.0 / j if j else None
+
+    @property
     def kv_cache_bytes(self) -> float:
         return self.memory.kv_cache_bytes
 
@@ -118,6 +134,8 @@ class LLMConfig:
             "output_tokens_per_s_ideal": self.tokens_per_s(True),
             "prefill_bound": self.prefill.analysis.totals.bound, "decode_bound": self.decode.analysis.totals.bound,
             "kv_cache_bytes": self.kv_cache_bytes, "weight_bytes": self.weight_bytes, "fits": self.fits,
+            "board_power_w": self.board_power_w, "joules_per_token": self.joules_per_token(),
+            "tokens_per_joule": self.tokens_per_joule(),
             "memory": self.memory.as_dict(),
             "critical_batch": self.critical,
             "prefill": self._phase_dict(self.prefill),
@@ -151,10 +169,26 @@ class LLMEstimate:
                 return c
         raise KeyError(batch)
 
+    def input_text(self) -> str:
+        """What the prefill reads, in words: ``prompt 1024 tokens``; an encoder-decoder's encoder input (Whisper:
+        ``audio: 3000 log-mel frames (1500 encoder positions)``) and decoder prompt."""
+        src = getattr(self.pipeline, "source", None)
+        if not getattr(src, "encoder_decoder", False):
+            return f"prompt {self.prompt} tokens"
+        dp = getattr(src, "decoder_prompt", 1)
+        feats = getattr(src, "features", None)
+        dec = f"decoder prompt {dp} token{'s' if dp != 1 else ''}"
+        if feats:
+            enc = getattr(src, "encoder_len", None)
+            pos = f" ({enc} encoder positions)" if enc else ""
+            return f"audio: {feats[1]} log-mel frames of {feats[0]} bins{pos}, {dec}"
+        return f"encoder input {self.prompt} tokens, {dec}"
+
     def header(self) -> dict[str, Any]:
         return {
             "model": self.model, "hardware": self.hw.label, "hardware_name": self.hw.name,
             "mode": "ideal" if self.ideal else "realistic", "prompt": self.prompt, "gen": self.gen, "tp": self.tp,
+            "input": self.input_text(),
             "dtypes": {"weights": self.quant.weights, "activations": self.quant.activations, "kv": self.quant.kv},
             "kv_cache": self.kv_cache, "spec": {k: v for k, v in vars(self.spec).items()},
             "mem_bw_bytes_per_s": self.hw.mem_bw_bytes_per_s, "capacity_bytes": self.hw.mem_capacity_bytes,
@@ -172,6 +206,12 @@ class LLMEstimate:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the HTML report's body (the page :func:`graphroof.render` gives with ``"html"``)."""
+        from .. import render
+
+        return str(render(self, "html", fragment=True))
 
     def __repr__(self) -> str:
         bs = ", ".join(str(c.batch) for c in self.configs)

@@ -9,7 +9,9 @@ Definitions (per point, ``n = batch`` sequences on ``tp`` GPUs):
 
 * ``tokens_per_s = n * gen / e2e_s`` (all GPUs of the point), ``tokens_per_s_per_gpu = tokens_per_s / tp``;
 * ``tokens_per_s_per_user = gen / e2e_s``: output tokens per second one user sees, TTFT included;
-* ``usd_per_million_tokens = usd_per_hour * tp / 3600 / tokens_per_s * 1e6`` (price per GPU-hour).
+* ``usd_per_million_tokens = usd_per_hour * tp / 3600 / tokens_per_s * 1e6`` (price per GPU-hour);
+* ``joules_per_token = board_power_w * tp / tokens_per_s``: an upper bound, every GPU at its full board power
+  (the profile's ``board_power_w``); ``tokens_per_joule`` its inverse (None without a board power).
 
 The **frontier** of a device keeps the points that fit in memory and that no other such point beats on both
 tokens/s per GPU and tokens/s per user.  :func:`pick_slo` picks per device the fitting point with the most
@@ -53,6 +55,8 @@ class SweepPoint:
     activations: str | None = None
     kv: str | None = None
     usd_per_hour: float | None = None
+    #: the device's board power (TDP / TBP) from its profile; None: not given (energy shown as n/a)
+    board_power_w: float | None = None
 
     @property
     def e2e_s(self) -> float:
@@ -81,6 +85,19 @@ class SweepPoint:
         return self.usd_per_hour * self.tp / 3600.0 / self.tokens_per_s * 1e6
 
     @property
+    def joules_per_token(self) -> float | None:
+        """Upper bound: every GPU of the point at its full board power for the whole request,
+        ``board_power_w * tp * e2e_s / (batch * gen)`` = ``board_power_w * tp / tokens_per_s``."""
+        if self.board_power_w is None or not self.tokens_per_s:
+            return None
+        return self.board_power_w * self.tp / self.tokens_per_s
+
+    @property
+    def tokens_per_joule(self) -> float | None:
+        j = self.joules_per_token
+        return 1.0 / j if j else None
+
+    @property
     def dtype(self) -> str:
         """``w=int4 kv=fp8`` style label of the what-if dtypes (``native`` when none)."""
         parts = [f"{k}={v}" for k, v in (("w", self.weights), ("a", self.activations), ("kv", self.kv)) if v]
@@ -98,7 +115,8 @@ class SweepPoint:
         d = asdict(self)
         d.update(e2e_s=self.e2e_s, tokens_per_s=self.tokens_per_s, tokens_per_s_per_gpu=self.tokens_per_s_per_gpu,
                  tokens_per_s_per_user=self.tokens_per_s_per_user, fits=self.fits, dtype=self.dtype,
-                 usd_per_million_tokens=self.usd_per_million_tokens)
+                 usd_per_million_tokens=self.usd_per_million_tokens, joules_per_token=self.joules_per_token,
+                 tokens_per_joule=self.tokens_per_joule)
         return d
 
 
@@ -427,4 +445,4 @@ def _point(src, pipe, prof, b, prompt, gen, tp, dtypes, price, figures) -> Sweep
                       prefill_bound=pbound, decode_bound=dbound, memory_bytes=mem,
                       capacity_bytes=(prof.mem_capacity_bytes * sm.gpu_mem_util if prof.mem_capacity_bytes else None),
                       weights=dtypes[0], activations=dtypes[1],
-                      kv=dtypes[2], usd_per_hour=price)
+                      kv=dtypes[2], usd_per_hour=price, board_power_w=prof.board_power_w)

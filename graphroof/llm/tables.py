@@ -41,6 +41,12 @@ def table_depth(analysis: Analysis) -> int:
 
 
 def layer_rows(a: Analysis, depth: int | None = None, fold: bool = True) -> list[dict]:
-    """Rows in first-seen order, Analysis.layers fields (+ ``repeat``): the common rollup, blocks folded."""
+    """Rows in first-seen order, Analysis.layers fields (``params`` included, + ``repeat``): the common rollup,
+    blocks folded."""
     groups = rollup(a.timed_graph, a.hw, depth or table_depth(a), key=fold_name if fold else None)
-    return [{**layer_row(g, a.hw, a.totals.t_lower_s), "repeat": g.repeat} for g in groups]
+    params = a.params_by_op
+    out = []
+    for g in groups:
+        row = layer_row(g, a.hw, a.totals.t_lower_s)
+        out.append({**row, "repeat": g.repeat, "params": sum(params.get(n, 0) for n in row["ops"])})
+    return out

@@ -265,16 +265,22 @@ def _benchmarks(kern, plan: Plan, skipped: list[str], clock: Clock | None = None
                 by_dt[dt] = [Benchmark(key, kind, dt, work, f"{detail} [emulated]", fn, emulated=True)]
                 continue
             lst: list[Benchmark] = []
-            for n in sizes:
+            # a size's time is estimated at the rate measured at the largest smaller size timed so far (the probe
+            # first): rates grow with size, so the probe's rate alone made large sizes look slower than they are
+            timed_n, timed_rate = probe_n, rates[dt]
+            for n in sorted(sizes):
                 if n == probe_n:
                     fn, work, detail = probes[dt]
                 else:
                     fn, work, detail = make(n, dt)
-                    est = work / rates[dt]
+                    est = work / timed_rate
                     if plan.budget_s is not None and est * 2 > plan.budget_s:
-                        notes.append(f"{key} size {n} skipped: one call would take ~{_fmt_s(est)}, over half the "
-                                     f"{plan.budget_s:g} s budget")
+                        notes.append(f"{key} size {n} skipped: one call would take ~{_fmt_s(est)} (at the rate "
+                                     f"measured at size {timed_n}), over half the {plan.budget_s:g} s budget")
                         continue
+                    if plan.budget_s is not None and n < max(sizes):  # the next size is estimated from this one
+                        t = _first_call_s(fn, clock, calls=2, cap_s=plan.budget_s / 4)
+                        timed_n, timed_rate = n, work / max(t, 1e-12)
                 lst.append(Benchmark(key, kind, dt, work, detail, fn))
             if not lst:  # every size too slow: the probe size stands in
                 fn, work, detail = probes[dt]
@@ -312,10 +318,12 @@ class Calibration:
         if self.plan.smoke:
             out.append("smoke profile (--quick): tiny sizes and few samples; the rates are not representative of "
                        "this device, use it to test the pipeline only")
-        load, cpus = self.host.get("load_1min"), self.host.get("cpus")
-        if load is not None and cpus and load > 0.75 * cpus:
-            out.append(f"the machine was loaded when calibrate started (1-min load average {load:.2f} on {cpus} "
-                       "CPUs): rates may be low and noisy; re-run on an idle machine")
+        from .hygiene import loaded_message
+
+        loaded = loaded_message(self.host.get("load_1min"), self.host.get("cpus"), "calibrate",
+                                "rates may be low and noisy")
+        if loaded:
+            out.append(loaded)
         noisy = [m for m in self._best_all() if len(m.samples_s) >= 3 and m.spread > self.SPREAD_WARN]
         if noisy:
             out.append("noisy: " + ", ".join(f"{m.bench.key} spread {100 * m.spread:.0f}%" for m in noisy)
@@ -491,10 +499,9 @@ def _mark_emulated(results: list[Measurement], plan: Plan, notes: list[str]) -> 
 
 
 def _load_1min() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except (OSError, AttributeError):  # not on this platform
-        return None
+    from .hygiene import load_1min
+
+    return load_1min()
 
 
 def compare_rows(cal: Calibration, ref) -> list[list[str]]:

@@ -153,6 +153,11 @@ def measure_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, 
     2 s of passes (5 to 50).
     """
     check_measure_device(device)
+    import os
+
+    from .hygiene import load_1min
+
+    load_avg = load_1min()  # before we load the machine ourselves (building, tracing, running)
     prof = resolve_hardware(hw)
     settings = CountSettings(attention=attention, causal=causal)
     opts = dict(frontend_opts)
@@ -189,4 +194,10 @@ def measure_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, 
 
         with ctx():
             measured = run_torch(model, inputs, a.graph, runs=runs, warmup=warmup, threads=threads)
-    return MeasuredComparison(a, measured, overhead_factor=overhead_factor)
+    measured.load_1min, measured.cpus = load_avg, os.cpu_count()
+    c = MeasuredComparison(a, measured, overhead_factor=overhead_factor)
+    from ..errors import warn
+
+    for msg in c.summary["warnings"]:
+        warn(msg)
+    return c

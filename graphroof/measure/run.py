@@ -36,6 +36,7 @@ from ..analysis import Analysis
 from ..graph import BOUND, COST
 from ..layers import attainable_flops_per_s, summarize
 from ..units import json_safe
+from .hygiene import calibrated_threads, loaded_message, spread, spread_message, threads_message
 from .match import MatchResult
 
 __all__ = ["Measured", "MeasuredComparison", "measured_bound", "percentile", "work_nodes", "auto_runs"]
@@ -87,6 +88,9 @@ class Measured:
     wall_s: list[float]                # forward pass without the profiler
     profiled_s: list[float] = field(default_factory=list)  # forward pass under the profiler
     notes: list[str] = field(default_factory=list)
+    threads: int | None = None         # CPU threads the runtime used (None: its default, not known)
+    load_1min: float | None = None     # the machine's 1-min load average before measuring
+    cpus: int | None = None
 
     def node_times(self) -> dict[str, float]:
         per: dict[str, list[float]] = {}
@@ -206,10 +210,15 @@ class MeasuredComparison:
             by_class[key] += r["measured_s"]
         unm_ev = self.m.unmatched_events()
         n_work = len(self.ops)
+        ws = self.m.wall_s
         return {
             "runtime": self.m.runtime,
             "predicted_s": t.t_lower_s, "predicted_realistic_s": t.t_realistic_s,
             "measured_wall_s": wall, "measured_profiled_s": prof,
+            "measured_wall_min_s": min(ws) if ws else None, "measured_wall_max_s": max(ws) if ws else None,
+            "measured_wall_spread": spread(ws), "n_wall_runs": len(ws),
+            "threads": self.m.threads, "profile_threads": calibrated_threads(self.a.hw),
+            "load_1min": self.m.load_1min, "cpus": self.m.cpus, "warnings": self._warnings(),
             "ratio": wall / t.t_lower_s if wall and t.t_lower_s else None,
             "ratio_realistic": wall / t.t_realistic_s if wall and t.t_realistic_s else None,
             "matched_op_time_s": sum(self.times.values()),
@@ -227,6 +236,15 @@ class MeasuredComparison:
             "overhead_factor": self.k,
             "bad_profile": self._bad_profile(rows),
         }
+
+    def _warnings(self) -> list[str]:
+        """What makes this measurement doubtful: a loaded machine, noisy passes, another thread count than the
+        profile's (:mod:`graphroof.measure.hygiene`)."""
+        msgs = [loaded_message(self.m.load_1min, self.m.cpus, "profile", "measured times are high and noisy and "
+                               "layers look overhead-bound"),
+                spread_message(self.m.wall_s, "the forward pass"),
+                threads_message(self.m.threads, calibrated_threads(self.a.hw), self.a.hw.name)]
+        return [m for m in msgs if m]
 
     #: A layer measured faster than this multiple of its roofline ceiling means the --hw profile is wrong.
     BAD_PROFILE_ROOF = 1.5

@@ -220,7 +220,7 @@ def run_onnx(path: str | Path, graph, *, dims: Mapping[str, int] | None = None, 
           f"{th}; {runs} profiled runs (per-node kernel time), {len(wall)} timed runs")
     notes = [f"run wall time without the profiler: median {statistics.median(wall) * 1e3:.3g} ms over {len(wall)} "
              f"runs after {warmup} warm-up; inputs: random (floats N(0,1), integer ids in [0, 100), masks 1)"]
-    m = Measured(rt, results, wall, profiled, notes)
+    m = Measured(rt, results, wall, profiled, notes, threads=threads)
     if executed is not None:
         gone = [n for n in m.unmatched_nodes() if n not in executed]
         if gone:

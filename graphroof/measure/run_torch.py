@@ -163,4 +163,4 @@ def run_torch(module, inputs: Any, graph, *, runs: int | None = None, warmup: in
     if smap:
         notes.append(f"{len(smap)} graph scope(s) not among the module paths were mapped (e.g. "
                      f"{next(iter(smap.items()))[0]!r} -> {next(iter(smap.items()))[1]!r})")
-    return Measured(rt, results, wall, profiled, notes)
+    return Measured(rt, results, wall, profiled, notes, threads=torch.get_num_threads())

@@ -60,7 +60,12 @@ def _kind(result: Any) -> str:
 
 def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
     """Any graphroof result as one string in *fmt* (``terminal`` | ``markdown`` | ``json`` | ``csv`` | ``html``,
-    as the kind of result allows: see :data:`FORMATS_BY_KIND`).  *opts*: ``ops`` / ``top`` for the op tables."""
+    as the kind of result allows: see :data:`FORMATS_BY_KIND`).  *opts*: ``ops`` / ``top`` for the op tables;
+    ``fragment=True`` with ``html``: the page's body for a notebook cell (``_repr_html_``)."""
+    if fmt == "html" and opts.pop("fragment", False):  # a notebook cell: the page's body, its CSS kept inside
+        from .html import html_fragment
+
+        return html_fragment(render(result, fmt, **opts))
     kind = _kind(result)
     allowed = FORMATS_BY_KIND[kind]
     if fmt not in allowed:
@@ -169,7 +174,7 @@ def render_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "
             except ReportError as e:  # no matplotlib: the report still works without its picture
                 warn_user(f"{e}; the markdown report has no chart image")
         text = render_markdown(ph, ops=ops, top=top, image=image, chart_notes=cd.skipped_notes("layer"),
-                               fold=fold)
+                               fold=fold, kernels=kernels)
         return [(text, str(out)), *files]
     opts: dict[str, Any] = {}
     if fmt == "terminal":

@@ -17,11 +17,11 @@ from tabulate import tabulate
 
 from ..units import fmt_bytes as _fmt_bytes
 from ..units import fmt_flops as _fmt_flops
-from ..units import fmt_rate, fmt_time
+from ..units import fmt_rate, fmt_si, fmt_time
 
 __all__ = ["Column", "cells", "table", "col", "count_col", "fmt_ai", "fmt_ai_terminal", "ROOF_COLUMNS",
            "MEASURED_COLUMNS",
-           "COMPARE_COLUMNS", "LAYER_LEAD", "fmt_ratio", "fmt_pct"]
+           "COMPARE_COLUMNS", "LAYER_LEAD", "KERNEL_LEAD", "fmt_ratio", "fmt_pct", "fmt_params"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,11 @@ def fmt_ai_terminal(x: float | None) -> str:
     return fmt_ai(x)
 
 
+def fmt_params(n: float | None) -> str:
+    """A parameter count: ``25.6 M``, ``6.74 G``; ``-`` for a layer that reads no weights."""
+    return fmt_si(n) if n else "-"
+
+
 def fmt_ratio(v: float | None, spec: str = "{:.3g}") -> str:
     return "-" if v is None else spec.format(v)
 
@@ -120,7 +125,17 @@ def _opt(fn: Callable[[float], str], key: str) -> Callable[[Mapping[str, Any]], 
 #: Leading columns of a layer table: the layer's name and how many ops it holds.
 #: The name cell is the display label (``model.layers.* ×32``, structural rows explained: :mod:`.fold`) when set.
 LAYER_LEAD: tuple[Column, ...] = (Column("layer", lambda r: r.get("label", r["name"]), "name"),
-                                  count_col("ops", "n_ops"))
+                                  count_col("ops", "n_ops"),
+                                  Column("params", lambda r: fmt_params(r.get("params")), "params"))
+
+
+#: Leading columns of a kernel table (rows: :func:`graphroof.report.fold.display_kernels`): the kernel (``×N``
+#: when identical kernels of repeated blocks are folded), the module it belongs to, its kind, ops, dtype and model.
+KERNEL_LEAD: tuple[Column, ...] = (
+    Column("kernel", lambda r: r.get("label", r["name"]), "name"),
+    Column("module", lambda r: r.get("module") or r["scope"] or "(top)", "scope"),
+    col("kind", "kind"), col("ops", "n_ops"), col("dtype", "dtype"), col("model", "time_model"),
+)
 
 
 #: Predicted vs measured columns of a measured run's layer or op row

@@ -19,8 +19,9 @@ from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from .columns import ROOF_COLUMNS, fmt_ai
 from .columns import cells as row_cells
 
-__all__ = ["Phase", "as_phases", "generated_stamp", "fmt_ai", "cells", "breakdown", "assumptions",
-           "header_facts", "totals_facts", "ReportContent", "build", "TABLE_COLUMNS"]
+__all__ = ["Phase", "as_phases", "generated_stamp", "fmt_ai", "cells", "breakdown", "kernel_label",
+           "assumptions",
+           "runtime_assumptions", "timing_assumptions", "header_facts", "totals_facts", "ReportContent", "build", "TABLE_COLUMNS"]
 
 #: Header texts of the layer / op roofline columns (the columns themselves: :data:`.columns.ROOF_COLUMNS`).
 TABLE_COLUMNS = tuple(c.header for c in ROOF_COLUMNS)
@@ -74,13 +75,21 @@ def _shares(groups: dict[str, list[float]], total: float) -> list[Share]:
     return sorted(out, key=lambda s: (-s.time_s, s.label))
 
 
+def kernel_label(r: Mapping[str, Any]) -> str:
+    """What a kernel runs: its op kinds in order (``aten.conv2d + aten.batch_norm``), with the kernel kind when it
+    fuses several (``gemm: aten.conv2d + aten.batch_norm``)."""
+    keys = list(dict.fromkeys(r.get("op_keys") or [r["kind"]]))
+    return " + ".join(keys) if len(keys) == 1 else f"{r['kind']}: " + " + ".join(keys)
+
+
 def breakdown(a, top: int = 12) -> dict[str, list[Share]]:
-    """Where the time goes: roofline time by op kind (top *top*, rest as "other") and by bound."""
+    """Where the time goes: roofline time of the kernels as priced (so the shares sum to 100%), by what each
+    kernel runs (top *top*, rest as "other") and by bound.  ``n`` counts kernels."""
     total = a.totals.t_lower_s
     by_kind: dict[str, list[float]] = {}
     by_bound: dict[str, list[float]] = {}
-    for r in a.ops:
-        by_kind.setdefault(r["op"], []).append(r["time_s"])
+    for r in a.kernel_rows:
+        by_kind.setdefault(kernel_label(r), []).append(r["time_s"])
         if r["time_s"] or r["flops"] or r["bytes"]:
             by_bound.setdefault(r["bound"], []).append(r["time_s"])
     kinds = _shares(by_kind, total)
@@ -141,8 +150,8 @@ def totals_facts(a) -> list[tuple[str, str]]:
         ("runtime preset", f"{a.runtime} ({len(a.graph)} ops in {len(a.timed_graph)} kernels); eager: roofline "
                            f"{fmt_time(e.t_lower_s)}, realistic {fmt_time(e.t_realistic_s)}"),
         ("floor", f"{fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels)"),
-        ("roofline time", f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per kernel)"),
-        ("realistic time", f"{fmt_time(t.t_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} "
+        ("roofline", f"{fmt_time(t.time_roofline_s)} (Σ max(Tc, Tm) per kernel)"),
+        ("realistic", f"{fmt_time(t.time_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} "
                            f"+ launch {fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels)"),
         ("no-overlap bound", f"{fmt_time(t.t_upper_s)} (Σ Tc + Tm)"),
         ("bound", t.bound),
@@ -156,18 +165,63 @@ def totals_facts(a) -> list[tuple[str, str]]:
     return facts
 
 
+def runtime_assumptions(phases: list[Phase]) -> list[str]:
+    """The fusion line, from the runtime preset each phase's kernels were formed under."""
+    from ..fuse.runtimes import RUNTIMES
+
+    out: dict[str, None] = {}
+    for p in phases:
+        a = p.analysis
+        rt = RUNTIMES.get(a.runtime)
+        what = rt.describe() if rt is not None else f"runtime preset {a.runtime}"
+        if a.kernels is None or len(a.timed_graph) == len(a.graph):
+            out.setdefault(f"fusion: {what}; every op is its own kernel and reads its inputs from and writes its "
+                           "outputs to main memory")
+        else:
+            out.setdefault(f"fusion: {what}; a kernel reads only the tensors entering it and writes only those "
+                           "leaving it (tensors inside a kernel stay on chip); op rows keep unfused bytes")
+    return list(out)
+
+
+def timing_assumptions(phases: list[Phase]) -> list[str]:
+    """How the realistic time was priced (the profile's kernel-level model, else its efficiency factors) and how
+    launches were paid (per kernel, or once per step as a CUDA-graph replay), per phase where they differ."""
+    a0 = phases[0].analysis
+    hw = a0.hw
+    if hw.timing is not None:
+        tm = hw.timing
+        out = [f"realistic time ({hw.name}): kernel-level model (docs/kernel_timing.md): GEMMs by tiles and waves "
+               f"at matrix efficiency {tm.gemm_matrix_efficiency:g} and bandwidth efficiency "
+               f"{tm.gemm_mem_bw_efficiency:g}, streaming kernels at their kind's sustained bandwidth, other "
+               f"kernels at the profile's efficiencies (matrix {hw.matrix_efficiency:g}, vector "
+               f"{hw.vector_efficiency:g}, memory bandwidth {hw.mem_bw_efficiency:g}, interconnect "
+               f"{hw.interconnect_efficiency:g})"]
+        per_kernel = tm.launch_overhead_s
+    else:
+        out = [f"realistic-time efficiencies ({hw.name}): matrix {hw.matrix_efficiency:g}, vector "
+               f"{hw.vector_efficiency:g}, memory bandwidth {hw.mem_bw_efficiency:g}, interconnect "
+               f"{hw.interconnect_efficiency:g}"]
+        per_kernel = hw.launch_overhead_s
+    for p in phases:
+        a = p.analysis
+        prefix = "" if len(phases) == 1 else f"{p.name}: "
+        n = a.time_parts()["n_kernels"]
+        if a.step_launch_s:
+            out.append(f"{prefix}launch: the step runs as one CUDA-graph replay, {fmt_time(a.step_launch_s)} per "
+                       f"step ({n} kernels, no per-kernel launch)")
+        else:
+            out.append(f"{prefix}launch overhead {fmt_time(per_kernel)} per kernel ({n} kernels)")
+    return out
+
+
 def assumptions(phases: list[Phase]) -> list[str]:
     """Byte model, efficiencies, what was estimated, and every note the analyses carry."""
     a0 = phases[0].analysis
-    hw = a0.hw
-    out = ["fusion: none modelled; every op reads its inputs from and writes its outputs to main memory "
-           "(an upper bound on traffic for fused kernels)"]
+    out = runtime_assumptions(phases)
     settings = a0.graph.meta.get("count_settings")
     if settings is not None and hasattr(settings, "describe") and any(_has_attention(p.analysis) for p in phases):
         out.append(settings.describe())  # the attention counting settings: only where there is attention
-    out.append(f"realistic-time efficiencies ({hw.name}): matrix {hw.matrix_efficiency:g}, vector "
-               f"{hw.vector_efficiency:g}, memory bandwidth {hw.mem_bw_efficiency:g}, interconnect "
-               f"{hw.interconnect_efficiency:g}, launch overhead {fmt_time(hw.launch_overhead_s)} per op")
+    out += timing_assumptions(phases)
     seen: set[str] = set(out)
     for p in phases:
         a = p.analysis

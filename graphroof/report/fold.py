@@ -19,7 +19,7 @@ from typing import Any
 
 from ..layers import TOP, layer_row, rollup
 
-__all__ = ["fold_name", "display_layers", "display_ops", "label_of"]
+__all__ = ["fold_name", "display_layers", "display_ops", "display_kernels", "label_of"]
 
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
@@ -75,7 +75,8 @@ def display_layers(a, fold: bool = True) -> list[dict[str, Any]]:
         if any(k != v for k, v in key.items()):
             groups = rollup(a.timed_graph, a.hw, a.depth, key=lambda s: key.get(s, s))
             rows = [{**layer_row(g, a.hw, a.totals.t_lower_s), "repeat": g.repeat} for g in groups]
-    rows = [{**r, "repeat": r.get("repeat", 1)} for r in rows]
+    params = a.params_by_op if hasattr(a, "params_by_op") else {}
+    rows = [{**r, "repeat": r.get("repeat", 1), "params": sum(params.get(n, 0) for n in r["ops"])} for r in rows]
     # topological order of the work: a layer sits where its first op with FLOPs or bytes runs (an exporter may
     # hoist a later layer's constants or shape ops to the top of the graph, which must not move its row up)
     pos = {r["name"]: i for i, r in enumerate(a.ops)}
@@ -108,11 +109,16 @@ def display_ops(a, fold: bool = True) -> list[dict[str, Any]]:
         key = ((fold_name(r["scope"]), r["op"], k, r["dtype"], round(r["flops"], 3), round(r["bytes"], 3))
                if fold else (r["name"],))
         groups.setdefault(key, []).append(r)
+    return _merged(groups, _SUMMED, fold)
+
+
+def _merged(groups: dict[tuple, list[dict[str, Any]]], summed: tuple[str, ...], fold: bool) -> list[dict[str, Any]]:
+    """One row per group: the first row's fields, *summed* fields added up, ``repeat`` / ``module`` / ``label``."""
     out = []
     for rs in groups.values():
         first = rs[0]
         row = dict(first)
-        for k in _SUMMED:
+        for k in summed:
             if k in first and all(isinstance(x.get(k), (int, float)) for x in rs):
                 row[k] = sum(x[k] for x in rs)
         row["repeat"] = len(rs)
@@ -120,3 +126,19 @@ def display_ops(a, fold: bool = True) -> list[dict[str, Any]]:
         row["label"] = first["name"] + (f" ×{len(rs)}" if len(rs) > 1 else "")
         out.append(row)
     return out
+
+
+def display_kernels(a, fold: bool = True) -> list[dict[str, Any]]:
+    """Kernel rows (:attr:`graphroof.analysis.Analysis.kernel_rows`) with the module each belongs to (``module``);
+    with *fold*, identical kernels (same op kinds, dtype, FLOPs and bytes) at the same place of repeated blocks
+    are one row, times summed, ``repeat`` = count, named after the first (``linear_4+2 ×32``), in first-seen
+    order."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    seen: dict[tuple, int] = {}
+    for r in a.kernel_rows:
+        what = tuple(r.get("op_keys") or (r["kind"],))
+        k = seen[(r["scope"], what)] = seen.get((r["scope"], what), -1) + 1
+        key = ((fold_name(r["scope"]), what, k, r["dtype"], round(r["flops"], 3), round(r["bytes"], 3))
+               if fold else (r["name"],))
+        groups.setdefault(key, []).append(r)
+    return _merged(groups, (*_SUMMED, "t_launch_s", "n_ops"), fold)

@@ -8,16 +8,17 @@ through Jinja2's autoescape.
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..units import fmt_bytes, fmt_flops, fmt_time
 from .chart import _shape_path, chart_data, svg_geometry
-from .columns import COMPARE_COLUMNS
+from .columns import COMPARE_COLUMNS, fmt_params
 from .content import TABLE_COLUMNS, as_phases, build, cells
 
-__all__ = ["render_html", "render_compare_html", "environment", "static_text"]
+__all__ = ["render_html", "render_compare_html", "environment", "static_text", "html_fragment"]
 
 #: The page templates, CSS and JS (package data beside this module).
 TEMPLATES = Path(__file__).with_name("templates")
@@ -49,7 +50,7 @@ def environment():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              trim_blocks=False, lstrip_blocks=False, undefined=jinja2.StrictUndefined)
     env.globals.update(num=_num, fmt_time=fmt_time, cells=cells, shape_path=_shape_path,
-                       shape_glyph=_SHAPE_GLYPH, columns=TABLE_COLUMNS)
+                       shape_glyph=_SHAPE_GLYPH, columns=TABLE_COLUMNS, fmt_params=fmt_params)
     return env
 
 
@@ -69,8 +70,11 @@ def render_html(phases: Any, fold: bool = True) -> str:
     content = build(ph, fold)
     cd = chart_data(ph)
     skipped = {level: cd.skipped_notes(level) for level in ("layer", "op")}
+    from .whatif_html import whatif_panel
+
     return environment().get_template("report.html.j2").render(
-        c=content, g=svg_geometry(cd), skipped=skipped, css=static_text("report.css"), js=static_text("report.js"))
+        c=content, g=svg_geometry(cd), skipped=skipped, css=static_text("report.css"), js=static_text("report.js"),
+        whatif=whatif_panel(ph, cd, environment(), static_text))
 
 
 def render_compare_html(cmp, stamp: str) -> str:
@@ -82,3 +86,20 @@ def render_compare_html(cmp, stamp: str) -> str:
         cmp=cmp, stamp=stamp, headers=[c.header for c in COMPARE_COLUMNS], rows=rows, sort_cols=sort_cols,
         t_max=t_max, fmt_flops=fmt_flops, fmt_bytes=fmt_bytes, css=static_text("report.css"),
         js=static_text("report.js"))
+
+
+_STYLE = re.compile(r"<style>(.*?)</style>", re.S)
+_BODY = re.compile(r"<body>(.*)</body>", re.S)
+_PAGE_SELECTOR = re.compile(r"^(?::root|body|html)\s*\{", re.M)
+
+
+def html_fragment(page: str) -> str:
+    """A report page as a fragment for a notebook cell (``_repr_html_``): the page's body inside
+    ``<div class="graphroof-report">``, with its CSS nested under that class (the page's ``:root`` / ``body`` rules
+    apply to the div) so that it styles nothing else on the notebook's page."""
+    style = _STYLE.search(page)
+    body = _BODY.search(page)
+    css = _PAGE_SELECTOR.sub("& {", style.group(1)) if style else ""
+    inner = body.group(1) if body else page
+    return (f'<div class="graphroof-report"><style>.graphroof-report {{\n{css}\n}}</style>'
+            f"{inner}</div>")

@@ -17,6 +17,50 @@ def _tps(v: float | None) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
+def fmt_energy(v: float | None) -> str:
+    """Joules per token or tokens per joule to 3 significant digits; ``n/a`` without a board power (never 0)."""
+    if v is None:
+        return "n/a"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def energy_line(r: LLMEstimate) -> str:
+    """How the energy columns are bounded, or why they are n/a."""
+    w = r.configs[0].board_power_w if r.configs else None
+    if w is None:
+        return (f"energy: n/a, the profile of {r.hw.label} gives no board power (add board_power_w with its "
+                "source to the profile)")
+    src = r.hw.sources.get("board_power_w", "")
+    return (f"energy: J/tok = board power {w:g} W x TP {r.tp} x e2e / (batch x gen), an upper bound (every device at "
+            f"full board power throughout); tok/J its inverse" + (f" (board power: {src})" if src else ""))
+
+
+def _attention_ops(r: LLMEstimate):
+    for c in r.configs[:1]:
+        for ph in (c.prefill, c.decode):
+            for op in ph.analysis.graph:
+                if "attention" in op.op.split(".")[-1].lower():
+                    yield op
+
+
+def _is_causal(op) -> bool:
+    a = op.attrs
+    return bool(a.get("is_causal") or a.get("mask_causal") or a.get("unidirectional")
+                or op.op.endswith("GroupQueryAttention"))
+
+
+def settings_note(r: LLMEstimate) -> str | None:
+    """The attention counting settings, as far as they applied: none without attention, the causal part only
+    when a causal attention was counted (a bidirectional encoder's square is counted whole either way)."""
+    ops = list(_attention_ops(r))
+    if not ops:
+        return None
+    text = r.settings.describe()
+    if not any(_is_causal(op) for op in ops):
+        text = text.split("; causal attention")[0]
+    return text
+
+
 def header_lines(r: LLMEstimate) -> list[str]:
     h = r.hw
     link = (f", {h.interconnect_name or 'interconnect'} {fmt_rate(h.interconnect_bw_bytes_per_s, 'B/s')} per direction"
@@ -42,7 +86,7 @@ def header_lines(r: LLMEstimate) -> list[str]:
     return [
         f"model: {r.model}; {decode}",
         f"hardware: {h.label}; {fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
-        f"prompt {r.prompt} tokens, gen {r.gen} tokens; dtypes: {r.quant.describe()}; TP {r.tp}",
+        f"{r.input_text()}, gen {r.gen} tokens; dtypes: {r.quant.describe()}; TP {r.tp}",
         f"mode: {mode}",
         "tokens: the prefill gives the first token (TTFT); gen-1 decode steps give the rest (TPOT = their mean); "
         "e2e = TTFT + (gen-1) TPOT; tok/s = batch * gen / e2e",
@@ -68,6 +112,8 @@ _SWEEP_TAIL = (
     Column("weights", lambda c: fmt_bytes(c.weight_bytes)),
     Column("peak mem", lambda c: fmt_bytes(c.memory.total_bytes)),
     Column("fits", lambda c: {True: "yes", False: "NO", None: "?"}[c.fits]),
+    Column("J/tok", lambda c: fmt_energy(c.joules_per_token())),
+    Column("tok/J", lambda c: fmt_energy(c.tokens_per_joule())),
 )
 
 
@@ -177,9 +223,9 @@ def time_parts_lines(c) -> list[str]:
         out.append(f"batch {c.batch} {label} {fmt_time(p['time_realistic_s'])} = roofline "
                    f"{fmt_time(p['time_roofline_s'])} + derating {fmt_time(p['time_derating_s'])} + launch "
                    f"{fmt_time(p['time_launch_s'])} ({p['time_launch_s'] / t:.1%}; {p['n_kernels']} kernels"
-                   f"{', one CUDA-graph launch per step' if ph.analysis.step_launch_s else ''}); collectives "
-                   f"{fmt_time(coll)} of it ({coll / t:.1%}); floor max(sum Tc, sum Tm) "
-                   f"{fmt_time(p['time_floor_s'])}")
+                   f"{', one CUDA-graph launch per step' if ph.analysis.step_launch_s else ''})"
+                   + (f"; collectives {fmt_time(coll)} of it ({coll / t:.1%})" if coll else "")
+                   + f"; floor max(sum Tc, sum Tm) {fmt_time(p['time_floor_s'])}")
     return out
 
 
@@ -192,6 +238,7 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     out.append("\n## Sweep\n" if markdown else "")
     out.append(sweep_table(r, markdown))
     out.append("")
+    out.append(bullet + energy_line(r))
     for c in r.configs:
         out.extend(bullet + ln for ln in time_parts_lines(c))
     for c in r.configs:
@@ -202,7 +249,8 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     for c in r.configs:
         ctx = (f"decode past {c.decode.context[0]}..{c.decode.context[1]}" if r.kv_cache
                else f"decode recomputes seq {c.decode.context[0]}..{c.decode.context[1]}")
-        title = (f"layers, batch {c.batch} (prefill at seq {c.prompt}; {ctx}, mean per step; "
+        pre = f"seq {c.prompt}" if r.input_text().startswith("prompt") else r.input_text()
+        title = (f"layers, batch {c.batch} (prefill at {pre}; {ctx}, mean per step; "
                  f"critical batch = decode batch from which the layer is compute-bound, ideal roofline)")
         out.append(f"\n## {title[0].upper()}{title[1:]}\n" if markdown else f"\n{title}")
         out.append(layers_table(c, markdown, r.ideal))
@@ -215,5 +263,7 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
     out.append("")
     for n in r.notes:
         out.append(f"{bullet}note: {n}")
-    out.append(f"{bullet}note: {r.settings.describe()}")
+    counted = settings_note(r)
+    if counted:
+        out.append(f"{bullet}note: {counted}")
     return "\n".join(out).rstrip() + "\n"

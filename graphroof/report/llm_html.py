@@ -14,7 +14,7 @@ from html import escape
 from ..units import fmt_bytes, fmt_rate, fmt_time
 from .advice import llm_advice
 from .content import generated_stamp
-from .llm import header_lines, memory_lines, side_by_side, sweep_columns
+from .llm import header_lines, memory_lines, settings_note, side_by_side, sweep_columns
 
 __all__ = ["render_llm_html", "sweep_svg", "memory_bar"]
 
@@ -30,6 +30,7 @@ th { background: #f3f4f6; } td:first-child, th:first-child { text-align: left; }
 .bar .w { background: #0072B2; } .bar .kv { background: #E69F00; } .bar .act { background: #009E73; }
 .bar .cap { position: absolute; top: -4px; bottom: -4px; width: 2px; background: #c00; padding: 0; }
 .over { color: #c00; font-weight: 600; }
+figure.roofline { margin: 8px 0; } figure.roofline svg { max-width: 100%; height: auto; }
 svg text { font: 11px system-ui, sans-serif; fill: #333; } svg .axis { stroke: #999; fill: none; }
 svg .tps { stroke: #0072B2; fill: none; stroke-width: 2; } svg .tpot { stroke: #E69F00; fill: none; stroke-width: 2; stroke-dasharray: 5 3; }
 """
@@ -101,6 +102,25 @@ def sweep_svg(r, width: int = 720, height: int = 300) -> str:
     return "".join(out)
 
 
+def phase_roofline_svg(c, phase: str) -> str:
+    """The roofline chart of one phase (``prefill`` / ``decode``) of configuration *c*, as inline SVG (layer
+    points; drawn by :func:`.chart.render_static`), or a note when matplotlib is missing."""
+    from ..errors import ReportError
+    from .chart import chart_data, render_static
+    from .content import Phase
+
+    ph = c.prefill if phase == "prefill" else c.decode
+    what = (f"prefill, batch {c.batch}, seq {c.prompt}" if phase == "prefill"
+            else f"decode step, batch {c.batch}, past {ph.context[0]}..{ph.context[1]} (mean step)")
+    try:
+        svg = render_static(chart_data([Phase(phase, ph.analysis)]), "svg", level="layer",
+                            title=f"{phase} roofline: {what}").decode("utf-8")
+    except ReportError as e:
+        return f'<p class="muted">{escape(str(e))}</p>'
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog and doctype: inline in the page
+    return f'<figure class="roofline" id="roofline-{phase}">{svg}</figure>'
+
+
 def render_llm_html(r, advice: bool = True) -> str:
     title = f"graphroof llm: {r.model} on {r.hw.label}"
     out = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -113,6 +133,12 @@ def render_llm_html(r, advice: bool = True) -> str:
         cls = "" if c.memory.fits is not False else ' class="over"'
         out.append(f"<p{cls}>{escape(memory_lines(r, c)[0])}</p>{memory_bar(c)}")
     out.append("</section>")
+    if r.configs:
+        c0 = r.configs[0]
+        charts = [phase_roofline_svg(c0, "prefill")] + ([phase_roofline_svg(c0, "decode")] if c0.decode_steps else [])
+        out.append(f'<section id="rooflines"><h2>Rooflines, batch {c0.batch}: prefill and decode</h2>'
+                   '<p class="muted">one point per layer (size = time share), the prefill and one decode step of the '
+                   "first batch size</p>" + "".join(charts) + "</section>")
     for c in r.configs:
         rows, columns = side_by_side(c, r.ideal)
         out.append(f'<section class="layers"><h2>Layers, batch {c.batch}: prefill (seq {c.prompt}) and decode '
@@ -121,6 +147,7 @@ def render_llm_html(r, advice: bool = True) -> str:
     if steps:
         out.append('<section id="next-steps"><h2>Next steps</h2><ul>'
                    + "".join(f"<li>{escape(s['text'])}</li>" for s in steps) + "</ul></section>")
+    counted = settings_note(r)
     out.append('<section id="notes"><h2>Notes</h2><ul>' + "".join(f"<li>{escape(n)}</li>" for n in r.notes)
-               + f"<li>{escape(r.settings.describe())}</li></ul></section></body></html>\n")
+               + (f"<li>{escape(counted)}</li>" if counted else "") + "</ul></section></body></html>\n")
     return "".join(out)

@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from ..errors import sanitize_terminal
 from ..units import fmt_time
-from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, table
+from .columns import KERNEL_LEAD, LAYER_LEAD, ROOF_COLUMNS, Column, col, table
 from .content import as_phases, build
 
 __all__ = ["md_escape", "render_markdown"]
@@ -39,7 +39,7 @@ _OP_COLUMNS = (Column("op", lambda r: r.get("label", r["name"]), "name"),
 
 
 def render_markdown(phases: Any, ops: bool = False, top: int | None = None, image: str | None = None,
-                    chart_notes: list[str] | None = None, fold: bool = True) -> str:
+                    chart_notes: list[str] | None = None, fold: bool = True, kernels: bool = False) -> str:
     """The report as markdown.  *image*: relative path of the chart image to link (written by the caller; any
     file name, the link percent-encodes it)."""
     ph = as_phases(phases)
@@ -66,18 +66,26 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
     out += ["", "## Where the time goes"]
     for p in c.phases:
         suffix = f" ({md_escape(p.name)})" if multi else ""
+        out += ["", f"_Roofline time of the kernels as priced under the {md_escape(p.analysis.runtime)} preset._"]
         out += ["", f"### By bound{suffix}", ""]
-        out.append(_table(["bound", "ops", "time", "share"],
+        out.append(_table(["bound", "kernels", "time", "share"],
                           [[s.label, str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"]
                            for s in p.breakdown["by_bound"]]))
-        out += ["", f"### By op kind{suffix}", ""]
-        out.append(_table(["op kind", "ops", "time", "share"],
+        out += ["", f"### By kernel{suffix}", ""]
+        out.append(_table(["kernel (ops it runs)", "kernels", "time", "share"],
                           [[md_escape(s.label), str(s.n), fmt_time(s.time_s), f"{100 * s.share:.1f}%"]
                            for s in p.breakdown["by_kind"]]))
 
     for p in c.phases:
         out += ["", f"## Layers{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
         out.append(table(p.layers, _LAYER_COLUMNS, "markdown", esc=md_escape))
+        if kernels:
+            from .fold import display_kernels
+
+            krows = display_kernels(p.analysis, fold)
+            krows = sorted(krows, key=lambda r: -r["time_realistic_s"])[:top] if top else krows
+            out += ["", f"## Kernels{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
+            out.append(table(krows, (*KERNEL_LEAD, *ROOF_COLUMNS), "markdown", esc=md_escape))
         if ops:
             from .fold import display_ops
 

@@ -43,9 +43,17 @@ def summary_lines(c) -> list[str]:
         f"measured op time {fmt_time(s['matched_op_time_s'])} mapped, {fmt_time(s['unmatched_event_time_s'])} in "
         "runtime ops no node maps to (per forward pass)",
     ]
+    if s.get("measured_wall_min_s") is not None:
+        sp = s.get("measured_wall_spread")
+        out.insert(1, f"run to run ({s['n_wall_runs']} forward passes, no profiler): min "
+                   f"{fmt_time(s['measured_wall_min_s'])}, median {fmt_time(s['measured_wall_s'])}, max "
+                   f"{fmt_time(s['measured_wall_max_s'])}; spread (max - min) / median "
+                   + (f"{100 * sp:.0f}%" if sp is not None else "-"))
     bad = s.get("bad_profile")
     if bad:
         out.insert(0, f"WARNING: {bad['message']}")
+    for w in reversed(s.get("warnings") or []):
+        out.insert(0, f"WARNING: {w}")
     return out
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..errors import ReportError
 from .pngmark import mark_png
 
-__all__ = ["write_output", "write_outputs", "write_stdout", "writes_beside"]
+__all__ = ["write_output", "write_outputs", "write_stdout", "writes_beside", "owned_report", "check_default_target"]
 
 _FD_PATH = re.compile(r"^/(?:dev|proc/self|proc/(\d+))/fd/(\d+)$")
 _STD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
@@ -218,3 +218,32 @@ def write_outputs(files: list[tuple[str | bytes, str | os.PathLike]]) -> None:
             except OSError:
                 pass
         raise
+
+
+#: The start of every HTML page graphroof writes (``<meta name="generator" content="graphroof 0.1.0, ...">``).
+_HTML_MARK = b'<meta name="generator" content="graphroof '
+
+
+def owned_report(path: str | os.PathLike) -> bool:
+    """Whether *path* is a regular file graphroof wrote: a marked PNG, or an HTML page with graphroof's generator
+    tag in its head."""
+    from .pngmark import owned_by_graphroof
+
+    if owned_by_graphroof(path):
+        return True
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return _HTML_MARK in f.read(4096)
+    except OSError:
+        return False
+
+
+def check_default_target(path: str | os.PathLike, fmt: str) -> None:
+    """Raise :class:`ReportError` unless a report with no ``-o`` may be written to its default *path*: nothing is
+    there yet, or a file graphroof wrote (an earlier run's report)."""
+    if not os.path.lexists(path) or owned_report(path):
+        return
+    raise ReportError(f"{path} exists and graphroof did not write it; an {fmt.upper()} report goes to a file: give "
+                      f"its name with -o FILE (or -o - for standard output)")

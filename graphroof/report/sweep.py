@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from ..errors import ReportError
 from ..units import fmt_bytes, fmt_time
 from .columns import Column, table
+from .llm import fmt_energy as _energy
+from .sweep_html import batch_sweep_html, llm_sweep_html, nice_ticks, tick_label
 from .tables import csv_text
 
 __all__ = ["render_sweep", "render_batch_sweep", "frontier_svg", "frontier_png", "Curve"]
@@ -40,7 +42,10 @@ def _columns(r, marks: dict[int, str]) -> tuple[Column, ...]:
              Column("bound", lambda p: f"{p.prefill_bound}/{p.decode_bound or '-'}")]
     if priced:
         cols.append(Column("$/Mtok", lambda p: _num(p.usd_per_million_tokens, "{:,.3g}")))
+    cols += [Column("J/tok", lambda p: _energy(p.joules_per_token)),
+             Column("tok/J", lambda p: _energy(p.tokens_per_joule))]
     return tuple(cols)
+
 
 
 def _marks(r) -> dict[int, str]:
@@ -81,7 +86,7 @@ def render_sweep(r, fmt: str = "terminal") -> str | bytes:
         axes = ("output tokens/s per user (gen / e2e)", "output tokens/s per GPU")
         if fmt == "png":
             return frontier_png(curves, title, axes)
-        return frontier_html(curves, title, axes, render_sweep(r, "markdown"))
+        return llm_sweep_html(r, frontier_svg(curves, title, axes), _marks(r), _slo_text(r))
     md = fmt == "markdown"
     marks = _marks(r)
     mode = "ideal roofline" if r.ideal else "realistic (profile efficiencies and launch overhead)"
@@ -90,7 +95,8 @@ def render_sweep(r, fmt: str = "terminal") -> str | bytes:
              f"times {mode}", "",
              "tok/s/GPU = batch * gen / e2e / TP; tok/s/user = gen / e2e (TTFT included); "
              "`*` = on the device's Pareto frontier (fits, no point better on both); "
-             f"`>` = the device's best point under {_slo_text(r)} (most tok/s/GPU)", ""]
+             f"`>` = the device's best point under {_slo_text(r)} (most tok/s/GPU); J/tok = board power x TP / "
+             "(tok/s), an upper bound at full board power (n/a: the profile gives none); tok/J its inverse", ""]
     lines.append(table(r.points, _columns(r, marks), "markdown" if md else "terminal"))
     lines += ["", f"{'## ' if md else ''}best per device under {_slo_text(r)}", ""]
     for hw, p in r.best().items():
@@ -98,6 +104,8 @@ def render_sweep(r, fmt: str = "terminal") -> str | bytes:
             lines.append(f"{'- ' if md else ''}{hw}: no point fits and meets the SLO")
             continue
         cost = f", ${p.usd_per_million_tokens:,.3g} per million output tokens" if p.usd_per_hour is not None else ""
+        cost += (f", at most {_energy(p.joules_per_token)} J per output token ({_energy(p.tokens_per_joule)} tok/J)"
+                 if p.joules_per_token is not None else ", energy n/a (no board power in the profile)")
         lines.append(f"{'- ' if md else ''}{hw}: batch {p.batch}, TP {p.tp}, {p.dtype}, prompt {p.prompt}, gen "
                      f"{p.gen}: TTFT {fmt_time(p.ttft_s)}, TPOT {fmt_time(p.tpot_s)}, "
                      f"{p.tokens_per_s_per_gpu:,.1f} tok/s/GPU, {p.tokens_per_s_per_user:,.1f} tok/s/user{cost}")
@@ -121,7 +129,7 @@ def render_batch_sweep(r, fmt: str = "terminal") -> str | bytes:
         axes = ("latency of one batch (ms)", "samples/s")
         if fmt == "png":
             return frontier_png(curves, title, axes, log_x=True)
-        return frontier_html(curves, title, axes, render_batch_sweep(r, "markdown"))
+        return batch_sweep_html(r, frontier_svg(curves, title, axes))
     md = fmt == "markdown"
     many = len(r.devices) > 1
     cols = ([Column("device", lambda p: p.hw)] if many else []) + [
@@ -152,16 +160,21 @@ class Curve:
     """One device: all its points (x, y, label) and the frontier among them (drawn as the line)."""
 
     def __init__(self, name: str, points: Sequence[tuple[float, float, str]],
-                 frontier: Sequence[tuple[float, float, str]]):
+                 frontier: Sequence[tuple[float, float, str]], pick: tuple[float, float, str] | None = None):
         self.name, self.points, self.frontier = name, list(points), list(frontier)
+        #: the device's SLO pick (ringed on the chart), None when there is none
+        self.pick = pick
 
 
 def llm_curves(r) -> list[Curve]:
     out = []
+    best = r.best()
     for hw, front in r.frontier().items():
         pts = [(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu, p.label) for p in r.points
                if p.hw == hw and p.fits is not False]
-        out.append(Curve(hw, pts, [(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu, p.label) for p in front]))
+        b = best.get(hw)
+        pick = (b.tokens_per_s_per_user, b.tokens_per_s_per_gpu, b.label) if b is not None else None
+        out.append(Curve(hw, pts, [(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu, p.label) for p in front], pick))
     return out
 
 
@@ -195,10 +208,13 @@ def frontier_svg(curves: Sequence[Curve], title: str, axes: tuple[str, str], w: 
            f'<line x1="{L}" y1="{T}" x2="{L}" y2="{h - B}" stroke="#000"/>',
            f'<text x="{(L + w - R) / 2}" y="{h - 15}" text-anchor="middle">{e(axes[0])}</text>',
            f'<text transform="translate(18 {(T + h - B) / 2}) rotate(-90)" text-anchor="middle">{e(axes[1])}</text>']
-    for i in range(6):
-        xv, yv = x0 + (x1 - x0) * i / 5, y0 + (y1 - y0) * i / 5
-        out.append(f'<text x="{sx(xv):.1f}" y="{h - B + 15}" text-anchor="middle">{xv:,.3g}</text>')
-        out.append(f'<text x="{L - 5}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:,.3g}</text>')
+    for xv in nice_ticks(x0, x1):
+        out.append(f'<line x1="{sx(xv):.1f}" y1="{h - B}" x2="{sx(xv):.1f}" y2="{h - B + 4}" stroke="#000"/>'
+                   f'<text class="xtick" x="{sx(xv):.1f}" y="{h - B + 15}" text-anchor="middle">'
+                   f"{tick_label(xv)}</text>")
+    for yv in nice_ticks(y0, y1):
+        out.append(f'<line x1="{L - 4}" y1="{sy(yv):.1f}" x2="{L}" y2="{sy(yv):.1f}" stroke="#000"/>'
+                   f'<text class="ytick" x="{L - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{tick_label(yv)}</text>')
     for k, c in enumerate(curves):
         col = PALETTE[k % len(PALETTE)]
         for x, y, lab in c.points:
@@ -210,16 +226,19 @@ def frontier_svg(curves: Sequence[Curve], title: str, axes: tuple[str, str], w: 
             for x, y, lab in c.frontier:
                 out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{col}"/>'
                            f'<text x="{sx(x) + 6:.1f}" y="{sy(y) - 6:.1f}" fill="{col}">{e(lab)}</text>')
+        if c.pick is not None:
+            x, y, lab = c.pick
+            out.append(f'<g class="pick"><circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="9" fill="none" stroke="{col}" '
+                       f'stroke-width="2.5"/><text x="{sx(x) + 12:.1f}" y="{sy(y) + 14:.1f}" fill="{col}" '
+                       f'font-weight="bold">SLO pick</text><title>{e(c.name)}: SLO pick {e(lab)}</title></g>')
         out.append(f'<rect x="{w - R + 15}" y="{T + 18 * k}" width="12" height="12" fill="{col}"/>'
                    f'<text x="{w - R + 32}" y="{T + 18 * k + 10}">{e(c.name)}</text>')
+    if any(c.pick is not None for c in curves):
+        k = len(curves)
+        out.append(f'<circle cx="{w - R + 21}" cy="{T + 18 * k + 6}" r="6" fill="none" stroke="#333" '
+                   f'stroke-width="2"/><text x="{w - R + 32}" y="{T + 18 * k + 10}">SLO pick</text>')
     out.append("</svg>")
     return "\n".join(out)
-
-
-def frontier_html(curves: Sequence[Curve], title: str, axes: tuple[str, str], table_md: str) -> str:
-    return ("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(title) + "</title></head>"
-            "<body>\n" + frontier_svg(curves, title, axes) + "\n<pre>" + html.escape(table_md) + "</pre>\n"
-            "</body></html>\n")
 
 
 def frontier_png(curves: Sequence[Curve], title: str, axes: tuple[str, str], log_x: bool = False) -> bytes:

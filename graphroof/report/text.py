@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
-from .columns import LAYER_LEAD, ROOF_COLUMNS, Column, col, fmt_ai_terminal, table
+from .columns import KERNEL_LEAD, LAYER_LEAD, ROOF_COLUMNS, Column, col, fmt_ai_terminal, table
 
 __all__ = ["render", "layer_table", "op_table", "kernel_table", "header_lines", "footer_lines", "runtime_line",
-           "time_line"]
+           "time_line", "memory_line"]
 
 #: Leading columns of the op table (the roofline columns follow: :data:`.columns.ROOF_COLUMNS`).
 OP_LEAD = (Column("op", lambda r: r.get("label", r["name"]), "name"), Column("module", lambda r: r.get("module") or r["scope"] or "(top)", "scope"),
@@ -48,17 +48,28 @@ def time_line(a) -> str:
     """The totals' times, each named for what it is, and the parts of the realistic time."""
     t, p = a.totals, a.time_parts()
     coll = f", collectives {fmt_time(p['time_collectives_s'])} of it" if p["time_collectives_s"] else ""
-    return (f"time: floor {fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels); kernel roofline "
-            f"{fmt_time(t.t_lower_s)} (Σ max(Tc, Tm) per kernel); no overlap {fmt_time(t.t_upper_s)} (Σ Tc + Tm); "
+    return (f"time: floor {fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels); roofline "
+            f"{fmt_time(t.time_roofline_s)} (Σ max(Tc, Tm) per kernel); no overlap {fmt_time(t.t_upper_s)} (Σ Tc + Tm); "
             f"realistic {fmt_time(t.t_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} + launch "
             f"{fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels){coll}; overall {t.bound}-bound")
 
 
+def memory_line(a) -> str:
+    """``memory: weights 138 GB + peak activations 1.07 GB = 139 GB of 80.0 GB on H100: does not fit``."""
+    m = a.memory_fit()
+    if not m["weight_bytes"] and not m["activation_peak_bytes"]:
+        return ""  # an op table: no tensors to hold
+    head = (f"memory: weights {fmt_bytes(m['weight_bytes'])} + peak activations "
+            f"{fmt_bytes(m['activation_peak_bytes'])} = {fmt_bytes(m['total_bytes'])}")
+    if m["fits"] is None:
+        return head + f" ({a.hw.name} lists no memory capacity)"
+    verdict = "fits" if m["fits"] else "DOES NOT FIT (split it: graphroof llm --tp N, or a larger device)"
+    return head + f" of {fmt_bytes(m['capacity_bytes'])} on {a.hw.name}: {verdict}"
+
+
 def kernel_table(rows: list[dict], markdown: bool, top: int | None = None) -> str:
     rows = sorted(rows, key=lambda r: -r["time_realistic_s"])[:top] if top else rows
-    lead = (col("kernel", "name"), col("kind", "kind"), col("ops", "n_ops"), col("dtype", "dtype"),
-            col("model", "time_model"))
-    return table(rows, (*lead, *ROOF_COLUMNS), "markdown" if markdown else "terminal")
+    return table(rows, (*KERNEL_LEAD, *ROOF_COLUMNS), "markdown" if markdown else "terminal")
 
 
 def footer_lines(a) -> list[str]:
@@ -70,6 +81,9 @@ def footer_lines(a) -> list[str]:
         f"KV {fmt_bytes(c.kv_bytes)}); AI {fmt_ai_terminal(c.intensity)} FLOP/B",
         time_line(a),
     ]
+    mem = memory_line(a)
+    if mem:
+        lines.append(mem)
     if c.net_bytes:
         lines.append(f"network: {fmt_bytes(c.net_bytes)} over {a.hw.interconnect_name or 'interconnect'}, "
                      f"{fmt_time(t.t_network_s)}")
@@ -90,12 +104,12 @@ def render(a, markdown: bool = False, ops: bool = False, top: int | None = None,
     out: list[str] = []
     out.extend(header_lines(a))
     out.append("")
-    from .fold import display_layers, display_ops
+    from .fold import display_kernels, display_layers, display_ops
 
     out.append(layer_table(display_layers(a, fold), False))
     if kernels:
         out.append("")
-        out.append(kernel_table(a.kernel_rows, False, top))
+        out.append(kernel_table(display_kernels(a, fold), False, top))
     if ops:
         out.append("")
         out.append(op_table(display_ops(a, fold), False, top))

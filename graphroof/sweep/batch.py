@@ -90,9 +90,9 @@ def _batch_opts(model: Any, b: int) -> dict[str, Any]:
     from ..frontends import classify
 
     kind = classify(model).kind
-    if kind in ("zoo", "hf_config"):
+    if kind in ("zoo", "hf_config", "onnx"):  # ONNX: binds the inputs' leading dim (or re-batches a fixed one)
         return {"batch": b}
-    if kind in ("onnx", "table", "graph"):
+    if kind in ("table", "graph"):
         return {"dims": {"batch": b}}
     raise InputError(f"cannot sweep the batch of a {kind} model; use a zoo name, a config.json, an .onnx or op "
                      "table with a symbolic 'batch' dim")

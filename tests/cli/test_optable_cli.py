@@ -69,7 +69,7 @@ def test_terminal_table_shows_hand_numbers(capsys):
                                 "compute", "0.9%"]  # 1 ms of Σ 114.2 ms = 0.88%
     line = next(ln for ln in out.splitlines() if ln.startswith("memory.stream"))
     assert "0.1" in line.split() and "10 ms" in line and "memory" in line
-    assert "kernel roofline 114 ms" in out  # 111 ms + 3.164 ms (the transformer rows) = 114.2 ms
+    assert "; roofline 114 ms" in out  # 111 ms + 3.164 ms (the transformer rows) = 114.2 ms
 
 
 def test_markdown_and_adhoc_device(capsys):

@@ -193,7 +193,11 @@ def test_analyze_reports_stages(round_hw):
 
 
 def test_cli_is_silent_when_not_a_terminal(tmp_path, capsys):
-    assert main(["analyze", TEXTBOOK, "-f", "html", "-o", str(tmp_path / "r.html")]) == 0
+    out = tmp_path / "r.html"
+    assert main(["analyze", TEXTBOOK, "-f", "html", "-o", str(out)]) == 0
+    # no progress lines; only the one line saying what was written (gone with --quiet)
+    assert capsys.readouterr().err == f"wrote {out} ({out.stat().st_size / 1e3:.3g} kB)\n"
+    assert main(["-q", "analyze", TEXTBOOK, "-f", "html", "-o", str(out)]) == 0
     assert capsys.readouterr().err == ""
 
 

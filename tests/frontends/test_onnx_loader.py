@@ -106,8 +106,10 @@ def test_input_override_errors(tmp_path):
         load_onnx(p, input_shapes=[(1, 8), (1, 8)])
 
 
-def test_unused_dim_warns(tmp_path):
-    with pytest.warns(GraphroofWarning, match="no such symbolic dim.*batch"):
+def test_unused_dim_is_an_error_listing_the_models_dims(tmp_path):
+    # issue 27: a misspelled --dim used to be a warning, the header still saying (bacth=2)
+    with pytest.raises(InputError, match=r"--dim bacth=2: m has no symbolic dim 'bacth' \(did you mean --dim "
+                                         r"batch=2\?\); its symbolic dims: batch"):
         load_onnx(save(tmp_path, _mlp()), dims={"batch": 1, "bacth": 2})
 
 

@@ -58,10 +58,11 @@ def test_close_misspelling_gets_a_suggestion():
 
 def test_option_of_another_kind_says_what_to_use(tmp_path):
     (tmp_path / "m.onnx").write_bytes(b"")
-    with pytest.raises(InputError, match=r"does not apply to an ONNX model.*--dim batch=N"):
-        check_options(classify(tmp_path / "m.onnx"), {"batch": 4})
-    # None means "not given" (the CLI passes unset flags as None)
-    check_options(classify(tmp_path / "m.onnx"), {"batch": None, "dims": {"batch": 4}})
+    with pytest.raises(InputError, match=r"^--seq does not apply to an ONNX model.*--dim NAME=VALUE") as e:
+        check_options(classify(tmp_path / "m.onnx"), {"seq": 4})
+    assert "dims" not in str(e.value) and "input_shapes" not in str(e.value)  # flags, not Python keywords
+    # None means "not given" (the CLI passes unset flags as None); ONNX takes --batch (issue 27)
+    check_options(classify(tmp_path / "m.onnx"), {"seq": None, "batch": 4, "dims": {"batch": 4}})
 
 
 def test_import_target_errors(tmp_path):

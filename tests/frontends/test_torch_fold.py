@@ -191,7 +191,7 @@ def test_api_and_cli_switch(tmp_path, capsys):
     assert outs[("llm", True)] == outs[("llm", False)]
     assert main(["analyze", "examples/textbook_ops.csv", "--no-fold-blocks"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("graphroof: error: option 'fold_blocks' does not apply") and "Traceback" not in err
+    assert err.startswith("graphroof: error: --no-fold-blocks does not apply") and "Traceback" not in err
 
 
 def test_replicated_nodes_share_bounds_equal_to_their_own_evaluation():

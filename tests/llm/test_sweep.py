@@ -219,7 +219,7 @@ def test_cli_analyze_batch_list_is_a_batch_sweep(tmp_path, capsys):
     (["llm", "llama-2-7b", "-o", "/nonexistent-dir/r.txt"], "does not exist"),
     (["sweep", "llama-3-8b", "--tp", "1,3"], "--tp 3 does not divide"),
     (["sweep", "llama-3-8b", "--prompt", "512,9000"], "maximum of 8192 positions"),
-    (["analyze", "gpt2", "--seq", "2048"], "at most 1024 tokens"),
+    (["analyze", "gpt2", "--seq", "2048"], "gpt2's maximum of 1024 positions"),  # llm's message (issue 27)
     (["analyze", "resnet50", "-o", "/nonexistent-dir/r.json"], "does not exist"),
 ])
 def test_errors_known_from_argv_and_config_come_before_building(monkeypatch, capsys, argv, msg):

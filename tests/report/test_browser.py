@@ -46,11 +46,11 @@ def test_report_loads_without_errors_and_controls_work(browser, round_hw, tmp_pa
     assert page.eval(shown) == 0
     page.eval("document.querySelector('#layers-0 tr.l[data-name=\"blk.mlp\"] button.exp').click()")
     assert page.eval(shown) == 3  # up, act and the "moves no data" row
-    # sort by time (column 6): descending first, then ascending
+    # sort by time (column 7: layer, ops, params, FLOPs, bytes, AI, attainable, time): descending first, then ascending
     order = "Array.from(document.querySelectorAll('#layers-0 tr.l')).map(r => r.dataset.name).join(',')"
-    page.eval("document.querySelectorAll('#layers-0 th')[6].click()")
+    page.eval("document.querySelectorAll('#layers-0 th')[7].click()")
     assert page.eval(order) == "blk.mlp,emb,blk.attn"      # 4 ms, 0.5 ms, 4 us
-    page.eval("document.querySelectorAll('#layers-0 th')[6].click()")
+    page.eval("document.querySelectorAll('#layers-0 th')[7].click()")
     assert page.eval(order) == "blk.attn,emb,blk.mlp"
     # hovering a point shows its tooltip
     page.eval("document.querySelector('#chart g[data-level=op] .pt.p0')"
@@ -108,7 +108,7 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
 
 
-@pytest.mark.parametrize("model, expect", [("resnet-50", "layer3.* ×5"), ("llama-2-7b", "model.layers.* ×32")])
+@pytest.mark.parametrize("model, expect", [("resnet-50", "layer3.*.conv2 ×5"), ("llama-2-7b", "model.layers.*.mlp ×32")])
 def test_zoo_reports_label_points_without_overlap(browser, tmp_path, model, expect):
     """Issue 14: every point that matters has a label, labels collide with nothing, legends clear the roof labels;
     the screenshots are kept under docs/ (docs/screenshots/analyze-MODEL.png)."""

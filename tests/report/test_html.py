@@ -90,7 +90,8 @@ def test_html_structure_of_tiny_model(tiny):
     stack = re.search(r'<div class="stack".*?</div>', html, re.S).group(0)
     assert "memory 56%" in stack and "compute 44%" in stack
     # assumptions: byte model, efficiencies, the estimated op
-    assert "fusion: none modelled" in text and "matrix 0.5, vector 0.5, memory bandwidth 0.8" in text
+    assert "fusion: runtime preset" in text and "every op is its own kernel" in text  # table ops: none fused
+    assert "matrix 0.5, vector 0.5, memory bandwidth 0.8" in text and "launch overhead 1 us per kernel" in text
     assert "estimated: 1 of 5 ops" in text and "custom.Mystery" in text
 
 

@@ -42,7 +42,7 @@ def test_markdown_gold_two_phases(round_hw):
 
 def test_markdown_carries_the_report_sections(round_hw):
     md = render_text(analyse(tiny_graph(), round_hw), "markdown")
-    for heading in ("## Totals", "## Roofline", "## Where the time goes", "### By bound", "### By op kind",
+    for heading in ("## Totals", "## Roofline", "## Where the time goes", "### By bound", "### By kernel",
                     "## Layers", "## Assumptions"):
         assert heading in md
     assert "unknown: custom.Mystery×1" in md
