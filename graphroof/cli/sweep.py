@@ -78,13 +78,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="terminal | markdown | json | csv | html (frontier chart + table) | png (frontier chart)")
     p.add_argument("-o", "--output", default=None, help="output file, or - for stdout (default: stdout; an html page goes to MODEL-report.html)")
     p.add_argument("--force", action="store_true", help="run a grid of more than 100,000 points (the product of "
-                   "the list options; each costs about 3 KB of memory)")
+                   "the list options; each costs about 3 KB of memory, unless --stream)")
+    p.add_argument("--stream", action="store_true", help="with -f csv: write each point's row as it is priced "
+                   "(constant memory for any grid; no frontier / slo_pick columns: the frontier and the SLO picks "
+                   "are printed on stderr at the end)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..report import render, write_output
     from .progress import Progress
 
+    if args.stream and args.format != "csv":
+        raise InputError(f"--stream writes CSV rows as the points are priced: use it with -f csv (not "
+                         f"-f {args.format})")
     if args.format == "png" and args.output is None:
         raise InputError("--format png writes an image: give a file with -o, e.g. -o frontier.png")
     args.output = resolve_output(args.output, args.format, args.model)  # a page without -o: MODEL-report.html
@@ -115,10 +121,13 @@ def run(args: argparse.Namespace) -> int:
         check_llm_args(args.model, prompts or [1024], gens or [256], tps)
         from ..llm.sweep import sweep
 
-        r = sweep(args.model, hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],
+        kw = dict(hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],
                   weights=_csv(args.weights) or None, activations=_csv(args.activations) or None,
                   kv=_csv(args.kv) or None, tp=tps, ideal=args.ideal, usd_per_hour=prices, max_ttft_s=max_ttft,
                   max_tpot_s=max_tpot, strict=args.strict, progress=progress, max_points=limit, **opts)
+        if args.stream:
+            return _streamed(args, sweep, kw, progress)
+        r = sweep(args.model, **kw)
     else:
         for flag in ("weights", "activations", "kv", "max_ttft", "max_tpot", "usd_per_hour"):
             if getattr(args, flag):
@@ -126,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
                                  "over --batch only (give --prompt/--gen to sweep it as an LLM)")
         if tps != [1]:
             raise InputError("--tp applies to language models; give --prompt/--gen to sweep this model as an LLM")
+        if args.stream:
+            raise InputError(f"--stream applies to language-model sweeps; {args.model} is swept over --batch only "
+                             "(a short table): drop --stream")
         from ..sweep import batch_sweep
 
         r = batch_sweep(args.model, hw=devices, batch=batches, ideal=args.ideal, strict=args.strict,
@@ -134,6 +146,39 @@ def run(args: argparse.Namespace) -> int:
     write_output(render(r, args.format), args.output)
     say_written([args.output], args.quiet)
     progress.done()
+    return 0
+
+
+def _streamed(args: argparse.Namespace, sweep, kw: dict, progress) -> int:
+    """``--stream``: CSV rows written as the points are priced; the frontier and the picks on stderr at the end."""
+    import sys
+
+    from ..report.stream import OutputStream
+    from ..report.tables import csv_text
+    from ..units import fmt_time
+
+    with OutputStream(args.output) as out:
+        cols: list[str] = []
+
+        def row(p) -> None:
+            d = p.to_dict()
+            if not cols:
+                cols.extend(d)
+                out.write(csv_text([], cols))
+            out.write(csv_text([d], cols).split("\n", 1)[1])
+
+        r = sweep(args.model, on_point=row, **kw)
+    progress.done()
+    say_written([args.output], args.quiet)
+    if not args.quiet:
+        assert r.streamed is not None
+        lines = [f"sweep: {r.streamed.n} points streamed; frontier and SLO picks per device:"]
+        for hw, front in r.frontier().items():
+            pick = r.best().get(hw)
+            picked = (f"pick {pick.label}: TTFT {fmt_time(pick.ttft_s)}, TPOT {fmt_time(pick.tpot_s)}, "
+                      f"{pick.tokens_per_s_per_gpu:,.1f} tok/s/GPU" if pick is not None else "no point meets the SLO")
+            lines.append(f"  {hw}: frontier {', '.join(p.label for p in front)}; {picked}")
+        print("\n".join(lines), file=sys.stderr)
     return 0
 
 

@@ -159,6 +159,27 @@ def pick_slo(points: Iterable[SweepPoint], max_ttft_s: float | None = None,
     return out
 
 
+class RunningFrontier:
+    """The per-device Pareto frontier and SLO pick of points seen one at a time, in constant memory per device:
+    equal to :func:`pareto` and :func:`pick_slo` over all the points (candidates kept in arrival order, so ties
+    resolve as they do over the whole list)."""
+
+    def __init__(self, max_ttft_s: float | None = None, max_tpot_s: float | None = None):
+        self.max_ttft_s, self.max_tpot_s = max_ttft_s, max_tpot_s
+        self.front: dict[str, list[SweepPoint]] = {}
+        self.best: dict[str, SweepPoint | None] = {}
+        self.n = 0
+
+    def add(self, p: SweepPoint) -> None:
+        self.n += 1
+        cands = self.front.setdefault(p.hw, [])
+        if p.fits is not False:
+            kept = {id(q) for q in pareto([*cands, p])}
+            self.front[p.hw] = [q for q in (*cands, p) if id(q) in kept]
+        self.best[p.hw] = pick_slo([x for x in (self.best.get(p.hw), p) if x is not None],
+                                   self.max_ttft_s, self.max_tpot_s)[p.hw]
+
+
 @dataclass
 class SweepResult:
     """Every point of one :func:`sweep` call."""
@@ -172,17 +193,26 @@ class SweepResult:
     notes: list[str] = field(default_factory=list)
     traces: int = 0
     trace_s: float = 0.0      # wall time of the traces (graphs built), of the whole sweep
+    #: a streamed sweep (``on_point``): its points went to the caller; the frontier and picks are kept here
+    streamed: RunningFrontier | None = None
 
     @property
     def devices(self) -> list[str]:
+        if self.streamed is not None:
+            return list(self.streamed.best)
         return list(dict.fromkeys(p.hw for p in self.points))
 
     def frontier(self, hw: str | None = None) -> dict[str, list[SweepPoint]] | list[SweepPoint]:
+        if self.streamed is not None:
+            fronts = {d: pareto(self.streamed.front.get(d, [])) for d in self.devices}
+            return fronts.get(hw, []) if hw is not None else fronts
         if hw is not None:
             return pareto(p for p in self.points if p.hw == hw)
         return {d: pareto(p for p in self.points if p.hw == d) for d in self.devices}
 
     def best(self) -> dict[str, SweepPoint | None]:
+        if self.streamed is not None:
+            return dict(self.streamed.best)
         return pick_slo(self.points, self.max_ttft_s, self.max_tpot_s)
 
     def cheapest(self) -> SweepPoint | None:
@@ -278,6 +308,7 @@ def sweep(
     strict: bool = False,
     progress: Callable[[str], None] | None = None,
     max_points: int | None = MAX_POINTS,
+    on_point: Callable[[SweepPoint], None] | None = None,
     **frontend_opts: Any,
 ) -> SweepResult:
     """Every combination of *hw* x dtypes x *tp* x *prompt* x *gen* x *batch* (see the module docstring).
@@ -287,6 +318,10 @@ def sweep(
     from the arguments and the model's config is checked before the first trace, the grid's size included: more
     than *max_points* points (default :data:`~graphroof.sweep.limits.MAX_POINTS`; None: no limit) is an
     :class:`~graphroof.errors.InputError`.
+
+    *on_point*: called with each point as it is priced, which is then not kept: the result holds only the
+    frontier and the SLO picks (kept up to date point by point), so a grid of any size takes constant memory
+    (``graphroof sweep --stream``).
 
     >>> r = sweep("llama-3-8b", hw=["a100", "h100"], batch=[1, 8, 64], max_tpot_s=0.05)  # doctest: +SKIP
     >>> r.best()["h100"].label                                                          # doctest: +SKIP
@@ -345,6 +380,7 @@ def sweep(
         check_tp(t, raw_src.spec.heads, raw_src.spec.kv_heads, raw_src.spec.intermediate)
     src = _SharedTraces(raw_src)
     points: list[SweepPoint] = []
+    running = RunningFrontier(max_ttft_s, max_tpot_s)  # with on_point: the frontier and picks, point by point
     notes = list(getattr(raw_src, "notes", []) or [])
     if listed:
         notes.append("prices from the profiles' on-demand list prices (--usd-per-hour overrides): " + "; ".join(listed))
@@ -361,10 +397,16 @@ def sweep(
             for p_, g_, b in itertools.product(prompts, gens, batches):
                 figs = (fast.figures(pipe, b, p_, g_, ideal) if fast is not None
                         else _direct_figures(src, pipe, b, p_, g_, ideal))
-                points.append(_point(src, pipe, pr, b, p_, g_, t, (w, a, k), prices.get(pr.name), figs))
+                point = _point(src, pipe, pr, b, p_, g_, t, (w, a, k), prices.get(pr.name), figs)
+                if on_point is None:
+                    points.append(point)
+                else:
+                    on_point(point)
+                    running.add(point)
     return SweepResult(model=raw_src.name, points=points, hw_labels={pr.name: pr.label for pr in profs},
                        max_ttft_s=max_ttft_s, max_tpot_s=max_tpot_s, ideal=ideal, notes=notes,
-                       traces=len(src._graphs), trace_s=src.trace_s)
+                       traces=len(src._graphs), trace_s=src.trace_s,
+                       streamed=running if on_point is not None else None)
 
 
 def _pipeline(src, prof, quant, tp, settings, rules, strict, progress):

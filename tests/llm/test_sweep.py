@@ -234,3 +234,48 @@ def test_errors_known_from_argv_and_config_come_before_building(monkeypatch, cap
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith("graphroof: error:") and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_streamed_sweep_writes_the_same_rows_and_keeps_the_same_frontier(tiny_config, tmp_path, capsys):
+    """--stream: each point's CSV row as it is priced (constant memory), the same rows as the buffered CSV less its
+    frontier / slo_pick columns; the running frontier and picks equal the ones computed over all points."""
+    import csv
+
+    grid = ["--hw", "a100,h100", "--batch", "1,2,4,8", "--prompt", "16,32", "--gen", "4,8", "--kv", "bf16,fp8",
+            "--max-tpot", "1ms"]
+    whole, streamed = tmp_path / "whole.csv", tmp_path / "streamed.csv"
+    assert main(["sweep", str(tiny_config), *grid, "-f", "csv", "-o", str(whole), "-q"]) == 0
+    assert main(["sweep", str(tiny_config), *grid, "-f", "csv", "--stream", "-o", str(streamed)]) == 0
+    err = capsys.readouterr().err
+    a = list(csv.DictReader(whole.open()))
+    b = list(csv.DictReader(streamed.open()))
+    assert len(a) == len(b) == 2 * 4 * 2 * 2 * 2
+    assert [{k: v for k, v in r.items() if k not in ("frontier", "slo_pick")} for r in a] == b
+    assert "64 points streamed" in err
+    for hw in ("a100-80gb-sxm", "h100-sxm"):
+        front = [f"b{r['batch']} tp{r['tp']} kv={r['kv']}" for r in a if r["hw"] == hw and r["frontier"] == "True"]
+        line = next(x for x in err.splitlines() if x.strip().startswith(f"{hw}:"))
+        assert all(label in line for label in front)
+        picks = [f"pick b{r['batch']} tp{r['tp']} kv={r['kv']}" for r in a if r["hw"] == hw and r["slo_pick"] == "True"]
+        assert all(p in line for p in picks) and (picks or "no point meets the SLO" in line)
+
+
+def test_running_frontier_equals_the_whole_computation():
+    from graphroof.llm.sweep import RunningFrontier, SweepPoint, pareto, pick_slo
+
+    def pt(b, ttft, tpot, mem=1.0):
+        return SweepPoint(hw="d", batch=b, prompt=16, gen=8, tp=1, ttft_s=ttft, tpot_s=tpot, prefill_bound="memory",
+                          decode_bound="memory", memory_bytes=mem, capacity_bytes=10.0)
+
+    pts = [pt(1, 0.01, 0.001), pt(2, 0.01, 0.001), pt(4, 0.02, 0.0015), pt(8, 0.05, 0.004), pt(16, 0.1, 0.01, 20),
+           pt(3, 0.03, 0.003), pt(8, 0.05, 0.004)]  # a duplicate (tie on both: the first is kept), one that does not fit
+    run = RunningFrontier(max_tpot_s=0.0035)
+    for p in pts:
+        run.add(p)
+    assert pareto(run.front["d"]) == pareto(pts)
+    assert run.best == pick_slo(pts, max_tpot_s=0.0035)
+
+
+def test_stream_needs_csv(tiny_config, capsys):
+    assert main(["sweep", str(tiny_config), "--hw", "a100", "--stream"]) == 1
+    assert "--stream writes CSV rows as the points are priced: use it with -f csv" in capsys.readouterr().err
