@@ -35,6 +35,8 @@ import time
 import torch
 
 DEADLINE = [math.inf]
+#: appended to every CSV name (``--sdpa-backend flash`` -> ``measure_vision_sdpa-flash.csv``)
+SUFFIX = [""]
 
 
 def left_s() -> float:
@@ -45,7 +47,7 @@ class Sink:
     """Appends rows to ``DIR/measure_<section>.csv`` (header from the first row's keys)."""
 
     def __init__(self, out: str, section: str) -> None:
-        self.path = os.path.join(out, f"measure_{section}.csv")
+        self.path = os.path.join(out, f"measure_{section}{SUFFIX[0]}.csv")
         self.f = open(self.path, "w", newline="")  # noqa: SIM115 - closed in close()
         self.w: csv.DictWriter | None = None
         self.n = 0
@@ -451,12 +453,26 @@ SECTIONS = {"copy": sec_copy, "gemm": sec_gemm, "int4": sec_int4, "pointwise": s
             "model": sec_model, "vision": sec_vision, "decode_graph": sec_decode_graph}
 
 
+def _sdpa(backend: str):
+    import contextlib
+
+    if backend == "default":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    SUFFIX[0] = f"_sdpa-{backend}"
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=360)
     ap.add_argument("--quick", action="store_true", help="fewer shapes (a smoke run)")
     ap.add_argument("--only", default=",".join(SECTIONS))
+    ap.add_argument("--sdpa-backend", choices=("default", "flash"), default="default",
+                    help="flash: every section runs with scaled_dot_product_attention restricted to the flash and "
+                    "memory-efficient kernels (the default lets a CUDA-graph capture fall back to the math kernel)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_measure: no CUDA device here; run it on a GPU machine")
@@ -483,7 +499,8 @@ def main() -> None:
             continue
         t0 = time.monotonic()
         try:
-            SECTIONS[name](a.out, a.quick)
+            with _sdpa(a.sdpa_backend):
+                SECTIONS[name](a.out, a.quick)
             print(f"{name}: done in {time.monotonic() - t0:.1f} s", flush=True)
         except Exception as e:  # noqa: BLE001 - keep the other sections
             print(f"{name}: failed after {time.monotonic() - t0:.1f} s: {type(e).__name__}: {e}"[:300], flush=True)
