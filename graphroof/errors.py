@@ -112,10 +112,12 @@ def warn(message: str, category: type[Warning] = GraphroofWarning) -> None:
     (so ``python -W error`` and warning filters point at the user's line, not graphroof's)."""
     import os
     import sys
+    import types
     import warnings
 
     pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    level, frame = 2, sys._getframe(1)  # stacklevel 2 = our caller
+    level = 2  # stacklevel 2 = our caller
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

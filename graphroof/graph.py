@@ -27,6 +27,7 @@ substitutes them.
 from __future__ import annotations
 
 import ast
+import builtins
 import enum
 import math
 import operator
@@ -296,9 +297,9 @@ class OpGraph:
     def set(self, name: str, key: str, value: Any) -> None:
         self.nx.nodes[name][key] = value
 
-    def symbolic_dims(self) -> set[str]:
+    def symbolic_dims(self) -> builtins.set[str]:  # `set` in this class body is OpGraph.set
         """Names of the symbolic dims still present in any tensor shape."""
-        names: set[str] = set()
+        names: builtins.set[str] = set()
         for op in self.ops():
             for t in (*op.inputs, *op.outputs):
                 if t is None:
@@ -338,7 +339,7 @@ def fill_digraph(g: nx.DiGraph, nodes: Iterable[tuple[Any, dict[str, Any]]],
     """
     node, succ, pred = getattr(g, "_node", None), getattr(g, "_succ", None), getattr(g, "_pred", None)
     if not (type(node) is dict and type(succ) is dict and type(pred) is dict and succ is getattr(g, "_adj", None)
-            and not getattr(g, "__networkx_cache__", None)):
+            and not getattr(g, "__networkx_cache__", None)) or node is None or succ is None or pred is None:
         g.add_nodes_from(nodes)
         g.add_edges_from(edges)
         return

@@ -207,6 +207,13 @@ def _num(path: Path, field_name: str, v: Any, *, positive: bool = True, optional
     return float(v)
 
 
+def _req(path: Path, field_name: str, v: Any, *, positive: bool = True) -> float:
+    """:func:`_num` of a field that must be given (a number, never None)."""
+    out = _num(path, field_name, v, positive=positive)
+    assert out is not None
+    return out
+
+
 def _peaks(path: Path, data: dict, key: str, required: bool) -> dict[str, float]:
     table = data.get(key, {})
     if not isinstance(table, dict):
@@ -218,12 +225,12 @@ def _peaks(path: Path, data: dict, key: str, required: bool) -> dict[str, float]
         if dt not in _PEAK_DTYPES:
             raise HardwareProfileError(f"{_name(path)}: {key}.{sanitize_terminal(dt)[:40]} is not a peak dtype; use one "
                                        f"of {', '.join(_PEAK_DTYPES)}")
-        out[dt] = _num(path, f"{key}.{dt}", v)
+        out[dt] = _req(path, f"{key}.{dt}", v)
     return out
 
 
 def _eff(path: Path, eff: dict, k: str, default: float = 1.0) -> float:
-    v = _num(path, f"efficiency.{k}", eff.get(k, default))
+    v = _req(path, f"efficiency.{k}", eff.get(k, default))
     if v > 1:
         raise HardwareProfileError(f"{_name(path)}: efficiency.{k} must be in (0, 1], got {v}")
     return v
@@ -250,7 +257,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     if not isinstance(aliases, (list, tuple)) or not all(isinstance(a, str) for a in aliases):
         raise HardwareProfileError(f"{_name(path)}: aliases must be a list of names, e.g. aliases = [\"a100\"], got "
                                    f"{shown(aliases)}")
-    launch = _num(path, "efficiency.launch_overhead_s", eff.get("launch_overhead_s", 0.0), positive=False)
+    launch = _req(path, "efficiency.launch_overhead_s", eff.get("launch_overhead_s", 0.0), positive=False)
     if launch < 0:
         raise HardwareProfileError(f"{_name(path)}: efficiency.launch_overhead_s must be >= 0")
     sources = data.get("sources", {}) or {}
@@ -269,7 +276,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         aliases=tuple(clean_name(a).lower() for a in aliases),
         matrix_peak_flops_per_s=_peaks(path, data, "matrix_peak_flops_per_s", required=True),
         vector_peak_flops_per_s=_peaks(path, data, "vector_peak_flops_per_s", required=False),
-        mem_bw_bytes_per_s=_num(path, "memory.bw_bytes_per_s", mem.get("bw_bytes_per_s")),
+        mem_bw_bytes_per_s=_req(path, "memory.bw_bytes_per_s", mem.get("bw_bytes_per_s")),
         mem_capacity_bytes=_num(path, "memory.capacity_bytes", mem.get("capacity_bytes"), optional=True),
         onchip_cache_bytes=_num(path, "memory.onchip_cache_bytes", mem.get("onchip_cache_bytes"), optional=True),
         interconnect_name=_text(path, ic, "name", "interconnect."),

@@ -12,7 +12,7 @@ __all__ = ["io_cost", "read_bytes", "write_bytes"]
 
 def read_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:
     """Bytes read from *tensors*, keyed by Cost field (weights and constants count as weight bytes)."""
-    out = {"weight_bytes": 0, "act_read_bytes": 0, "kv_read_bytes": 0}
+    out: dict[str, float] = {"weight_bytes": 0, "act_read_bytes": 0, "kv_read_bytes": 0}
     for t in tensors:
         if t is None:
             continue
@@ -27,7 +27,7 @@ def read_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:
 
 def write_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:
     """Bytes written to *tensors*, keyed by Cost field."""
-    out = {"act_write_bytes": 0, "kv_write_bytes": 0}
+    out: dict[str, float] = {"act_write_bytes": 0, "kv_write_bytes": 0}
     for t in tensors:
         if t is None:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from ..errors import GraphroofError, RuleError, UnsupportedOpError
 from ..errors import warn as warn_user
@@ -66,7 +66,7 @@ def count_node(node: OpNode, rule: Rule, settings: CountSettings = DEFAULT) -> C
     Any other exception becomes a :class:`RuleError` chained from it.
     """
     try:
-        cost = rule(node, settings) if takes_settings(rule) else rule(node)
+        cost = cast(Any, rule)(node, settings) if takes_settings(rule) else rule(node)  # a rule taking settings
     except UnsupportedOpError:
         raise
     except GraphroofError as e:
