@@ -25,7 +25,6 @@ import onnx
 from onnx import TensorProto
 
 from ..errors import FrontendError, InputError, UnboundDimError
-from ..errors import warn as warn_user
 from ..graph import resolve_dim
 from .onnx_fold import MAX_ELEMS, fold_values, small_value, to_initializer
 
@@ -518,20 +517,3 @@ def _guess_unknown(model: onnx.ModelProto, table: TypeTable, notes: list[str], w
                          f"have its first input's shape {'x'.join(map(str, shape)) or 'scalar'}")
             changed = True
     return changed
-
-
-def warn_unused_dims(dims: Mapping[str, Any] | None, model: onnx.ModelProto) -> None:
-    """Warn about ``--dim`` names the model does not use (usually a typo)."""
-    if not dims:
-        return
-    names: set[str] = set()
-    for g in iter_graphs(model.graph):
-        for vi in (*g.input, *g.output, *g.value_info):
-            if vi.type.HasField("tensor_type"):
-                for d in vi.type.tensor_type.shape.dim:
-                    if d.dim_param:
-                        names.update(re.findall(r"[A-Za-z_]\w*", d.dim_param))
-    unused = sorted(set(dims) - names)
-    if unused and names:
-        warn_user(f"--dim {', '.join(unused)}: the model has no such symbolic dim (its dims: "
-                      f"{', '.join(sorted(names))})")
