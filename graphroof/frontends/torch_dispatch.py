@@ -346,6 +346,17 @@ class _Keeper(TorchFunctionMode):
         return out
 
 
+def name_module_tensors(root: Any, refs: Any) -> None:
+    """Record *root*'s parameters (weights) and buffers (constants) in *refs* under their module paths; a tensor
+    shared by two modules keeps its first name."""
+    for pname, p in root.named_parameters(remove_duplicate=False):
+        if p not in refs:
+            refs[p] = Ref(spec_of(p, Role.WEIGHT), pname)
+    for bname, buf in root.named_buffers(remove_duplicate=False):
+        if buf not in refs:
+            refs[buf] = Ref(spec_of(buf, Role.CONST), bname)
+
+
 def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_mode: FakeTensorMode,
                      input_refs: dict[int, tuple[torch.Tensor, Ref]], name: str, meta: dict[str, Any],
                      causal_masks: bool = False, dims: Any = None, fold_blocks: bool | None = None) -> OpGraph:
@@ -360,12 +371,7 @@ def capture_dispatch(root: torch.nn.Module, args: tuple, kwargs: dict, *, fake_m
         _KEEP = _keep_table()
     builder = GraphBuilder(name, meta)
     refs = WeakIdKeyDictionary()
-    for pname, p in root.named_parameters(remove_duplicate=False):
-        if p not in refs:
-            refs[p] = Ref(spec_of(p, Role.WEIGHT), pname)
-    for bname, buf in root.named_buffers(remove_duplicate=False):
-        if buf not in refs:
-            refs[buf] = Ref(spec_of(buf, Role.CONST), bname)
+    name_module_tensors(root, refs)
     for t, r in input_refs.values():
         refs[t] = r
     shape_env = getattr(fake_mode, "shape_env", None)

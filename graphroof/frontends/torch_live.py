@@ -103,12 +103,7 @@ class LiveCapture:
         refs = self._refs
         for name, m in root.named_modules(remove_duplicate=False):
             self._cap.names.setdefault(id(m), name)
-        for pname, p in root.named_parameters(remove_duplicate=False):
-            if p not in refs:
-                refs[p] = Ref(spec_of(p, Role.WEIGHT), pname)
-        for bname, buf in root.named_buffers(remove_duplicate=False):
-            if buf not in refs:
-                refs[buf] = Ref(spec_of(buf, Role.CONST), bname)
+        dispatch.name_module_tensors(root, refs)
         try:
             names = [p.name for p in inspect.signature(root.forward).parameters.values()
                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
