@@ -4,7 +4,7 @@ Stages (one process, in order):
 
 1. ``open_source`` + a first ``estimate`` at batch 1 (this traces the graphs the estimate needs);
 2. a second ``estimate`` over ``--batch`` (default 1,8,32,128) on the first one's traced graphs
-   (``report.advice._cached_source``: replays traces, so this stage is counting, fusing and pricing only);
+   (``llm.whatif.CachedSource``: replays traces, so this stage is counting, fusing and pricing only);
 3. ``llm_advice`` of the second estimate (its what-ifs: int4 weights, the critical batch, ...).
 
 Columns: wall s, of which traces s (the source's graph builds during the stage: stage 2 traces the batches the
@@ -57,8 +57,9 @@ def main() -> None:
     args = ap.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
     warnings.simplefilter("ignore")
-    from graphroof.llm.estimate import estimate, open_source
-    from graphroof.report.advice import _cached_source, llm_advice
+    from graphroof.llm.advice import llm_advice
+    from graphroof.llm.engine import Engine, Pricing
+    from graphroof.llm.estimate import open_source
 
     rows = []
 
@@ -68,16 +69,19 @@ def main() -> None:
         rows.append([label, time.perf_counter() - t0, stage.src.bench_trace_s - (tr0 or 0.0), rss_mb()])
         return out
 
+    engine = {}
+
     def first_estimate():
         stage.src = _timed_source(open_source(args.model))
-        return estimate(stage.src, hw=args.hw, tp=args.tp, batch=batches[0])
+        engine["e"] = Engine(stage.src, hw=args.hw, pricing=Pricing(tp=args.tp))
+        return engine["e"].estimate(batch=batches[0])
 
     stage.src = None
-    first = stage(f"open_source + estimate (batch {batches[0]})", first_estimate)
+    stage(f"open_source + estimate (batch {batches[0]})", first_estimate)
     trace_s = rows[0][2]
-    est = stage(f"estimate (batch {args.batch}) on cached traces",
-                lambda: estimate(_cached_source(first), hw=args.hw, tp=args.tp, batch=batches))
-    items = stage("llm_advice", lambda: llm_advice(est))
+    est = stage(f"estimate (batch {args.batch}) on the same engine (its traces kept)",
+                lambda: engine["e"].estimate(batch=batches))
+    items = stage("llm_advice", lambda: llm_advice(est, engine["e"].pipeline))
     rows[-1][0] += f" ({', '.join(i['kind'] for i in items)})"
     print(f"{args.model} on {args.hw}, --tp {args.tp}; traces in stage 1: {trace_s:.3g} s")
     print(tabulate([[r[0], r[1], r[2], r[3], r[1] / trace_s if trace_s else None] for r in rows],

@@ -49,7 +49,7 @@ def model_arg():
         return "llama-2-7b"
     except Exception:  # noqa: BLE001 - no zoo: build the config by hand
         import graphroof.llm as llm
-        from graphroof.llm.hf import HFSource
+        from graphroof.frontends.hf.source import HFSource
 
         data = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=4096,
                     intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
@@ -146,14 +146,15 @@ def figures() -> None:
     import graphroof.llm as llm
 
     t0 = time.perf_counter()
-    r = llm.estimate(model_arg(), hw="a100", prompt=1024, gen=256, batch=[1, 32], ideal=True)
+    eng = llm.Engine(model_arg(), hw="a100", pricing=llm.Pricing(ideal=True))
+    r = eng.estimate(prompt=1024, gen=256, batch=[1, 32])
     wall = time.perf_counter() - t0
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
     c1, c32 = r[1], r[32]
     pre = c1.prefill.analysis
     mat_t, rest_t, mat_flops = split(pre)
-    step1 = r.pipeline.step("decode", 1, 1024)
-    step32 = r.pipeline.step("decode", 32, 1024)
+    step1 = eng.step("decode", 1, 1024)
+    step32 = eng.step("decode", 32, 1024)
     hand = {"prefill": 13.81e12 / 312e12, "gemm": 13.53e12, "d1": (13.21e9 + 0.537e9) / 2039e9,
             "d32": (13.21e9 + 32 * 0.537e9) / 2039e9}
     rows = [

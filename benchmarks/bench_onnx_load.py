@@ -101,7 +101,7 @@ def child(path: str) -> None:
     import onnx
 
     from graphroof.api import count_graph, resolve_hardware
-    from graphroof.frontends.onnx import load_onnx
+    from graphroof.frontends.onnx.load import load_onnx
 
     dims = {"batch": 1, "seq": 2048}
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ Scenario (the issue's): ``graphroof llm llama-2-70b --hw h100 --tp 4 --batch 1,8
 
 1. **reference**: ``llm.estimate`` at batch 1 from the zoo name (model build + traces + one configuration);
 2. **warm-up**: the four-batch estimate on a source replaying the reference's graphs
-   (``report.advice._cached_source``); it traces the grid points the reference lacks (batch 128, the second
+   (``llm.whatif.CachedSource``); it traces the grid points the reference lacks (batch 128, the second
    decode context), so it is not the measured run;
 3. **measured**: the same four-batch estimate on a source replaying the warm-up's graphs: no tracing at all,
    only what every (phase, batch, context) point costs -- interpolating virtual traces (``llm/poly.py``), the
@@ -174,7 +174,7 @@ def main() -> None:
 
     import graphroof.llm as llm
     from graphroof.llm.estimate import open_source
-    from graphroof.report.advice import _cached_source
+    from graphroof.llm.whatif import CachedSource
 
     batches = [int(b) for b in a.batch.split(",")]
     opts = dict(hw=a.hw, tp=a.tp, prompt=a.prompt, gen=a.gen)
@@ -184,18 +184,20 @@ def main() -> None:
     gc.callbacks.append(gct)
 
     t = time.perf_counter()
-    est = llm.estimate(open_source(a.model), batch=[batches[0]], **opts)
+    first = llm.Engine(open_source(a.model), hw=a.hw, pricing=llm.Pricing(tp=a.tp))
+    first.estimate(batch=[batches[0]], prompt=a.prompt, gen=a.gen)
     t_ref = time.perf_counter() - t
     print(f"reference: estimate of {a.model} at batch {batches[0]} (build + trace + count): {t_ref:.2f} s, "
           f"peak RSS {rss_mb():.0f} MB", flush=True)
     t = time.perf_counter()
-    warm = llm.estimate(_cached_source(est), batch=batches, **opts)
+    warm = llm.Engine(CachedSource(first.pipeline), hw=a.hw, pricing=llm.Pricing(tp=a.tp))
+    warm.estimate(batch=batches, prompt=a.prompt, gen=a.gen)
     print(f"warm-up: batches {a.batch} (traces the missing grid points): {time.perf_counter() - t:.2f} s, "
           f"peak RSS {rss_mb():.0f} MB", flush=True)
 
     best = None
     for _ in range(max(1, a.repeat)):
-        src = _cached_source(warm)
+        src = CachedSource(warm.pipeline)
         stages.reset()
         gct.reset()
         stages.active = gct.on = True

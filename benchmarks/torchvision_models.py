@@ -147,7 +147,7 @@ def _flop_counter(job: dict[str, Any]) -> tuple[float, int]:
 def run_one(job: dict[str, Any], capture: str, hw: str) -> dict[str, Any]:
     import graphroof
     import graphroof.counters.rules.quantized_torch  # noqa: F401 - until counters/rules/__init__ imports it
-    from graphroof.frontends.torch_export import load_factory
+    from graphroof.frontends.torch.export import load_factory
 
     row: dict[str, Any] = {"name": job["name"], "class": job["class"], "ops_g": job["ops_g"],
                            "num_params": job["num_params"]}

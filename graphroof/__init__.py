@@ -58,3 +58,33 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+#: the results a notebook shows as their HTML report (module, class), registered by name: nothing is imported
+NOTEBOOK_RESULTS = (("graphroof.analysis", "Analysis"), ("graphroof.llm.result", "LLMEstimate"),
+                    ("graphroof.sweep.points", "SweepResult"), ("graphroof.sweep.batch", "BatchSweep"),
+                    ("graphroof.analysis", "DeviceComparison"))
+
+
+def notebook_html(result: object) -> str:
+    """A result's HTML report body for a notebook cell (the page :func:`render` gives with ``"html"``)."""
+    from .report import render
+
+    return str(render(result, "html", fragment=True))
+
+
+def _register_notebook_display() -> None:
+    """In IPython / Jupyter, show results as their HTML report: a formatter registered by class name, so the
+    results themselves hold no renderer (report/ sits above them)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not formatters or "text/html" not in formatters:
+        return
+    for module, name in NOTEBOOK_RESULTS:
+        formatters["text/html"].for_type_by_name(module, name, notebook_html)
+
+
+_register_notebook_display()

@@ -11,7 +11,17 @@ from .counters.cost import FLOPS_PER_MAC
 from .counters.count import CountSummary
 from .graph import BOUND, COST, OpGraph
 from .hardware import HardwareProfile
-from .layers import cost_fields, default_depth, layer_row, op_params, rollup, runs
+from .layers import (
+    cost_fields,
+    default_depth,
+    fold_layers,
+    fold_rows,
+    layer_row,
+    op_params,
+    order_by_work,
+    rollup,
+    runs,
+)
 from .roofline import Totals, compute_dtype, totals
 from .units import fmt_bytes, fmt_flops, fmt_time, json_safe
 
@@ -45,6 +55,9 @@ class Analysis:
     step_launch_s: float = 0.0
     #: the HTML page's what-if data (:func:`graphroof.sweep.whatif_costs.whatif_costs`); None: not computed
     whatif: dict[str, Any] | None = None
+    #: what to change, quantified (plain dicts, the JSON ``next_steps``): set once by the engine that built the
+    #: analysis (:func:`graphroof.api.count_graph` via :func:`graphroof.advice.analysis_advice`); empty otherwise
+    next_steps: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.depth is None:
@@ -60,6 +73,7 @@ class Analysis:
         self._kernel_rows: list[dict] | None = None
         self._params: dict[str, int] | None = None
         self._memory: dict[str, Any] | None = None
+        self._tables: dict[tuple[str, bool], list[dict[str, Any]]] = {}
 
     @property
     def timed_graph(self) -> OpGraph:
@@ -100,12 +114,6 @@ class Analysis:
         """roofline + derating + launches."""
         return self.totals.time_realistic_s
 
-    def _repr_html_(self) -> str:
-        """Jupyter: the HTML report's body (the page :func:`graphroof.render` gives with ``"html"``)."""
-        from . import render
-
-        return str(render(self, "html", fragment=True))
-
     # -- rows ---------------------------------------------------------------------------------------
     @property
     def ops(self) -> list[dict[str, Any]]:
@@ -136,6 +144,41 @@ class Analysis:
             params = self.params_by_op
             self._layers = [{**r, "params": sum(params.get(n, 0) for n in r["ops"])} for r in rows]
         return self._layers
+
+    # -- the report's tables: the one fold policy of graphroof.layers -------------------------------------------
+    def layer_table(self, fold: bool = True) -> list[dict[str, Any]]:
+        """The layer rows as the reports show them: identical repeated blocks folded (*fold*) into one row with
+        ``repeat`` (:func:`graphroof.layers.fold_layers`), each with a ``label`` (``model.layers.* ×32``, what a
+        structural row holds), in the order their first op with work runs."""
+        key = ("layers", fold)
+        if key not in self._tables:
+            assert self.depth is not None
+            rows = fold_layers(self.timed_graph, self.hw, self.depth, self.totals.t_lower_s, self.params_by_op, fold)
+            self._tables[key] = order_by_work(rows, self.ops)
+        return self._tables[key]
+
+    def op_table(self, fold: bool = True) -> list[dict[str, Any]]:
+        """Op rows with ``module``, ``repeat`` and ``label``; with *fold*, the same op at the same place of
+        identical repeated blocks is one row (:func:`graphroof.layers.fold_rows`)."""
+        key = ("ops", fold)
+        if key not in self._tables:
+            self._tables[key] = fold_rows(self.ops, lambda r: r["op"], fold)
+        return self._tables[key]
+
+    def kernel_table(self, fold: bool = True) -> list[dict[str, Any]]:
+        """Kernel rows (:attr:`kernel_rows`) with ``module``, ``repeat`` and ``label``, folded as :meth:`op_table`
+        (same op kinds, dtype, FLOPs and bytes at the same place of repeated blocks)."""
+        key = ("kernels", fold)
+        if key not in self._tables:
+            self._tables[key] = fold_rows(self.kernel_rows, lambda r: tuple(r.get("op_keys") or (r["kind"],)), fold)
+        return self._tables[key]
+
+    def runtime_description(self) -> str:
+        """The runtime preset the kernels were formed under, in words (:meth:`graphroof.fuse.Runtime.describe`)."""
+        from .fuse.runtimes import RUNTIMES
+
+        rt = RUNTIMES.get(self.runtime)
+        return rt.describe() if rt is not None else f"runtime preset {self.runtime}"
 
     @property
     def params_by_op(self) -> dict[str, int]:
@@ -208,14 +251,13 @@ class Analysis:
 
     def memory_fit(self) -> dict[str, Any]:
         """Does one forward pass fit on the device: every weight once (its dtype as built) plus the activation
-        peak of a liveness sweep in op order (:func:`graphroof.llm.memory.activation_peak_bytes`) against the
+        peak of a liveness sweep in op order (:func:`graphroof.memory.activation_peak_bytes`) against the
         profile's memory capacity; ``fits`` is ``None`` when the profile lists no capacity.  No KV cache is
         held (``graphroof llm`` sizes that)."""
         if self._memory is None:
-            from .llm.memory import activation_peak_bytes, params_from_graph, resident_weight_bytes
-            from .llm.quant import Quant
+            from .memory import activation_peak_bytes, params_from_graph
 
-            weights = resident_weight_bytes(params_from_graph(self.graph), Quant())
+            weights = float(sum(t.nbytes for _, t in params_from_graph(self.graph)))
             acts = activation_peak_bytes(self.graph) if len(self.graph) else 0.0
             cap = self.hw.mem_capacity_bytes
             self._memory = {"weight_bytes": weights, "activation_peak_bytes": acts, "total_bytes": weights + acts,
@@ -260,6 +302,7 @@ class Analysis:
             "layers": self.layers,
             "kernels": self.kernel_rows,
             "ops": self.ops,
+            "next_steps": self.next_steps,
         })
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -16,6 +16,7 @@ from .frontends import load
 from .fuse import Runtime, fuse, get_runtime
 from .graph import OpGraph, bind
 from .hardware import HardwareProfile, adhoc_profile, load_hardware
+from .options import DEFAULT, Options
 from .roofline import evaluate_graph
 from .units import check_dims
 
@@ -61,7 +62,11 @@ def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule
     rt = get_runtime(runtime or default_runtime(graph))
     kernels = fuse(graph, rt).as_opgraph(graph)
     evaluate_graph(kernels, hw)
-    return Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}), kernels=kernels, runtime=rt.name)
+    a = Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}), kernels=kernels, runtime=rt.name)
+    from .advice import analysis_advice  # the next steps: computed once, here, and stored on the analysis
+
+    a.next_steps = analysis_advice(a)
+    return a
 
 
 def default_runtime(graph: OpGraph) -> str:
@@ -95,6 +100,7 @@ def analyze(
     runtime: str | None = None,
     matmul_precision: str | None = None,
     progress: Callable[[str], None] | None = None,
+    options: Options | None = None,
     **frontend_opts: Any,
 ) -> Analysis:
     """Roofline analysis of *model* on *hw*.
@@ -120,6 +126,8 @@ def analyze(
         cuDNN convolutions) or ``"highest"`` (fp32 math).
     progress : called with a short stage message ("tracing ...", "counting N ops") before each long step
         (the CLI's :class:`graphroof.cli.progress.Progress`).
+    options : the run-wide switches (:class:`graphroof.options.Options`: folding of identical blocks, the store
+        of traces), passed to the frontend; default ``Options()``.
 
     Examples
     --------
@@ -137,7 +145,7 @@ def analyze(
         opts.setdefault("dims", dict(dims))
     if progress:
         progress(f"{load_verb(model)} {model if isinstance(model, (str, Path)) else type(model).__name__}")
-    graph = load(model, inputs, **opts)
+    graph = load(model, inputs, options=options or DEFAULT, **opts)
     check_dim_names(model, graph, opts.get("dims"))
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
     if progress:
@@ -165,7 +173,7 @@ def capture(hw: str | HardwareProfile | None = "a100", *, name: str | None = Non
     settings = CountSettings(attention=attention, causal=causal)
     prof = resolve_hardware(hw, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
                             ideal=ideal, matmul_precision=matmul_precision)
-    from .frontends.torch_live import LiveCapture
+    from .frontends.torch.live import LiveCapture
 
     def finish(graph: OpGraph) -> Analysis:
         meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
@@ -216,14 +224,14 @@ def analyze_on_profiles(model: Any, profiles: Sequence[HardwareProfile], inputs:
                         rules: Mapping[str, Rule | None] | None = None, strict: bool = False,
                         depth: int | None = None, attention: str = "flash", causal: str = "kernel",
                         runtime: str | None = None, progress: Callable[[str], None] | None = None,
-                        **opts: Any) -> list[Analysis]:
+                        options: Options | None = None, **opts: Any) -> list[Analysis]:
     """One Analysis per hardware profile, loading (tracing) the model once (:func:`count_graph` works on a copy)."""
     settings = CountSettings(attention=attention, causal=causal)
     if opts.get("dims"):
         check_dims(opts["dims"])
     if progress:
         progress(f"{load_verb(model)} {model if isinstance(model, (str, Path)) else type(model).__name__}")
-    graph = load(model, inputs, **opts)
+    graph = load(model, inputs, options=options or DEFAULT, **opts)
     check_dim_names(model, graph, opts.get("dims"))
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
     out = []
@@ -255,6 +263,7 @@ def compare(
     runtime: str | None = None,
     matmul_precision: str | None = None,
     progress: Callable[[str], None] | None = None,
+    options: Options | None = None,
     **frontend_opts: Any,
 ) -> DeviceComparison:
     """*model* on several devices side by side: time, bound and speed-up vs the first of *hw*.
@@ -278,7 +287,7 @@ def compare(
         frontend_opts.setdefault("dims", dict(dims))
     analyses = analyze_on_profiles(model, profiles, inputs, rules=rules, strict=strict, depth=depth,
                                    attention=attention, causal=causal, runtime=runtime, progress=progress,
-                                   **frontend_opts)
-    from .llm.device_fit import add_device_fit
+                                   options=options, **frontend_opts)
+    from .memory import add_device_fit
 
     return add_device_fit(compare_devices(analyses))

@@ -33,7 +33,7 @@ import math
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 
@@ -149,6 +149,15 @@ class TensorSpec:
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The shape as ints (what a counting rule computes with); raises :class:`UnboundDimError` naming the
+        first symbolic dim."""
+        for d in self.shape:
+            if not isinstance(d, int):
+                raise UnboundDimError(d)
+        return cast("tuple[int, ...]", self.shape)
 
     @property
     def numel(self) -> int:

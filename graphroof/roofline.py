@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass, replace
 
 from .counters.cost import Cost
-from .dtypes import dtype_bits, is_float
 from .errors import CostError
-from .graph import BOUND, COST, REPEAT, OpGraph, OpNode, Role
+from .fuse.classify import compute_dtype, op_class
+from .graph import BOUND, COST, REPEAT, OpGraph, OpNode
 from .hardware import HardwareProfile
 
 __all__ = ["Bound", "compute_dtype", "evaluate", "evaluate_graph", "Totals", "totals"]
@@ -41,24 +41,6 @@ class Bound:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
-
-
-def compute_dtype(node: OpNode) -> str:
-    """The dtype the op computes in, which picks the peak.
-
-    Activation / KV inputs decide (weights may be stored narrower: int8 weights with bf16 activations compute
-    in bf16); a float beats an integer (index tensors do not set the peak); the widest float wins.  A node may
-    state ``attrs["compute_dtype"]`` to override.
-    """
-    if node.attrs.get("compute_dtype"):
-        return str(node.attrs["compute_dtype"])
-    ins = [t for t in node.inputs if t is not None]
-    cands = [t for t in ins if t.role in (Role.ACTIVATION, Role.KV_CACHE)] or ins or list(node.outputs)
-    if not cands:
-        return "fp32"
-    floats = [t.dtype for t in cands if is_float(t.dtype)]
-    pool = floats or [t.dtype for t in cands]
-    return max(pool, key=dtype_bits)
 
 
 def _bound_name(tc: float, tm: float, tn: float) -> str:
@@ -144,8 +126,6 @@ def kernel_kind(node: OpNode, cost: Cost) -> str:
     kind = node.attrs.get("kernel_kind")
     if kind:
         return str(kind)
-    from .fuse.classify import op_class
-
     cls = op_class(node, cost)
     return "vector" if cls in ("pointwise", "reduction") else cls
 

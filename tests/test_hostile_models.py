@@ -18,7 +18,7 @@ import pytest
 
 from graphroof.cli import main
 from graphroof.errors import FrontendError, GraphroofWarning, InputError
-from graphroof.frontends.hf_limits import check_config_values
+from graphroof.frontends.hf.limits import check_config_values
 from graphroof.sweep.limits import check_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,7 +86,7 @@ def _nested_model(depth: int, recursive: bool = False):
 
 
 def test_default_memory_budget_is_half_the_available_memory(tmp_path, monkeypatch):
-    from graphroof.frontends import onnx_guard
+    from graphroof.frontends.onnx import guard as onnx_guard
 
     info = tmp_path / "meminfo"
     info.write_text("MemTotal:       24684092 kB\nMemAvailable:    8000000 kB\n")
@@ -102,7 +102,7 @@ def test_default_memory_budget_is_half_the_available_memory(tmp_path, monkeypatc
 
 
 def test_range_2_pow_40_runs_out_of_a_small_budget_with_one_error(tmp_path):
-    from graphroof.frontends.onnx import load_onnx
+    from graphroof.frontends.onnx.load import load_onnx
 
     p = _save(tmp_path, _range_model())
     assert os.path.getsize(p) < 200
@@ -130,8 +130,8 @@ def test_nested_local_functions_are_refused_before_inlining(tmp_path):
 
 
 def test_inlined_size_counts_calls_and_refuses_recursion(tmp_path):
-    from graphroof.frontends.onnx import load_onnx
-    from graphroof.frontends.onnx_limits import inlined_size
+    from graphroof.frontends.onnx.limits import inlined_size
+    from graphroof.frontends.onnx.load import load_onnx
 
     assert inlined_size(_nested_model(5)) == 2**4
     assert inlined_size(_nested_model(40), cap=1000) == 1001
@@ -268,7 +268,7 @@ def test_sweep_force_lifts_the_limit(tmp_path, capsys, monkeypatch):
 
 
 def test_llm_sweep_api_max_points():
-    from graphroof.llm.sweep import sweep
+    from graphroof.sweep import sweep
 
     with pytest.raises(InputError, match="more than 10"):
         sweep("nonexistent-model-never-opened", batch=[1, 2, 3, 4], prompt=[8, 16, 32], max_points=10)

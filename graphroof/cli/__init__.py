@@ -92,14 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # walk them all every few thousand allocations (measured on `llm deepseek-v3 --tp 8`: 700 -> 10,000 saves
     # ~15% of the CPU time at the same peak RSS; 50,000 saves ~23% but holds ~115 MB more garbage)
     gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
-    from ..frontends.trace_store import caching
     from .stdout import guarded
 
     stdout = sys.stdout
     sys.stdout = guarded(stdout)  # a full disk under stdout: one line, like every other error
     try:
-        with caching(args.cache):
-            code = COMMANDS[args.cmd].run(args)
+        code = COMMANDS[args.cmd].run(args)  # each command passes run_options(args) (--no-cache ...) on
         sys.stdout.flush()
     except GraphroofError as e:
         print(f"graphroof: error: {sanitize_terminal(str(e))}", file=sys.stderr)

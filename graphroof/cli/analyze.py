@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import add_hw_options, add_model_options, check_output_path, frontend_opts, hw_from_args, parse_int_list
+from .options import (
+    add_hw_options,
+    add_model_options,
+    check_output_path,
+    frontend_opts,
+    hw_from_args,
+    parse_int_list,
+    run_options,
+)
 from .outfile import resolve_output, say_written
 
 NAME = "analyze"
@@ -57,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         check_chart_beside(args.output)  # a foreign x_roofline.png beside x.md: say so before minutes of tracing
     opts = frontend_opts(args)
+    opts["options"] = run_options(args)
     if args.loop_trips is not None:
         if args.loop_trips < 0:
             raise InputError("--loop-trips must be >= 0")
@@ -90,6 +99,7 @@ def _batch_sweep(args: argparse.Namespace, hw, batches: list[int]) -> int:
     if args.format == "png" and args.output == "-":
         raise InputError("--format png writes an image: give a file with -o, e.g. -o batches.png")
     opts = frontend_opts(argparse.Namespace(**{**vars(args), "batch": None}))
+    opts["options"] = run_options(args)
     progress = Progress(quiet=args.quiet)
     r = batch_sweep(args.model, hw=[hw], batch=batches, ideal=args.ideal, strict=args.strict, progress=progress,
                     **opts)

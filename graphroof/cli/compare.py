@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import add_model_options, frontend_opts
+from .options import add_model_options, frontend_opts, run_options
 from .progress import Progress
 
 __all__ = ["split_profiles"]
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     check_seq(args.model, args.seq)
     result = compare(args.model, hw=split_profiles(args.hw), strict=args.strict, depth=args.depth, ideal=args.ideal,
                      attention=args.attention, causal=args.causal, progress=Progress(quiet=args.quiet),
-                     **frontend_opts(args))
+                     options=run_options(args), **frontend_opts(args))
     write_output(render(result, args.format), args.output)
     say_written([args.output], args.quiet)
     return 0

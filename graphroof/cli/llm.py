@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import check_output_path, hw_from_args, parse_dims, parse_int_list
+from .options import check_output_path, hw_from_args, parse_dims, parse_int_list, run_options
 from .outfile import resolve_output, say_written
 
 __all__ = ["parse_batches"]
@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..llm.estimate import estimate
+    from ..llm.engine import estimate
     from ..report import render, write_output
     from .precheck import check_llm_args
     from .progress import Progress
@@ -96,14 +96,12 @@ def run(args: argparse.Namespace) -> int:
         opts["decoder_prompt"] = args.decoder_prompt
     if args.experts_touched is not None:
         opts["experts_touched"] = args.experts_touched
-    from ..frontends.fold_switch import folding
-
-    with folding(args.fold_blocks):
-        r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
-                     weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
-                     depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
-                     strict=args.strict, runtime=args.runtime, gpu_mem_util=args.gpu_mem_util,
-                     kv_block=args.kv_block, max_batched_tokens=args.max_batched_tokens, progress=progress, **opts)
+    r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
+                 weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
+                 depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,
+                 strict=args.strict, runtime=args.runtime, gpu_mem_util=args.gpu_mem_util,
+                 kv_block=args.kv_block, max_batched_tokens=args.max_batched_tokens, progress=progress,
+                 options=run_options(args), **opts)
     write_output(render(r, args.format), args.output)
     say_written([args.output], args.quiet)
     progress.done()

@@ -7,9 +7,10 @@ import argparse
 from collections.abc import Sequence
 
 from ..errors import InputError
+from ..options import Options
 from ..units import check_dims, parse_bandwidth, parse_flop_rate, parse_quantity, warn_implausible
 
-__all__ = ["parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
+__all__ = ["run_options", "parse_dims", "parse_shape", "parse_inputs", "add_hw_options", "add_model_options", "hw_from_args",
            "frontend_opts", "check_output_path", "module_doc", "plain_text", "parse_int_list"]
 
 
@@ -163,6 +164,12 @@ def hw_from_args(args: argparse.Namespace):
         hw = "a100"  # one what-if number alone: applied to the default profile, as --hw's help says
     return resolve_hardware(hw, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw, ideal=args.ideal,
                             matmul_precision=getattr(args, "matmul_precision", None))
+
+
+def run_options(args: argparse.Namespace) -> Options:
+    """The run-wide switches of a command (:class:`graphroof.options.Options`): ``--no-fold-blocks`` and
+    ``--no-cache``."""
+    return Options(fold=getattr(args, "fold_blocks", True) is not False, store=getattr(args, "cache", True) is not False)
 
 
 def frontend_opts(args: argparse.Namespace) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..errors import warn as warn_user
-from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args
+from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args, run_options
 from .progress import Progress
 
 NAME = "plot"
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         a, what = _llm_phase(args, progress)
     else:
         a = analyze(args.model, hw=hw_from_args(args), strict=args.strict, depth=args.depth,
-                    attention=args.attention, causal=args.causal, progress=progress, **frontend_opts(args))
+                    attention=args.attention, causal=args.causal, progress=progress, options=run_options(args),
+                    **frontend_opts(args))
         what = ""
     progress("drawing")
     cd = chart_data(as_phases(a))
@@ -60,13 +61,12 @@ def run(args: argparse.Namespace) -> int:
 def _llm_phase(args: argparse.Namespace, progress):
     """(the Analysis of one LLM phase, `` prefill, batch 1, seq 1024`` for the title) via ``graphroof llm``'s
     estimate: the prefill at --seq tokens, or the decode step (mean over the --gen steps after the prompt)."""
-    from ..frontends.fold_switch import folding
-    from ..llm.estimate import estimate
+    from ..llm.engine import estimate
     from .precheck import check_llm_args
 
     opts = frontend_opts(args)
     batch, prompt = int(opts.pop("batch", 1)), int(opts.pop("seq", 1024))
-    fold = opts.pop("fold_blocks", True)
+    opts.pop("fold_blocks", None)  # the frontend option of analyze: here the run's Options say it
     if args.gen < 2 and args.phase == "decode":
         raise InputError(f"--gen {args.gen}: the decode phase needs at least 2 generated tokens (--gen 2 or more)")
     if args.gen < 1:
@@ -74,10 +74,9 @@ def _llm_phase(args: argparse.Namespace, progress):
     if opts.pop("input_shapes", None):
         raise InputError("--input does not apply with --phase: the LLM's inputs come from --batch and --seq")
     check_llm_args(args.model, [prompt], [args.gen], [1])
-    with folding(fold):
-        r = estimate(args.model, hw=hw_from_args(args), prompt=prompt, gen=args.gen, batch=[batch],
-                     depth=args.depth, attention=args.attention, causal=args.causal, strict=args.strict,
-                     progress=progress, **opts)
+    r = estimate(args.model, hw=hw_from_args(args), prompt=prompt, gen=args.gen, batch=[batch],
+                 depth=args.depth, attention=args.attention, causal=args.causal, strict=args.strict,
+                 progress=progress, options=run_options(args), **opts)
     c = r.configs[0]
     if args.phase == "prefill":
         return c.prefill.analysis, f" prefill (batch {batch}, seq {prompt})"

@@ -9,55 +9,50 @@ kind of input).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 from ..errors import InputError, sanitize_terminal
+from ..frontends.source import ModelSpec
 
 __all__ = ["config_of", "check_llm_args", "check_seq"]
 
 def config_of(model: Any) -> dict | None:
-    """The config dict of a zoo transformers model or a config.json (None for anything else or unreadable)."""
+    """The config dict of a zoo transformers model or a config.json, its ``text_config`` merged over it (None for
+    anything else or an unknown zoo name: the loader reports those).  Resolved by the dispatcher every command
+    uses (:func:`graphroof.frontends.resolve_model`), which also refuses implausible sizes before torch is
+    imported."""
     if not isinstance(model, str):
         return None
-    from ..frontends import classify
+    from ..frontends import classify, resolve_model
 
     ref = classify(model)
-    if ref.kind == "hf_config":
-        from ..frontends.hf import read_config
-        from ..frontends.hf_limits import check_config_values
-
-        data = read_config(ref.path)
-        check_config_values(data, str(ref.path))  # layers / widths out of range: fail before torch is imported
-    elif ref.kind == "zoo":
-        from ..frontends import zoo
-
-        try:
-            m = zoo.resolve(model)
-        except InputError:
-            return None  # the loader reports unknown names with its suggestions
-        if m.source != "hf":
-            return None
-        from ..frontends.hf import read_config
-
-        data = read_config(zoo.config_path(m.name))
-    else:
+    if ref.kind not in ("hf_config", "zoo"):
         return None
-    text = data.get("text_config")
-    return {**data, **text} if isinstance(text, dict) else data
+    try:
+        res = resolve_model(ref)
+    except InputError:
+        if ref.kind == "zoo":
+            return None  # the loader reports unknown names with its suggestions
+        raise
+    if res.config is None:
+        return None
+    from ..frontends.hf.config import text_config
+
+    return text_config(res.config)
 
 
-def _first(cfg: dict, *keys: str) -> Any:
-    for k in keys:
-        v = cfg.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
-    return None
+def _spec(model: str, cfg: dict) -> ModelSpec:
+    """The config's facts, parsed by the one config parser (:func:`graphroof.frontends.hf.config.spec_from_config`)."""
+    from ..frontends.hf.config import spec_from_config
+
+    return spec_from_config(cfg, model.rsplit("/", 1)[-1] if "/" in model else model)
 
 
 def check_llm_args(model: Any, prompts: Sequence[int], gens: Sequence[int], tps: Sequence[int]) -> None:
     """``--prompt`` / ``--gen`` against the positions and ``--tp`` against heads and MLP size, from the config."""
-    from ..llm.source import LLMSource, ModelSpec
+    from ..frontends.source import LLMSource
     from ..llm.tp import check_tp
 
     for t in tps:
@@ -65,18 +60,16 @@ def check_llm_args(model: Any, prompts: Sequence[int], gens: Sequence[int], tps:
     cfg = config_of(model)
     if cfg is None:
         return
-    name = model.rsplit("/", 1)[-1] if "/" in model else model
-    limit = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length")
-    if cfg.get("is_encoder_decoder"):
-        limit = None  # encoder and decoder limits differ: the encoder-decoder source checks them once built
-    src = SimpleNamespace(spec=ModelSpec(name=name, max_positions=limit), name=sanitize_terminal(cfg.get("_name_or_path") or name))
+    spec = _spec(model, cfg)
+    limit = None if cfg.get("is_encoder_decoder") else spec.max_positions  # encoder and decoder limits differ:
+    # the encoder-decoder source checks them once built
+    src = SimpleNamespace(spec=replace(spec, max_positions=limit),
+                          name=sanitize_terminal(cfg.get("_name_or_path") or spec.name))
     for p in prompts:
         for g in gens:
-            LLMSource.check_context(src, p, g)  # the loader's own message
-    heads = _first(cfg, "num_attention_heads", "n_head")
-    kv = 1 if cfg.get("multi_query") else _first(cfg, "num_key_value_heads", "n_head_kv", "num_kv_heads") or heads
+            LLMSource.check_context(src, p, g)  # type: ignore[arg-type]  # the loader's own message, on the facts
     for t in tps:
-        check_tp(t, heads, kv, _first(cfg, "intermediate_size", "n_inner", "ffn_dim"))
+        check_tp(t, spec.heads, spec.kv_heads, spec.intermediate)
 
 
 def check_seq(model: Any, seq: int | None) -> None:
@@ -87,7 +80,7 @@ def check_seq(model: Any, seq: int | None) -> None:
     cfg = config_of(model)
     if not cfg or cfg.get("is_encoder_decoder"):
         return  # encoder and decoder limits differ: the built model's inputs are capped by the frontend
-    limit = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length")
+    limit = _spec(model, cfg).max_positions
     if limit and seq > limit:
         name = sanitize_terminal(cfg.get("_name_or_path") or (model.rsplit("/", 1)[-1] if "/" in model else model))
         raise InputError(f"--seq {seq} is longer than {name}'s maximum of {limit} positions "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args
+from .options import add_hw_options, add_model_options, frontend_opts, hw_from_args, run_options
 
 NAME = "profile"
 HELP = "run a model on this machine and compare measured with predicted time per layer"
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     c = measure_model(args.model, hw=hw, runs=args.runs, warmup=args.warmup, depth=args.depth,
                       dims=opts.pop("dims", None), ort_opt=args.ort_opt, threads=args.threads, device=args.device,
                       attention=args.attention, causal=args.causal, overhead_factor=args.overhead_factor,
-                      strict=args.strict, **opts)
+                      strict=args.strict, options=run_options(args), **opts)
     write_output(render(c, args.format, ops=args.ops, top=args.top), args.output)
     say_written([args.output], args.quiet)
     bad = c.summary.get("bad_profile")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_model_options, frontend_opts
+from .options import add_model_options, frontend_opts, run_options
 
 NAME = "rules"
 HELP = "list the registered counting rules (or a model's ops without one)"
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
         from ..frontends import load
 
-        g = load(args.unknown, **frontend_opts(args))
+        g = load(args.unknown, options=run_options(args), **frontend_opts(args))
         missing = Counter(op.op for op in g.ops() if op.op not in REGISTRY)
         for k, v in sorted(missing.items()):
             print(f"{k}\t{v}")

@@ -2,7 +2,7 @@
 --max-tpot 50ms --usd-per-hour a100=1.8,h100=3.2``: every point, the frontier per device, the SLO picks.
 
 A language model (zoo LLM, decoder config.json, ONNX with a KV cache, or any model with ``--prompt`` / ``--gen``
-given) is swept as an LLM (:func:`graphroof.llm.sweep.sweep`); any other model over ``--batch`` only
+given) is swept as an LLM (:func:`graphroof.sweep.sweep_llm`); any other model over ``--batch`` only
 (:func:`graphroof.sweep.batch_sweep`: bound, latency, throughput per batch, the compute-bound batch solved).
 Everything checkable from the arguments is checked before the model is built or traced.
 """
@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..sweep.limits import MAX_POINTS, check_grid
 from ..units import parse_quantity, parse_time_s, warn_implausible
 from .llm import parse_batches
-from .options import check_output_path, parse_int_list
+from .options import check_output_path, parse_int_list, run_options
 from .outfile import resolve_output, say_written
 
 NAME = "sweep"
@@ -106,9 +106,12 @@ def run(args: argparse.Namespace) -> int:
     max_ttft, max_tpot = _seconds(args.max_ttft, "--max-ttft"), _seconds(args.max_tpot, "--max-tpot")
     prices = parse_prices(args.usd_per_hour, devices)
     progress = Progress(quiet=args.quiet)
-    opts = {"dtype": args.dtype} if args.dtype else {}
+    opts: dict = {"dtype": args.dtype} if args.dtype else {}
+    opts["options"] = run_options(args)
     limit = None if args.force else MAX_POINTS
-    llm = _is_llm(args.model) or bool(prompts or gens)
+    from ..sweep import is_language_model, sweep
+
+    llm = bool(prompts or gens) or is_language_model(args.model)
     sizes = {"--hw": len(set(devices)), "--batch": len(set(batches))}
     if llm:
         sizes.update({"--prompt": len(set(prompts or [1])), "--gen": len(set(gens or [1])),
@@ -118,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if llm:
         from .precheck import check_llm_args
 
-        check_llm_args(args.model, prompts or [1024], gens or [256], tps)
-        from ..llm.sweep import sweep
-
+        check_llm_args(args.model, prompts or [1024], gens or [256], tps or [1])
         kw = dict(hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],
                   weights=_csv(args.weights) or None, activations=_csv(args.activations) or None,
                   kv=_csv(args.kv) or None, tp=tps, ideal=args.ideal, usd_per_hour=prices, max_ttft_s=max_ttft,
@@ -138,10 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if args.stream:
             raise InputError(f"--stream applies to language-model sweeps; {args.model} is swept over --batch only "
                              "(a short table): drop --stream")
-        from ..sweep import batch_sweep
-
-        r = batch_sweep(args.model, hw=devices, batch=batches, ideal=args.ideal, strict=args.strict,
-                        progress=progress, **opts)
+        r = sweep(args.model, hw=devices, batch=batches, ideal=args.ideal, strict=args.strict, progress=progress,
+                  **opts)
     progress(f"writing the {args.format} report")
     write_output(render(r, args.format), args.output)
     say_written([args.output], args.quiet)
@@ -180,35 +179,3 @@ def _streamed(args: argparse.Namespace, sweep, kw: dict, progress) -> int:
             lines.append(f"  {hw}: frontier {', '.join(p.label for p in front)}; {picked}")
         print("\n".join(lines), file=sys.stderr)
     return 0
-
-
-def _is_llm(model: str) -> bool:
-    """A zoo language model, or a config.json of a decoder (``...ForCausalLM`` / ``LMHead``)."""
-    from ..frontends import classify
-
-    ref = classify(model)
-    if ref.kind == "zoo":
-        from ..frontends import frontend
-
-        try:
-            return frontend("zoo").resolve(str(model)).family == "llm"
-        except InputError:
-            raise
-    if ref.kind == "hf_config":
-        from ..frontends import frontend
-
-        data = frontend("hf").read_config(ref.path)  # one-line errors; never reads a FIFO or /dev/zero
-        names = data.get("architectures")
-        archs = " ".join(str(a) for a in names) if isinstance(names, list) else ""
-        return "CausalLM" in archs or "LMHead" in archs or bool(data.get("is_decoder"))
-    return ref.kind == "onnx" and _onnx_has_cache(ref.path)
-
-
-def _onnx_has_cache(path) -> bool:
-    try:
-        import onnx
-
-        m = onnx.load(str(path), load_external_data=False)
-    except Exception:  # noqa: BLE001 - an unreadable file is reported by the loader with its own message
-        return False
-    return any("past" in i.name for i in m.graph.input)

@@ -3,16 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypedDict
 
+from ..errors import RuleError
 from ..graph import OpNode, Role, TensorSpec
 from .cost import Cost
 
-__all__ = ["io_cost", "read_bytes", "write_bytes"]
+__all__ = ["ReadBytes", "WriteBytes", "io_cost", "read_bytes", "req", "write_bytes"]
 
 
-def read_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:
+class ReadBytes(TypedDict):
+    """The read buckets of a :class:`Cost`, as :func:`read_bytes` fills them."""
+
+    weight_bytes: float
+    act_read_bytes: float
+    kv_read_bytes: float
+
+
+class WriteBytes(TypedDict):
+    """The write buckets of a :class:`Cost`, as :func:`write_bytes` fills them."""
+
+    act_write_bytes: float
+    kv_write_bytes: float
+
+
+def req(node: OpNode, i: int) -> TensorSpec:
+    """The *i*-th input of *node*, which the rule needs: a :class:`RuleError` when it is absent."""
+    t = node.input(i)
+    if t is None:
+        raise RuleError(f"{node.op}: input {i} is missing")
+    return t
+
+
+def read_bytes(tensors: Iterable[TensorSpec | None]) -> ReadBytes:
     """Bytes read from *tensors*, keyed by Cost field (weights and constants count as weight bytes)."""
-    out: dict[str, float] = {"weight_bytes": 0, "act_read_bytes": 0, "kv_read_bytes": 0}
+    out: ReadBytes = {"weight_bytes": 0, "act_read_bytes": 0, "kv_read_bytes": 0}
     for t in tensors:
         if t is None:
             continue
@@ -25,13 +50,16 @@ def read_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:
     return out
 
 
-def write_bytes(tensors: Iterable[TensorSpec | None]) -> dict[str, float]:
+def write_bytes(tensors: Iterable[TensorSpec | None]) -> WriteBytes:
     """Bytes written to *tensors*, keyed by Cost field."""
-    out: dict[str, float] = {"act_write_bytes": 0, "kv_write_bytes": 0}
+    out: WriteBytes = {"act_write_bytes": 0, "kv_write_bytes": 0}
     for t in tensors:
         if t is None:
             continue
-        out["kv_write_bytes" if t.role is Role.KV_CACHE else "act_write_bytes"] += t.nbytes
+        if t.role is Role.KV_CACHE:
+            out["kv_write_bytes"] += t.nbytes
+        else:
+            out["act_write_bytes"] += t.nbytes
     return out
 
 

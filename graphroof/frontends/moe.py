@@ -23,10 +23,11 @@ expert (the conservative count).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 from ..counters.rules.matmul import expected_experts, experts_visited
 from ..errors import InputError
-from ..graph import OpGraph, OpNode
+from ..graph import OpGraph, OpNode, TensorSpec
 
 __all__ = ["GROUPED_OPS", "TOPK_OPS", "expected_experts", "experts_visited", "mark_moe_routing", "routing_note"]
 
@@ -73,14 +74,15 @@ def mark_moe_routing(graph: OpGraph, experts_touched: float | None = None) -> Op
     g = graph.map_ops(lambda op: op)
     marked = 0
     for op in grouped:
-        experts = op.inputs[1].shape[0]
+        weights = cast(TensorSpec, op.inputs[1])  # not None: see `grouped`
+        experts = cast(int, weights.shape[0])    # traced: a sized expert dim
         router = _router(op, topks, experts)
         attrs = dict(op.attrs)
         attrs["moe_experts"] = int(experts)
         if router is not None:
-            scores = router.inputs[0]
+            scores = cast(TensorSpec, router.inputs[0])  # not None: see `_router`
             attrs["moe_top_k"] = int(router.attrs["k"])
-            attrs["moe_tokens"] = int(scores.numel // scores.shape[-1])
+            attrs["moe_tokens"] = int(scores.numel // cast(int, scores.shape[-1]))
         if experts_touched is not None:
             attrs["moe_experts_touched"] = float(experts_touched)
         if router is None and experts_touched is None:

@@ -11,10 +11,15 @@ onnx        a path ending in ``.onnx``
 table       an op table: ``.csv`` / ``.yaml`` / ``.yml``, or a ``.json`` that is not a transformers config
 hf_config   a transformers ``config.json`` (a dict with ``model_type`` or ``architectures``) or its folder, or a
             Hugging Face model id ``org/name`` that is not a local path (its config.json from the local Hugging
-            Face cache, fetched alone when online: :mod:`graphroof.frontends.hf_hub`)
+            Face cache, fetched alone when online: :mod:`graphroof.frontends.hf.hub`)
 factory     ``"pkg.module:factory"`` or ``"path/to/file.py:factory"`` (an existing path wins over this)
 zoo         anything else: a name from the bundled zoo (``llama-2-7b``); the zoo says if it is unknown
 ========== ====================================================================================
+
+:func:`resolve_model` is the one dispatcher on top of it: it also reads what a reference names (the
+transformers config of a config file or a zoo entry, the zoo entry itself) into a :class:`Resolved`, the plain
+data ``load`` (graphs), ``open_model`` (LLM sources), ``profile`` (real modules) and the CLI's checks all start
+from.
 
 :func:`check_options` validates the frontend options for a kind: a misspelled option raises naming the valid
 ones, an option that sizes another kind of model says what to use instead.
@@ -32,8 +37,8 @@ from typing import Any
 from ..errors import InputError
 from ..graph import OpGraph
 
-__all__ = ["ModelRef", "classify", "check_options", "is_hf_config", "is_torch_module", "OPTIONS", "FLAGS", "TABLE_SUFFIXES",
-           "KINDS"]
+__all__ = ["ModelRef", "Resolved", "classify", "resolve_model", "check_options", "is_hf_config", "is_torch_module",
+           "OPTIONS", "FLAGS", "TABLE_SUFFIXES", "KINDS"]
 
 TABLE_SUFFIXES = (".csv", ".yaml", ".yml", ".json")
 KINDS = ("graph", "module", "onnx", "table", "hf_config", "factory", "zoo")
@@ -146,7 +151,7 @@ def classify(model: Any) -> ModelRef:
         raise InputError(f"don't know how to read {s!r}; use .onnx, .csv, .yaml, .json, a config.json (or its "
                          "folder), 'module:factory', a Hugging Face model id or a zoo name (graphroof zoo list)")
     if isinstance(model, str):
-        from .hf_hub import config_path, is_repo_id
+        from .hf.hub import config_path, is_repo_id
 
         if is_repo_id(s):
             return ModelRef("hf_config", model, path=config_path(s), repo_id=s)
@@ -174,3 +179,63 @@ def check_options(ref: ModelRef, opts: Mapping[str, Any]) -> None:
         close = difflib.get_close_matches(key, sorted(known), n=2)
         raise InputError(f"unknown option {key!r} for {what}" + (f" (did you mean {' or '.join(close)}?)" if close
                          else "") + f"; valid options here: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A model reference and what it names, read once (:func:`resolve_model`).
+
+    *ref*: the :class:`ModelRef`; *config*: the transformers config content (a config file, a Hugging Face model
+    id or a zoo entry built from one), None otherwise; *zoo*: the zoo entry of a zoo name; *name*: the model's
+    name in reports; *source*: what the model is, as a short stable label (the config's path, ``zoo:<name>``),
+    part of the store's key.
+    """
+
+    ref: ModelRef
+    config: dict[str, Any] | None = None
+    zoo: Any = None
+    name: str = ""
+    source: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.ref.kind
+
+    @property
+    def transformers(self) -> bool:
+        """Whether the model is built from a transformers config (a config file or a zoo entry)."""
+        return self.config is not None
+
+
+def _config_name(ref: ModelRef, data: dict[str, Any]) -> str:
+    from ..errors import sanitize_terminal
+
+    assert ref.path is not None
+    stem = ref.path.parent.name if ref.path.name == "config.json" and ref.path.parent.name else ref.path.stem
+    return sanitize_terminal(ref.repo_id or data.get("_name_or_path") or stem)  # printable: it titles reports
+
+
+def resolve_model(model: Any) -> Resolved:
+    """Classify *model* (:func:`classify`) and read what it names: the config of a transformers config (checked for
+    implausible sizes before transformers reads it) and the entry of a zoo name (with its config when it is built
+    from one).  An unknown zoo name raises :class:`InputError` with close matches."""
+    ref = model if isinstance(model, ModelRef) else classify(model)
+    if ref.kind == "hf_config":
+        from .hf.config import read_config
+        from .hf.limits import check_config_values
+
+        assert ref.path is not None
+        data = read_config(ref.path)  # capped: never a FIFO or /dev/zero
+        check_config_values(data, str(ref.path))
+        return Resolved(ref, config=data, name=_config_name(ref, data), source=str(ref.path))
+    if ref.kind == "zoo":
+        from . import zoo
+
+        m = zoo.resolve(str(ref.model))
+        if m.source == "hf":
+            from .hf.config import read_config
+
+            return Resolved(ref, config=read_config(zoo.config_path(m.name)), zoo=m, name=m.name,
+                            source=f"zoo:{m.name}")
+        return Resolved(ref, zoo=m, name=m.name, source=f"zoo:{m.name}")
+    return Resolved(ref, name=ref.label)

@@ -4,7 +4,7 @@ The store used to keep pickles, and unpickling runs whatever the file names.  Th
 types and nothing else: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, ``list``, ``tuple``, ``set``,
 ``frozenset``, ``dict`` (of any of these), :class:`~graphroof.graph.Role`, :class:`~graphroof.graph.TensorSpec`,
 :class:`~graphroof.graph.OpNode`, :class:`~graphroof.graph.OpGraph` (its networkx graph with the node, successor
-and predecessor order kept), :class:`~graphroof.llm.source.ModelSpec` and the warning classes of graphroof
+and predecessor order kept), :class:`~graphroof.frontends.source.ModelSpec` and the warning classes of graphroof
 (``(category, message)`` pairs replayed on a hit).  Types are matched exactly (a ``str`` subclass is not a
 ``str``), so :func:`encode` either writes a value that :func:`decode` rebuilds equal, in the same order and with
 the same types, or raises :class:`CodecError` (the capture is then not stored).
@@ -122,7 +122,7 @@ class _Encoder:
             return ["G", *_Encoder().graph(o)]
         if isinstance(o, type):
             return ["W", _warning_name(o)]
-        if t.__name__ == "ModelSpec" and t.__module__ == "graphroof.llm.source":
+        if t.__name__ == "ModelSpec" and t.__module__ == "graphroof.frontends.source":
             import dataclasses
 
             return ["M", {f.name: self.value(getattr(o, f.name)) for f in dataclasses.fields(o)}]
@@ -281,7 +281,7 @@ def decode(x: Any) -> Any:
     if tag == "W" and len(x) == 2 and type(x[1]) is str:
         return _warning_class(x[1])
     if tag == "M" and len(x) == 2 and type(x[1]) is dict:
-        from ..llm.source import ModelSpec
+        from .source import ModelSpec
 
         return ModelSpec(**{k: decode(v) for k, v in x[1].items()})
     raise CodecError(f"unknown tag {tag!r}")

@@ -26,24 +26,22 @@ a running estimate of its size says it may be over.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 import os
 import sys
 import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..options import DEFAULT, Options, env
 from . import store_files as _files_mod
 from . import store_walk as _walk
 
-__all__ = ["enabled", "caching", "key_of", "load", "store", "cache_dir", "Entry", "capture", "usage", "clear",
+__all__ = ["enabled", "key_of", "load", "store", "cache_dir", "Entry", "capture", "usage", "clear",
            "limit_bytes", "refusal", "Usage", "drop"]
 
-_ON: contextvars.ContextVar[bool] = contextvars.ContextVar("graphroof_trace_store", default=True)
 _FINGERPRINT: list[str] = []
 #: bumped when the layout of what is stored changes (2: tagged JSON sealed by an HMAC; 1 was pickles, never read)
 FORMAT = 2
@@ -56,26 +54,17 @@ _OFF: set[str] = set()
 _RESCAN_EVERY = 500
 
 
-def enabled() -> bool:
-    """Whether captures are read from / written to the store (``GRAPHROOF_CACHE=off`` or ``caching(False)``
-    turn it off)."""
-    return _ON.get() and os.environ.get("GRAPHROOF_CACHE", "on").strip().lower() not in ("off", "0", "no", "false")
-
-
-@contextlib.contextmanager
-def caching(on: bool) -> Iterator[None]:
-    """Captures inside this context use the store (``True``, the default) or always trace (``False``)."""
-    token = _ON.set(bool(on))
-    try:
-        yield
-    finally:
-        _ON.reset(token)
+def enabled(options: Options = DEFAULT) -> bool:
+    """Whether captures are read from / written to the store: ``options.store`` (``--no-cache`` clears it) and
+    ``GRAPHROOF_CACHE`` not ``off``."""
+    on = (env("GRAPHROOF_CACHE", "on") or "on").strip().lower() not in ("off", "0", "no", "false")
+    return options.store and on
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("GRAPHROOF_CACHE_DIR")
-    if env:
-        return Path(env)
+    where = env("GRAPHROOF_CACHE_DIR")
+    if where:
+        return Path(where)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "graphroof"
 
@@ -230,7 +219,7 @@ def store(key: str | None, part: str, obj: Any) -> None:
 def limit_bytes() -> float:
     """The store's size limit: ``$GRAPHROOF_CACHE_MB`` (default 2000 MB)."""
     try:
-        return max(0.0, float(os.environ.get("GRAPHROOF_CACHE_MB", "2000"))) * 1e6
+        return max(0.0, float(env("GRAPHROOF_CACHE_MB", "2000") or "2000")) * 1e6
     except ValueError:
         return 2000e6
 
@@ -312,12 +301,11 @@ def _prune(root: int, limit: float) -> None:
 
 class Entry:
     """The parts stored under one key (``graph``; an LLM source's ``manifest`` and ``prefill-B-X`` ...).  The
-    folding switch (:mod:`.fold_switch`) is part of every request: a capture traces differently with it off."""
+    folding switch (``options.fold``) is part of every request: a capture traces differently with it off; with
+    ``options.store`` off the entry has no key (nothing is read or written)."""
 
-    def __init__(self, kind: str, request: Any):
-        from .fold_switch import fold_enabled
-
-        self.key = key_of(kind, {"request": request, "fold": fold_enabled()}) if enabled() else None
+    def __init__(self, kind: str, request: Any, options: Options = DEFAULT):
+        self.key = key_of(kind, {"request": request, "fold": options.fold}) if enabled(options) else None
 
     def __bool__(self) -> bool:
         return self.key is not None

@@ -1,8 +1,8 @@
 """The bundled model zoo: well-known architectures built without any download, at full size on the meta device.
 
 Language models are transformers configs kept in ``graphroof/frontends/zoo_configs/<name>.json`` (architecture facts
-only: sizes, head counts, vocabulary, dtype) and go through :mod:`graphroof.frontends.hf`; the vision models are
-written as plain modules in :mod:`graphroof.frontends.zoo_models`.  Importing this module needs neither torch
+only: sizes, head counts, vocabulary, dtype) and go through :mod:`graphroof.frontends.hf.build`; the vision models are
+written as plain modules in :mod:`graphroof.frontends.torch.zoo_models`.  Importing this module needs neither torch
 nor transformers (``graphroof zoo list`` works without them).
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,9 @@ from ..errors import InputError
 from ..graph import OpGraph
 
 __all__ = ["ZooModel", "ZOO", "GENERATIVE_FAMILIES", "zoo_names", "load_zoo", "config_path", "build_zoo_module", "VISION_INPUT"]
+
+#: the bundled transformers configs (package data beside this module)
+_CONFIGS = Path(__file__).resolve().parent / "zoo_configs"
 
 #: Image size of the vision models (channels, height, width).
 VISION_INPUT = (3, 224, 224)
@@ -118,7 +120,7 @@ def config_path(name: str) -> Path:
     m = resolve(name)
     if m.source != "hf":
         raise InputError(f"{m.name} is not built from a transformers config")
-    return Path(str(resources.files("graphroof.frontends") / "zoo_configs" / f"{m.name}.json"))
+    return _CONFIGS / f"{m.name}.json"
 
 
 def _need_torch() -> None:
@@ -136,8 +138,8 @@ def build_zoo_module(name: str, dtype: str | None = None):
     _need_torch()
     import torch
 
-    from .torch_inputs import TORCH_DTYPES
-    from .zoo_models import resnet, vit
+    from .torch.inputs import TORCH_DTYPES
+    from .torch.zoo_models import resnet, vit
 
     m = resolve(name)
     if m.source != "torch":
@@ -165,12 +167,12 @@ def load_zoo(name: str, *, batch: int = 1, seq: int | None = None, dtype: str | 
         raise InputError("--batch and --seq must be >= 1")
     _need_torch()
     if m.source == "hf":
-        from . import hf
+        from .hf import build as hf
 
         path = config_path(m.name)
         return hf.load_config_data(hf.read_config(path), batch=batch, seq=seq, dtype=dtype, name=m.name,
                                    source=f"zoo:{m.name}", **opts)
-    from .torch_export import load_module
+    from .torch.export import load_module
 
     module, _ = build_zoo_module(m.name, dtype)
     notes = [f"zoo model {m.name}: {m.description}; built on the meta device"]

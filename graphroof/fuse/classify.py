@@ -11,6 +11,9 @@ Classes (frontend-independent, so ATen, ONNX and op-table graphs fuse alike):
   copies, gathers, concatenation);
 * ``reduction``: vector work whose output is smaller than an activation input (sums, means, pooling), or
   that reduces along rows by definition (norms, softmax, scans, sorts).
+
+And the dtype an op computes in (:func:`compute_dtype`), which picks the peak the roofline and the kernel
+model price it at.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from __future__ import annotations
 import functools
 
 from ..counters.cost import Cost
+from ..dtypes import dtype_bits, is_float
 from ..errors import UnboundDimError
 from ..graph import OpNode, Role
 
-__all__ = ["op_class", "is_batch_norm", "is_conv", "gemm_mnk", "VECTOR_CLASSES"]
+__all__ = ["op_class", "is_batch_norm", "is_conv", "gemm_mnk", "compute_dtype", "VECTOR_CLASSES"]
 
 VECTOR_CLASSES = ("pointwise", "reduction")
 _ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa", "mla_decode")
@@ -31,6 +35,24 @@ _CONV_MARKERS = ("conv",)
 #: they can start or join a vector chain but never be a GEMM epilogue.
 _ROW_REDUCTION_MARKERS = ("norm", "softmax", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "sort", "topk",
                           "pool", "reduce", "scan", "std", "var")
+
+
+def compute_dtype(node: OpNode) -> str:
+    """The dtype the op computes in, which picks the peak.
+
+    Activation / KV inputs decide (weights may be stored narrower: int8 weights with bf16 activations compute
+    in bf16); a float beats an integer (index tensors do not set the peak); the widest float wins.  A node may
+    state ``attrs["compute_dtype"]`` to override.
+    """
+    if node.attrs.get("compute_dtype"):
+        return str(node.attrs["compute_dtype"])
+    ins = [t for t in node.inputs if t is not None]
+    cands = [t for t in ins if t.role in (Role.ACTIVATION, Role.KV_CACHE)] or ins or list(node.outputs)
+    if not cands:
+        return "fp32"
+    floats = [t.dtype for t in cands if is_float(t.dtype)]
+    pool = floats or [t.dtype for t in cands]
+    return max(pool, key=dtype_bits)
 
 
 def _key(node: OpNode) -> str:

@@ -5,11 +5,12 @@
 >>> print(graphroof.render(r))                                              # doctest: +SKIP
 """
 
-from .estimate import estimate, open_source
+from ..frontends.source import GraphSource, LLMSource, ModelSpec
+from .engine import Engine, Pricing, estimate
+from .estimate import open_source
 from .quant import Quant, requantize
 from .result import LLMConfig, LLMEstimate
-from .source import GraphSource, LLMSource, ModelSpec
 from .tp import TPPlan, shard
 
-__all__ = ["estimate", "open_source", "LLMEstimate", "LLMConfig", "LLMSource", "GraphSource", "ModelSpec",
+__all__ = ["estimate", "Engine", "Pricing", "open_source", "LLMEstimate", "LLMConfig", "LLMSource", "GraphSource", "ModelSpec",
            "Quant", "requantize", "TPPlan", "shard"]

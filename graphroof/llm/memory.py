@@ -21,11 +21,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..counters.registry import REGISTRY
 from ..dtypes import is_float
-from ..graph import OpGraph, Role, TensorSpec
+from ..memory import Param, activation_live_bytes, activation_peak_bytes, params_from_graph
 from .quant import Quant
-from .source import Param
 from .tp import DEFAULT_PLAN, TPPlan
 
 __all__ = ["MemoryFit", "ServingMemory", "resident_weight_bytes", "params_from_graph", "activation_peak_bytes",
@@ -42,64 +40,6 @@ def resident_weight_bytes(params: Iterable[Param], quant: Quant, tp: int = 1, pl
         split = tp > 1 and kind is not None and not (kind == "row" and t.rank == 1)
         total += t.nbytes / tp if split else t.nbytes
     return total
-
-
-def params_from_graph(graph: OpGraph) -> list[Param]:
-    """Weight inputs of the graph's non-view ops, once per (scope, shape, dtype): for sources that cannot
-    list their parameters (op tables, hand-built graphs)."""
-    seen: dict[tuple, Param] = {}
-    for op in graph.ops():
-        if REGISTRY.is_free(op.op):
-            continue
-        for t in op.inputs:
-            if t is not None and t.role is Role.WEIGHT:
-                seen.setdefault((op.scope, t.shape, t.dtype), (op.scope, t))
-    return list(seen.values())
-
-
-def _out_bytes(op, t: TensorSpec) -> float:
-    info = op.attrs.get("tp_shard")
-    b = t.nbytes
-    if info and not info["replicated_outputs"]:
-        b /= info["world_size"]
-    return b
-
-
-def activation_peak_bytes(graph: OpGraph) -> float:
-    """Largest sum of live activation tensors over the op order (see module docstring)."""
-    return max(0.0, max(activation_live_bytes(graph)))
-
-
-def activation_live_bytes(graph: OpGraph) -> list[float]:
-    """Bytes of live activation tensors after each op in order (and one trailing 0), the liveness sweep of
-    :func:`activation_peak_bytes`; a step graph's entries are polynomials of the shapes (see llm/poly.py)."""
-    order = list(graph.nx.nodes)
-    idx = {n: i for i, n in enumerate(order)}
-    root: dict[str, str] = {}
-    size: dict[str, float] = {}
-    for n in order:
-        op = graph.node(n)
-        preds = list(graph.nx.predecessors(n))
-        if REGISTRY.is_free(op.op) and preds:
-            root[n] = root[preds[0]]
-            continue
-        root[n] = n
-        size[n] = sum(_out_bytes(op, t) for t in op.outputs if t.role is Role.ACTIVATION and t.is_bound)
-    last = {r: idx[r] for r in size}
-    for u, nbrs in graph.nx.adjacency():  # not nx.edges(): its cached view keeps the graph in a reference cycle
-        r = root[u]
-        for v in nbrs:
-            last[r] = max(last[r], idx[v])
-    delta = [0.0] * (len(order) + 1)
-    for r, s in size.items():
-        delta[idx[r]] += s
-        delta[last[r] + 1] -= s
-    out = []
-    live = 0.0
-    for d in delta:
-        live += d
-        out.append(live)
-    return out
 
 
 def max_batch(capacity: float, fixed: float, per_seq: float) -> int:

@@ -25,21 +25,19 @@ from ..counters.count import CountSummary, count
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
 from ..errors import FrontendError
+from ..frontends.source import LLMSource
 from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
 from ..hardware import HardwareProfile
-from ..roofline import evaluate_graph
-from .countgrid import CountedGrid
-from .fastpath import LiveGrid
+from ..roofline import compute_dtype, evaluate, evaluate_graph
+from .evaluator import PhasePricer
+from .grids import FIELDS, KernelGrid
 from .kvcache import mark_kv_cache
-from .memory import activation_peak_bytes
-from .poly import GraphGrid, GridPlan, NotPolynomial, poly_ok
+from .poly import GraphGrid, GridPlan, NotPolynomial, interp, poly_ok
 from .quant import Quant, requantize
-from .series import OpSeries
-from .source import LLMSource
 from .tp import DEFAULT_PLAN, TPPlan, scale_costs, shard
 
-__all__ = ["Counted", "Pipeline", "Phase", "VirtualCounted"]
+__all__ = ["Counted", "Pipeline", "Phase"]
 
 
 @dataclass
@@ -61,49 +59,16 @@ class Counted:
         return [(op, self.counted.get(op.name, COST)) for op in self.counted.ops()]
 
 
-class VirtualCounted(Counted):
-    """A :class:`Counted` interpolated at a virtual point (:mod:`graphroof.llm.countgrid`): its prepared graph is
-    built only when something asks for it."""
-
-    _graph: OpGraph | None
-
-    def __init__(self, make_graph: Callable[[], OpGraph], counted: OpGraph, summary: CountSummary,
-                 kernels: OpGraph):
-        self._make = make_graph
-        super().__init__(None, counted, summary, kernels)  # type: ignore[arg-type]
-
-    @property  # type: ignore[override]
-    def graph(self) -> OpGraph:
-        g = self._graph
-        if g is None:
-            g = self._graph = self._make()
-        return g
-
-    @graph.setter
-    def graph(self, g: OpGraph | None) -> None:
-        self._graph = g
-
-
 @dataclass
 class Phase:
-    """One phase of one configuration: an Analysis of the (mean) step and the step count."""
+    """The per-op breakdown of one phase of one configuration: an Analysis of the mean step (its rows and totals
+    are the evaluator's per-kernel means: :meth:`~graphroof.llm.evaluator.PhasePricer.group_means`)."""
 
     name: str
     analysis: Analysis
     steps: int
     context: tuple[int, int]       # range of seq (prefill, recompute) or past (decode) covered
     notes: list[str] = field(default_factory=list)
-    #: (ideal, realistic) time of the first and of the last step of the range
-    first_step_s: tuple[float, float] = (0.0, 0.0)
-    last_step_s: tuple[float, float] = (0.0, 0.0)
-
-    @property
-    def t_ideal_s(self) -> float:
-        return self.analysis.totals.t_lower_s
-
-    @property
-    def t_realistic_s(self) -> float:
-        return self.analysis.totals.t_realistic_s
 
 
 class Pipeline:
@@ -125,10 +90,7 @@ class Pipeline:
         #: grids the phases are sampled on (llm/poly.py): other covered points are virtual traces
         self.plans: dict[str, GridPlan] = {}
         self._grids: dict[str, GraphGrid | None] = {}
-        #: interpolate counted graphs at virtual points (llm/countgrid.py) instead of counting virtual traces
-        self.interpolate_counted = True
-        self._cgrids: dict[str, CountedGrid | None] = {}
-        self._live: dict[str, LiveGrid | None] = {}
+        self._breakdowns: dict[tuple, tuple | None] = {}
         self.poly_notes: list[str] = []
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
@@ -154,8 +116,6 @@ class Pipeline:
         if poly_ok(self.source):
             self.plans[phase] = plan
             self._grids.pop(phase, None)
-            self._cgrids.pop(phase, None)
-            self._live.pop(phase, None)
 
     def _virtual(self, phase: str, batch: int, x: int) -> OpGraph | None:
         plan = self.plans.get(phase)
@@ -196,10 +156,6 @@ class Pipeline:
         """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
         key = (phase, batch, x)
         if key not in self._cache:
-            v = self._virtual_counted(phase, batch, x)
-            if v is not None:
-                self._cache[key] = v
-                return v
             g = self._prepared.pop(key, None) or self._prepare_at(phase, batch, x)
             c = g.map_ops(lambda op: op)
             summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
@@ -209,99 +165,66 @@ class Pipeline:
             self._cache[key] = Counted(g, c, summary, k)
         return self._cache[key]
 
-    def _is_virtual(self, phase: str, batch: int, x: int) -> bool:
-        plan = self.plans.get(phase)
-        return plan is not None and (batch, x) not in plan.points and plan.covers(batch, x)
-
-    def _virtual_counted(self, phase: str, batch: int, x: int) -> Counted | None:
-        """The counted graphs at a virtual point interpolated from the grid's (:mod:`graphroof.llm.countgrid`),
-        or None (not a virtual point, or the grid cannot be interpolated: the point is counted in full)."""
-        if not self.interpolate_counted or not self._is_virtual(phase, batch, x):
-            return None
-        if phase not in self._cgrids:
-            plan = self.plans[phase]
-            try:
-                self._cgrids[phase] = CountedGrid(plan, [self.counted(phase, *p) for p in plan.points],
-                                                  self._recount)
-            except NotPolynomial:
-                self._cgrids[phase] = None
-        grid = self._cgrids[phase]
-        if grid is None:
-            return None
-        try:
-            g, kg = grid.at(batch, x)
-        except NotPolynomial:
-            return None
-        return VirtualCounted(lambda: self._prepare_at(phase, batch, x), g, grid.summary, kg)
-
-    def _recount(self, nodes: list[OpNode], dims: Mapping) -> list[Cost]:
-        """Count op nodes as :meth:`counted` counts a graph (rules, settings, then the per-device TP costs)."""
-        g = OpGraph("ops", {"dims": dict(dims)})
-        for nd in nodes:
-            g.add_op(nd)
-        count(g, rules=self.rules, settings=self.settings, warn=False)
-        scale_costs(g)
-        return [g.get(nd.name, COST) for nd in nodes]
-
-    def activation_peak(self, phase: str, batch: int, x: int) -> float:
-        """Activation peak of the prepared graph (:func:`~graphroof.llm.memory.activation_peak_bytes`); at an
-        interpolated point, from the liveness sums of the grid's graphs (:class:`~graphroof.llm.fastpath.LiveGrid`)."""
-        c = self.counted(phase, batch, x)
-        if isinstance(c, VirtualCounted) and c._graph is None:
-            if phase not in self._live:
-                plan = self.plans[phase]
-                try:
-                    self._live[phase] = LiveGrid(plan, [self.counted(phase, *p).graph for p in plan.points])
-                except NotPolynomial:
-                    self._live[phase] = None
-            live = self._live[phase]
-            if live is not None:
-                return live.peak(batch, x)
-        return activation_peak_bytes(c.graph)
-
     def phase(self, name: str, graph_phase: str, batch: int, lo: int, hi: int, degree: int,
               meta: Mapping | None = None) -> Phase:
-        """Mean step over ``x = lo .. hi`` (costs polynomial of *degree* in x), as an Analysis."""
-        n = hi - lo + 1
-        if n <= degree + 1:
-            xs = list(range(lo, hi + 1))
-        else:
-            xs = [lo, hi] if degree == 1 else [lo, (lo + hi) // 2, hi]
+        """The breakdown of the mean step over ``x = lo .. hi`` (costs polynomial of *degree* in x) at *batch*:
+        every op and kernel priced by the one evaluator on the phase's grid when it interpolates the batch, else
+        on the counted graphs at this batch (the range's ends, and its middle for degree 2)."""
         notes: list[str] = []
-        graphs = self.cuda_graphs(graph_phase)
-        try:
-            series = OpSeries({x: self.counted(graph_phase, batch, x).ops for x in xs})
-            kseries = OpSeries({x: self.counted(graph_phase, batch, x).kernel_ops for x in xs})
-            base = self.counted(graph_phase, batch, xs[0])
-        except FrontendError:
+        plan = self.plans.get(graph_phase)
+        if plan is not None and batch not in plan.bs and plan.covers(batch, lo) and plan.covers(batch, hi):
+            a = self._priced(graph_phase, plan, ((batch, lo), (batch, hi)), batch, lo, hi, meta)
+            if a is not None:
+                return Phase(name, a, hi - lo + 1, (lo, hi), notes)
+        n = hi - lo + 1
+        xs = tuple(range(lo, hi + 1)) if n <= degree + 1 else ((lo, hi) if degree == 1 else (lo, (lo + hi) // 2, hi))
+        a = self._priced(graph_phase, GridPlan((batch,), xs, len(xs) - 1), (), batch, lo, hi, meta)
+        if a is None:
             mid = (lo + hi) // 2
-            base = self.counted(graph_phase, batch, mid)
-            series, kseries = OpSeries({mid: base.ops}), OpSeries({mid: base.kernel_ops})
+            a = self._priced(graph_phase, GridPlan((batch,), (mid,), 0), (), batch, lo, hi, meta)
             notes.append(f"{name}: the graph changes structure with the context, so every step is approximated "
                          f"by the step at context {mid} (the middle of the range)")
-        # the op view (every op its own kernel) and the kernel view (the runtime's kernels): totals from kernels
-        g = base.counted.map_ops(lambda op: op)
-        for i, op in enumerate(series.ops):
-            s = series.sums(i, self.hw, lo, hi)
-            g.set(op.name, COST, s.mean_cost)
-            g.set(op.name, BOUND, s.bound)
-        g.meta["dims"] = {**base.counted.meta.get("dims", {})}
-        kg = base.kernels.map_ops(lambda op: op) if base.kernels is not None else None
-        if kg is not None:
-            for i, op in enumerate(kseries.ops):
-                s = kseries.sums(i, self.hw, lo, hi, cuda_graphs=graphs)
-                kg.set(op.name, COST, s.mean_cost)
-                kg.set(op.name, BOUND, s.bound)
-            kg.meta["dims"] = dict(g.meta["dims"])
-        step_launch = self.step_launch_s(graph_phase)
-        a = Analysis(g, self.hw, base.summary, depth=self.depth, meta=dict(meta or {}), kernels=kg,
-                     runtime=self.runtime.name, step_launch_s=step_launch)
-        ends = []
-        for x in (lo, hi):
-            bs = [kseries.bound_at(i, x, self.hw) for i in range(len(kseries))]
-            real = sum(b.t_realistic_s - (b.t_launch_s if graphs else 0.0) for b in bs) + step_launch
-            ends.append((sum(b.t_s for b in bs), real))
-        return Phase(name, a, n, (lo, hi), notes, ends[0], ends[1])
+            if a is None:
+                raise NotPolynomial(f"{name}: the counted graph at context {mid} cannot be priced")
+        return Phase(name, a, hi - lo + 1, (lo, hi), notes)
+
+    def _priced(self, graph_phase: str, plan: GridPlan, check: tuple, batch: int, lo: int, hi: int,
+                meta: Mapping | None) -> Analysis | None:
+        """The breakdown on *plan*, or None when its counted graphs cannot be interpolated there."""
+        grids = self._breakdown(graph_phase, plan, check)
+        if grids is None:
+            return None
+        kgrid, ogrid, counted = grids
+        graphs = self.cuda_graphs(graph_phase)
+        launch = self.step_launch_s(graph_phase)
+        w = plan.weights(batch, lo if len(plan.xs) > 1 or lo in plan.xs else plan.xs[0])
+        try:
+            g = _priced_view(counted, "counted", ogrid, PhasePricer(ogrid, self.hw).group_means(batch, lo, hi), w,
+                             self.hw)
+            kp = PhasePricer(kgrid, self.hw, cuda_graphs=graphs, step_launch_s=launch)
+            kg = _priced_view(counted, "kernels", kgrid, kp.group_means(batch, lo, hi), w, self.hw)
+        except NotPolynomial:
+            return None
+        return Analysis(g, self.hw, counted[0].summary, depth=self.depth, meta=dict(meta or {}), kernels=kg,
+                        runtime=self.runtime.name, step_launch_s=launch)
+
+    def _breakdown(self, graph_phase: str, plan: GridPlan, check: tuple) -> tuple | None:
+        """(kernel grid, op grid, counted graphs at the plan's points) of *graph_phase* on *plan*; None when the
+        counted graphs cannot be interpolated (they differ in structure)."""
+        key = (graph_phase, plan, check)
+        if key not in self._breakdowns:
+            from .price import _recounter
+
+            try:
+                counted = [self.counted(graph_phase, *p) for p in plan.points]
+                recount = _recounter(self, counted[0].counted.meta)
+                kgrid = KernelGrid(plan, counted, recount, check)
+                ogrid = KernelGrid(plan, [Counted(c.graph, c.counted, c.summary, None) for c in counted], recount,
+                                   check)
+                self._breakdowns[key] = (kgrid, ogrid, counted)
+            except (NotPolynomial, FrontendError):
+                self._breakdowns[key] = None
+        return self._breakdowns[key]
 
     def cuda_graphs(self, graph_phase: str) -> bool:
         """Whether steps of *graph_phase* replay as one CUDA graph (decode under the serving preset)."""
@@ -334,3 +257,37 @@ class Pipeline:
                     kg.set(n, BOUND, replace(b, t_realistic_s=b.t_realistic_s - b.t_launch_s, t_launch_s=0.0))
         return Analysis(g, self.hw, c.summary, depth=self.depth, kernels=kg, runtime=self.runtime.name,
                         step_launch_s=self.step_launch_s(phase))
+
+
+def _priced_view(counted: list, which: str, grid: KernelGrid, priced: tuple, w: list[float],
+                 hw: HardwareProfile) -> OpGraph:
+    """The counted op graph (*which* ``counted``) or kernel graph (``kernels``) of the grid's first point, its
+    nodes interpolated at the weights *w* (shapes as at the breakdown's first step) and every node's cost and
+    bound set to its group's mean step (*priced*: :meth:`PhasePricer.group_means`)."""
+    graphs = [getattr(c, which) for c in counted]
+    base = graphs[0]
+    memo: dict = {}
+    nodes = {}
+    for n in base.nx.nodes:
+        samples = [gr.node(n) for gr in graphs]
+        nodes[n] = samples[0] if all(v == samples[0] for v in samples[1:]) else interp(samples, w, memo)
+    g = base.map_ops(lambda op: nodes[op.name])
+    meta = {}
+    for k, v in base.meta.items():
+        try:
+            meta[k] = interp([gr.meta.get(k) for gr in graphs], w, memo)
+        except NotPolynomial:
+            meta[k] = v
+    g.meta = meta
+    g.meta["dims"] = dict(meta.get("dims", {}))
+    means, rows = priced
+    for gi, members in enumerate(grid.names):
+        mean = Cost(**{f: float(v) for f, v in zip(FIELDS, means[gi])}, estimated=grid.estimated[gi])
+        node = g.node(members[0])
+        b = evaluate(mean, hw, compute_dtype(node), node=node)
+        r = rows[gi]
+        b = replace(b, t_s=float(r[0]), t_realistic_s=float(r[1]), t_launch_s=float(r[5]))
+        for n in members:
+            g.set(n, COST, mean)
+            g.set(n, BOUND, b)
+    return g

@@ -163,6 +163,22 @@ class GridPlan:
         wx = lagrange(self.xs, x)
         return [p * q for p in wb for q in wx]
 
+    def weights_many(self, b: Any, x: Any) -> Any:
+        """:meth:`weights` at many points: ``[points, grid points]`` (numpy arrays *b*, *x*)."""
+        import numpy as np
+
+        def basis(nodes: tuple[int, ...], t: Any) -> Any:
+            t = np.asarray(t, dtype=float)
+            out = np.ones((len(t), len(nodes)))
+            for i, xi in enumerate(nodes):
+                for j, xj in enumerate(nodes):
+                    if j != i:
+                        out[:, i] *= (t - xj) / (xi - xj)
+            return out
+
+        wb, wx = basis(self.bs, b), basis(self.xs, x)
+        return (wb[:, :, None] * wx[:, None, :]).reshape(len(wb), -1)
+
 
 def _same_structure(a: OpGraph, b: OpGraph) -> bool:
     na, nb = list(a.nx.nodes), list(b.nx.nodes)

@@ -72,7 +72,11 @@ class Quant:
 
 
 def _retype(t: TensorSpec | None, q: Quant) -> TensorSpec | None:
-    if t is None or not is_float(t.dtype):
+    return None if t is None else _retype_spec(t, q)
+
+
+def _retype_spec(t: TensorSpec, q: Quant) -> TensorSpec:
+    if not is_float(t.dtype):
         return t
     d = q.for_role(t.role)
     return t if d is None or d == t.dtype else t.with_dtype(d)
@@ -85,7 +89,7 @@ def requantize_op(op: OpNode, q: Quant) -> OpNode:
     if q.activations and attrs.get("compute_dtype"):
         attrs = {**attrs, "compute_dtype": None}
     return replace(op, inputs=tuple(_retype(t, q) for t in op.inputs),
-                   outputs=tuple(_retype(t, q) for t in op.outputs), attrs=attrs)
+                   outputs=tuple(_retype_spec(t, q) for t in op.outputs), attrs=attrs)
 
 
 def requantize(graph: OpGraph, q: Quant) -> OpGraph:

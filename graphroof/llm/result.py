@@ -9,13 +9,14 @@ from typing import Any
 from .._version import __version__
 from ..analysis import CONVENTIONS
 from ..counters.settings import CountSettings
+from ..frontends.source import ModelSpec
 from ..hardware import HardwareProfile
 from ..layers import cost_fields
 from ..units import json_safe
+from .evaluator import e2e_s, tokens_per_s
 from .memory import MemoryFit
 from .phases import Phase
 from .quant import Quant
-from .source import ModelSpec
 from .tables import layer_rows
 
 __all__ = ["LLMConfig", "LLMEstimate", "SCHEMA_VERSION"]
@@ -38,30 +39,30 @@ class LLMConfig:
     table_depth: int
     fold: bool = True
     ideal: bool = False
+    #: the priced figures (:func:`graphroof.llm.price.figure_row`): ``prefill_t_ideal_s``, ``decode_t_realistic_s``,
+    #: ``decode_first_ideal_s``, ``prefill_bound`` ...; the phases above are their per-op breakdowns
+    figures: dict[str, Any] = field(default_factory=dict)
 
     # -- times: realistic unless ideal --------------------------------------------------------------------
     @property
     def decode_steps(self) -> int:
         return self.gen - 1
 
-    def _step(self, pair: tuple[float, float]) -> float:
-        return pair[0] if self.ideal else pair[1]
-
-    def _t(self, phase: Phase, ideal: bool) -> float:
-        return phase.t_ideal_s if (ideal or self.ideal) else phase.t_realistic_s
+    def _fig(self, phase: str, what: str, ideal: bool = False) -> float:
+        mode = "ideal" if (ideal or self.ideal) else "realistic"
+        return float(self.figures[f"{phase}_{what}_{mode}_s"])
 
     def ttft(self, ideal: bool = False) -> float:
-        return self._t(self.prefill, ideal)
+        return self._fig("prefill", "t", ideal)
 
     def tpot(self, ideal: bool = False) -> float | None:
-        return self._t(self.decode, ideal) if self.decode_steps else None
+        return self._fig("decode", "t", ideal) if self.decode_steps else None
 
     def e2e(self, ideal: bool = False) -> float:
-        return self.ttft(ideal) + self.decode_steps * (self.tpot(ideal) or 0.0)
+        return e2e_s(self.ttft(ideal), self.tpot(ideal), self.gen)
 
     def tokens_per_s(self, ideal: bool = False) -> float:
-        e2e = self.e2e(ideal)
-        return self.batch * self.gen / e2e if e2e else float("inf")
+        return tokens_per_s(self.batch, self.gen, self.e2e(ideal))
 
     @property
     def ttft_s(self) -> float:
@@ -112,12 +113,13 @@ class LLMConfig:
         return layer_rows(p.analysis, self.table_depth, self.fold)
 
     def _phase_dict(self, p: Phase) -> dict:
-        t = p.analysis.totals
-        return {"steps": p.steps if p.name == "prefill" else self.decode_steps,
+        t, f = p.analysis.totals, self.figures
+        n = p.name
+        return {"steps": p.steps if n == "prefill" else self.decode_steps,
                 "context": {"from": p.context[0], "to": p.context[1]},
-                "time_s": t.t_lower_s, "time_realistic_s": t.t_realistic_s, "time_upper_s": t.t_upper_s,
-                "t_compute_s": t.t_compute_s, "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s,
-                "bound": t.bound, "totals": cost_fields(t.cost), "dims": dict(p.analysis.graph.meta.get("dims", {})),
+                "time_s": f[f"{n}_t_ideal_s"], "time_realistic_s": f[f"{n}_t_realistic_s"],
+                "time_upper_s": t.t_upper_s, "t_compute_s": f[f"{n}_t_compute_s"],
+                "t_memory_s": f[f"{n}_t_memory_s"], "t_network_s": f[f"{n}_t_network_s"], "bound": f[f"{n}_bound"], "totals": cost_fields(t.cost), "dims": dict(p.analysis.graph.meta.get("dims", {})),
                 "layers": self.layer_rows(p.name)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,11 +130,11 @@ class LLMConfig:
             "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s,
             "output_tokens_per_s": self.output_tokens_per_s,
             "decode_tokens_per_s": self.batch / self.tpot_s if self.tpot_s else None,
-            "tpot_first_s": self._step(self.decode.first_step_s) if self.decode_steps else None,
-            "tpot_last_s": self._step(self.decode.last_step_s) if self.decode_steps else None,
+            "tpot_first_s": self._fig("decode", "first") if self.decode_steps else None,
+            "tpot_last_s": self._fig("decode", "last") if self.decode_steps else None,
             "ttft_ideal_s": self.ttft(True), "tpot_ideal_s": tp_ideal, "e2e_ideal_s": self.e2e(True),
             "output_tokens_per_s_ideal": self.tokens_per_s(True),
-            "prefill_bound": self.prefill.analysis.totals.bound, "decode_bound": self.decode.analysis.totals.bound,
+            "prefill_bound": self.figures["prefill_bound"], "decode_bound": self.figures["decode_bound"],
             "kv_cache_bytes": self.kv_cache_bytes, "weight_bytes": self.weight_bytes, "fits": self.fits,
             "board_power_w": self.board_power_w, "joules_per_token": self.joules_per_token(),
             "tokens_per_joule": self.tokens_per_joule(),
@@ -160,8 +162,11 @@ class LLMEstimate:
     configs: list[LLMConfig]
     notes: list[str] = field(default_factory=list)
     settings: CountSettings = field(default_factory=CountSettings)
-    #: The :class:`~graphroof.llm.phases.Pipeline` that produced it (traces cached): ``pipeline.step(...)``.
-    pipeline: Any = field(default=None, repr=False, compare=False)
+    #: what the prefill reads, in words (``prompt 1024 tokens``; an encoder-decoder's encoder input)
+    input: str = ""
+    #: What to change, quantified (plain dicts, the JSON ``next_steps``): :func:`graphroof.llm.advice.llm_advice`,
+    #: computed once by :func:`~graphroof.llm.estimate`.
+    next_steps: list[dict[str, Any]] = field(default_factory=list)
 
     def __getitem__(self, batch: int) -> LLMConfig:
         for c in self.configs:
@@ -170,19 +175,7 @@ class LLMEstimate:
         raise KeyError(batch)
 
     def input_text(self) -> str:
-        """What the prefill reads, in words: ``prompt 1024 tokens``; an encoder-decoder's encoder input (Whisper:
-        ``audio: 3000 log-mel frames (1500 encoder positions)``) and decoder prompt."""
-        src = getattr(self.pipeline, "source", None)
-        if not getattr(src, "encoder_decoder", False):
-            return f"prompt {self.prompt} tokens"
-        dp = getattr(src, "decoder_prompt", 1)
-        feats = getattr(src, "features", None)
-        dec = f"decoder prompt {dp} token{'s' if dp != 1 else ''}"
-        if feats:
-            enc = getattr(src, "encoder_len", None)
-            pos = f" ({enc} encoder positions)" if enc else ""
-            return f"audio: {feats[1]} log-mel frames of {feats[0]} bins{pos}, {dec}"
-        return f"encoder input {self.prompt} tokens, {dec}"
+        return self.input or f"prompt {self.prompt} tokens"
 
     def header(self) -> dict[str, Any]:
         return {
@@ -202,16 +195,10 @@ class LLMEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe({"schema_version": SCHEMA_VERSION, **self.header(), "notes": self.notes,
-                          "configs": [c.to_dict() for c in self.configs]})
+                          "configs": [c.to_dict() for c in self.configs], "next_steps": self.next_steps})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the HTML report's body (the page :func:`graphroof.render` gives with ``"html"``)."""
-        from .. import render
-
-        return str(render(self, "html", fragment=True))
 
     def __repr__(self) -> str:
         bs = ", ".join(str(c.batch) for c in self.configs)

@@ -1,31 +1,26 @@
-"""Layer tables for the LLM report: the one rollup of :mod:`graphroof.layers`, with repeated blocks folded.
+"""Layer tables for the LLM report: the one rollup and fold policy of :mod:`graphroof.layers`.
 
 A decoder's 32 identical blocks make 32 identical rows; folding replaces the block index by ``*``
-(``model.layers.*.mlp``) and sums the blocks, recording how many were folded in ``repeat``.  Rows carry the
-same fields as :attr:`graphroof.analysis.Analysis.layers` plus ``repeat``.
+(``model.layers.*.mlp``) and sums the blocks, recording how many were folded in ``repeat``, when the blocks do
+identical work (:func:`graphroof.layers.fold_key`; a block that differs keeps its own row).  Rows carry the same
+fields as :attr:`graphroof.analysis.Analysis.layers` plus ``repeat``.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 
 from ..analysis import Analysis
-from ..layers import auto_depth, layer_row, rollup, scope_parts
+from ..layers import auto_depth, fold_layers, fold_name, scope_parts
 
 __all__ = ["block_depth", "table_depth", "fold_name", "layer_rows"]
 
-_INDEX = re.compile(r"\.\d+(?=\.|$)")
 
-
-def fold_name(name: str) -> str:
-    """``model.layers.3.mlp`` -> ``model.layers.*.mlp``."""
-    return _INDEX.sub(".*", name)
-
-
-def block_depth(scopes) -> int | None:
+def block_depth(scopes: Iterable[str]) -> int | None:
     """Depth of the repeated block (``model.layers.0`` is depth 2), or None without numbered blocks."""
-    depths = Counter()
+    depths: Counter[int] = Counter()
     for s in scopes:
         for i, p in enumerate(scope_parts(s)):
             if re.search(r"\.\d+$", p):
@@ -42,11 +37,5 @@ def table_depth(analysis: Analysis) -> int:
 
 def layer_rows(a: Analysis, depth: int | None = None, fold: bool = True) -> list[dict]:
     """Rows in first-seen order, Analysis.layers fields (``params`` included, + ``repeat``): the common rollup,
-    blocks folded."""
-    groups = rollup(a.timed_graph, a.hw, depth or table_depth(a), key=fold_name if fold else None)
-    params = a.params_by_op
-    out = []
-    for g in groups:
-        row = layer_row(g, a.hw, a.totals.t_lower_s)
-        out.append({**row, "repeat": g.repeat, "params": sum(params.get(n, 0) for n in row["ops"])})
-    return out
+    identical blocks folded (:func:`graphroof.layers.fold_layers`)."""
+    return fold_layers(a.timed_graph, a.hw, depth or table_depth(a), a.totals.t_lower_s, a.params_by_op, fold)

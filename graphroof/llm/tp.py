@@ -236,16 +236,22 @@ def _split(kind: str | None, ins: tuple, n_out: int, n: int) -> tuple[tuple[bool
     in_sh, in_w, in_partial = [], [], []
     for c in ins:
         if c is None:
-            in_sh.append(False), in_w.append(False), in_partial.append(False)
+            in_sh.append(False)
+            in_w.append(False)
+            in_partial.append(False)
         elif c[0] == "w":
             # a row-parallel bias (rank 1) is added to the full output: replicated
             in_sh.append(kind is not None and c[1] is Role.WEIGHT and not (kind == "row" and c[2] == 1))
             in_w.append(True)
             in_partial.append(False)
         elif c[0] == "kv":
-            in_sh.append(True), in_w.append(False), in_partial.append(False)
+            in_sh.append(True)
+            in_w.append(False)
+            in_partial.append(False)
         else:
-            in_sh.append(c[0]), in_w.append(c[1]), in_partial.append(c[2])
+            in_sh.append(c[0])
+            in_w.append(c[1])
+            in_partial.append(c[2])
     weightish = bool(ins) and all(in_w[i] for i, c in enumerate(ins) if c is not None)
     act_sh = any(s and not w for s, w in zip(in_sh, in_w))
     if kind in ("row", "embed") and any(in_w) and (act_sh or kind == "embed") and not weightish:
@@ -297,10 +303,10 @@ def scale_costs(graph: OpGraph) -> None:
         if not info:
             continue
         cost = data.get(COST)
+        key: tuple | None = (op.op, op.inputs, op.outputs, info["world_size"], tuple(info["replicated_inputs"]),
+                             tuple(info["replicated_outputs"]), cost)
         try:
-            key = (op.op, op.inputs, op.outputs, info["world_size"], tuple(info["replicated_inputs"]),
-                   tuple(info["replicated_outputs"]), cost)
-            hit = seen.get(key)
+            hit = seen.get(key)  # type: ignore[arg-type]  # key is the tuple just built
         except TypeError:  # an unhashable cost or spec: computed on its own
             key = hit = None
         if hit is None:

@@ -348,13 +348,20 @@ class Calibration:
         """4 significant digits: the noise is larger than that."""
         return float(f"{x:.4g}")
 
+    def measured(self, key: str) -> Measurement:
+        """:meth:`best` of a benchmark the profile cannot do without (memory, launch)."""
+        m = self.best(key)
+        if m is None:
+            raise GraphroofError(f"calibration has no {key!r} measurement; re-run graphroof calibrate")
+        return m
+
     @property
     def mem_bw_bytes_per_s(self) -> float:
-        return self.best("memory").rate
+        return self.measured("memory").rate
 
     @property
     def launch_overhead_s(self) -> float:
-        return self.best("launch").median_s
+        return self.measured("launch").median_s
 
     def _how(self, kind: str) -> str:
         ms = [self.best(f"{kind}.{dt}") for dt in self.plan.dtypes]
@@ -389,10 +396,10 @@ class Calibration:
             "sources": {
                 "matrix_peak_flops_per_s": f"{stamp}; best of GEMM sizes {list(p.gemm_sizes)}: {self._how('matrix')}; 2 FLOPs per multiply-add",
                 "vector_peak_flops_per_s": f"{stamp}; best of operand sizes {[f'{b // 1024} KiB' for b in p.fma_bytes]} (cache-resident): {self._how('vector')}; 2 FLOPs per element",
-                "memory": f"{stamp}; {self.best('memory').bench.detail}, bytes read + written; capacity from "
+                "memory": f"{stamp}; {self.measured('memory').bench.detail}, bytes read + written; capacity from "
                           "/proc/meminfo, on-chip cache = largest cache in sysfs",
                 "efficiency": f"{stamp}; factors 1.0 because the peaks above are measured (achievable) rates; "
-                              f"launch_overhead_s = {self.best('launch').bench.detail}",
+                              f"launch_overhead_s = {self.measured('launch').bench.detail}",
             },
             "notes": "; ".join([f"sample spread (max-min)/median: {spreads}", *extra]),
         }
@@ -400,7 +407,7 @@ class Calibration:
 
     def _best_all(self) -> list[Measurement]:
         keys = dict.fromkeys(m.bench.key for m in self.measurements)
-        return [self.best(k) for k in keys]
+        return [self.measured(k) for k in keys]
 
     def to_yaml(self, name: str = "local") -> str:
         import yaml
@@ -548,7 +555,7 @@ def parse_dtypes(text: str | None) -> tuple[str, ...] | None:
 
 def default_plan(quick: bool = False, **over: Sequence | int | float | None) -> Plan:
     base = Plan.quick() if quick else Plan()
-    kw = {k: v for k, v in over.items() if v is not None}
+    kw: dict[str, Any] = {k: v for k, v in over.items() if v is not None}  # Plan's fields, each its own type
     from dataclasses import replace
 
     return replace(base, **kw)

@@ -10,9 +10,10 @@ from typing import Any
 from ..api import count_graph, resolve_hardware
 from ..counters.settings import CountSettings
 from ..errors import GraphroofError, InputError
-from ..frontends import classify, is_torch_module, load
-from ..frontends.factory import build_module
+from ..frontends import is_torch_module, load, resolve_model
+from ..frontends.torch.factory import build_module
 from ..hardware import HardwareProfile
+from ..options import DEFAULT, Options
 from .run import MeasuredComparison
 
 __all__ = ["measure_model", "check_measure_device"]
@@ -90,6 +91,11 @@ def _materialize(meta_module):
     return m.float()
 
 
+def _file_name(path: Any) -> str:
+    """A config file's name in the report: its folder's for a ``config.json``, else the file's stem."""
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+
+
 def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
     """(module with random real weights on the CPU, example inputs, frontend options, context for tracing and
     running) for a ``module:factory`` / zoo / transformers-config spec."""
@@ -97,7 +103,8 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
 
     ctx = contextlib.nullcontext
     batch, seq = opts.pop("batch", 1), opts.pop("seq", None)
-    ref = classify(model)
+    res = resolve_model(model)  # the dispatcher analyze and llm use
+    ref = res.ref
     if ref.kind == "factory":
         built = build_module(ref.model if callable(ref.model) else ref.target, device="cpu")
         module, example = built.module, built.example
@@ -114,21 +121,16 @@ def _real_module(model: str, inputs: Any, opts: dict[str, Any]):
     if ref.kind not in ("hf_config", "zoo"):
         raise InputError(f"{model}: an op table has nothing to run; profile takes an .onnx file, "
                          "'module:factory', a zoo name or a transformers config.json")
-    from ..frontends import hf, zoo
+    from ..frontends import zoo
+    from ..frontends.hf import build as hf
 
-    if ref.path is not None:
-        cfg_file = ref.path
-        name = cfg_file.parent.name if cfg_file.name == "config.json" and cfg_file.parent.name else cfg_file.stem
-        data = hf.read_config(cfg_file)
-    else:
-        m = zoo.resolve(model)
-        name = m.name
-        if m.source != "hf":  # vision zoo entries are torch modules built on the meta device
-            meta, default = zoo.build_zoo_module(m.name, "fp32")
-            _check_size(meta, name)
-            shapes = opts.get("input_shapes") or [(batch, *default[0][1:])]
-            return _materialize(meta), _random_inputs(shapes), {"name": name}, ctx
-        data = hf.read_config(zoo.config_path(m.name))
+    name = res.name if ref.kind == "zoo" or ref.repo_id else _file_name(ref.path)
+    if res.config is None:  # vision zoo entries are torch modules built on the meta device
+        meta, default = zoo.build_zoo_module(res.zoo.name, "fp32")
+        _check_size(meta, name)
+        shapes = opts.get("input_shapes") or [(batch, *default[0][1:])]
+        return _materialize(meta), _random_inputs(shapes), {"name": name}, ctx
+    data = res.config
     meta, cfg, _ = hf.build_model(data, dtype="fp32", source=name)
     _check_size(meta, name)
     import torch
@@ -145,7 +147,7 @@ def measure_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, 
                   warmup: int = 2, depth: int | None = None, dims: Mapping[str, int] | None = None,
                   ort_opt: str = "basic", threads: int | None = None, device: str = "cpu",
                   attention: str = "flash", causal: str = "kernel", overhead_factor: float = 2.0,
-                  strict: bool = False, **frontend_opts: Any) -> MeasuredComparison:
+                  strict: bool = False, options: Options | None = None, **frontend_opts: Any) -> MeasuredComparison:
     """Predict *model* on *hw*, measure it on this machine, and return the :class:`MeasuredComparison`.
 
     *model*: an ``nn.Module`` (with real weights; *inputs* = example tensors), an ``.onnx`` path (random
@@ -170,7 +172,7 @@ def measure_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, 
     if onnx_path:
         if not Path(model).exists():
             raise InputError(f"model file {str(model)!r} not found; check the path")
-        graph = load(model, **{k: v for k, v in opts.items() if k not in ("batch", "seq")})
+        graph = load(model, options=options or DEFAULT, **{k: v for k, v in opts.items() if k not in ("batch", "seq")})
     else:
         if not is_torch_module(model):
             if not isinstance(model, str):
@@ -181,7 +183,8 @@ def measure_model(model: Any, inputs: Any = None, *, hw: str | HardwareProfile, 
         if inputs is None:
             raise InputError("profiling an nn.Module needs example inputs (real tensors)")
         with ctx():
-            graph = load(model, inputs, **{k: v for k, v in opts.items() if k not in ("input_shapes", "batch", "seq")})
+            graph = load(model, inputs, options=options or DEFAULT,
+                         **{k: v for k, v in opts.items() if k not in ("input_shapes", "batch", "seq")})
     meta = {"model": graph.meta.get("model", graph.name), "capture": graph.meta.get("capture", "")}
     a = count_graph(graph, prof, strict=strict, dims=dims, depth=depth, meta=meta, settings=settings)
     if onnx_path:

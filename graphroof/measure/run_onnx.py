@@ -48,16 +48,16 @@ def random_feeds(sess, dims: Mapping[str, int] | None = None,
         if given is not None:
             shape = tuple(int(d) for d in given)
         else:
-            shape = []
+            bound: list[int] = []
             for d in i.shape:
                 if isinstance(d, int) and d >= 0:
-                    shape.append(d)
+                    bound.append(d)
                 elif isinstance(d, str) and d in dims:
-                    shape.append(int(dims[d]))
+                    bound.append(int(dims[d]))
                 else:
                     raise InputError(f"input {i.name!r} has an unbound dimension {d!r}; give it with --dim {d}=N "
                                      f"or --input {i.name}=SHAPE")
-            shape = tuple(shape)
+            shape = tuple(bound)
         dt = _NP_TYPES.get(i.type)
         if dt is None:
             raise InputError(f"input {i.name!r} has type {i.type}, which graphroof cannot generate random data for")

@@ -43,42 +43,34 @@ FORMATS_BY_KIND = {
 
 
 def _kind(result: Any) -> str:
-    from ..analysis import DeviceComparison
-    from ..llm.result import LLMEstimate
-    from ..measure.run import MeasuredComparison
-
-    if isinstance(result, DeviceComparison):
+    """What kind of result *result* is, from what it holds (this package imports no engine)."""
+    if hasattr(result, "rows") and hasattr(result, "analyses"):  # graphroof.analysis.DeviceComparison
         return "compare"
-    if isinstance(result, LLMEstimate):
+    if hasattr(result, "configs") and hasattr(result, "quant"):  # graphroof.llm.result.LLMEstimate
         return "llm"
-    if isinstance(result, MeasuredComparison):
+    if hasattr(result, "summary") and hasattr(result, "unmatched"):  # graphroof.measure.run.MeasuredComparison
         return "measured"
     if hasattr(result, "frontier") and hasattr(result, "points"):  # a sweep (LLM or batch): see report/sweep.py
         return "sweep"
     return "analysis"  # an Analysis, or phases: {name: Analysis} / [(name, Analysis), ...]
 
 
-def render(result: Any, fmt: str = "terminal", **opts: Any) -> str:
+def render(result: Any, fmt: str = "terminal", **opts: Any) -> str | bytes:
     """Any graphroof result as one string in *fmt* (``terminal`` | ``markdown`` | ``json`` | ``csv`` | ``html``,
     as the kind of result allows: see :data:`FORMATS_BY_KIND`).  *opts*: ``ops`` / ``top`` for the op tables;
-    ``fragment=True`` with ``html``: the page's body for a notebook cell (``_repr_html_``)."""
+    ``fragment=True`` with ``html``: the page's body for a notebook cell (:func:`graphroof.notebook_html`).  A string, except
+    a sweep's ``png`` (the chart image's bytes)."""
     if fmt == "html" and opts.pop("fragment", False):  # a notebook cell: the page's body, its CSS kept inside
         from .html import html_fragment
 
-        return html_fragment(render(result, fmt, **opts))
+        page = render(result, fmt, **opts)
+        return html_fragment(page if isinstance(page, str) else page.decode("utf-8"))
     kind = _kind(result)
     allowed = FORMATS_BY_KIND[kind]
     if fmt not in allowed:
         raise ReportError(f"unknown format {fmt!r}; use one of: {', '.join(allowed)}")
     if kind == "analysis":
         return render_text(result, fmt, **opts)
-    if fmt == "json" and kind == "llm":
-        import json
-
-        from ..units import json_safe
-        from .advice import llm_advice
-
-        return json.dumps({**result.to_dict(), "next_steps": json_safe(llm_advice(result))}, indent=2) + "\n"
     if fmt == "json":
         return result.to_json() + "\n"
     if kind == "sweep":
@@ -190,5 +182,5 @@ def write_report(phases: Any, fmt: str = "terminal", out: str | os.PathLike = "-
                  top: int | None = None, kernels: bool = False, fold: bool = True) -> list[str]:
     """Render and write; returns the paths written (``-`` for stdout)."""
     files = render_report(phases, fmt, out, ops=ops, top=top, kernels=kernels, fold=fold)
-    write_outputs(files)
+    write_outputs(list(files))
     return [p for _, p in files]

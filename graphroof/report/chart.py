@@ -8,7 +8,7 @@ so every name is autoescaped); :func:`render_static` draws the same chart with m
 Items with no FLOPs (intensity 0) or no bytes (intensity inf) have no place on log axes; they are counted in
 ``ChartData.skipped`` and drawn on a strip under the chart (``ChartData.strip``), sized by time share.
 
-Layer points are the folded layer rows (:mod:`.fold`): ``model.layers.* ×32`` is one point with a ``×32`` badge.
+Layer points are the folded layer rows (:meth:`graphroof.analysis.Analysis.layer_table`): ``model.layers.* ×32`` is one point with a ``×32`` badge.
 The points that matter (the largest time shares) get a text label, placed by :func:`place_labels` beside the
 point where it overlaps no other label, roof label, legend or point; a label with no free place is left out
 (the tooltip still names the point).
@@ -112,14 +112,12 @@ def chart_data(phases) -> ChartData:
         keys.setdefault(key, hw.peak(unit, dt)[0])
     ceilings = sorted((Ceiling(k, k.split(".")[0], v, v / bw, k in used) for k, v in keys.items() if v > 0),
                       key=lambda c: -c.peak_flops_per_s)
-    from .fold import display_layers
-
     points: list[Point] = []
     strip: list[Point] = []
     skipped: dict[tuple[int, str], tuple[int, float]] = {}
     for i, p in enumerate(phases):
         a = p.analysis
-        for level, rows in (("layer", display_layers(a)), ("op", a.ops)):
+        for level, rows in (("layer", a.layer_table()), ("op", a.ops)):
             n_skip, share_skip = 0, 0.0
             for r in rows:
                 ai, t = r["intensity"], r["time_s"]
@@ -178,7 +176,7 @@ def _shape_path(shape: str, x: float, y: float, r: float) -> str:
     return f"M{x:.1f} {y - s:.1f}L{x + s:.1f} {y:.1f}L{x:.1f} {y + s:.1f}L{x - s:.1f} {y:.1f}z"
 
 
-def _ranges(cd: ChartData) -> tuple[float, float, float, float]:
+def _ranges(cd: ChartData) -> tuple[int, int, int, int]:
     """(log10 x-min, x-max, y-min, y-max), whole decades, covering points, ridges and roofs."""
     xs = [p.intensity for p in cd.points] + [c.ridge for c in cd.ceilings]
     ys = [p.perf for p in cd.points] + [c.peak_flops_per_s for c in cd.ceilings]
@@ -270,7 +268,8 @@ def svg_geometry(cd: ChartData) -> dict[str, Any]:
     top = cd.ceilings[0] if cd.ceilings else None
     xhi = top.ridge if top else 10.0 ** x1
     slope = f"M{X(xlo):.1f} {Y(bw * xlo):.1f}L{X(xhi):.1f} {Y(bw * xhi):.1f}"
-    roofs, last_label_y = [], -1e9
+    roofs: list[dict[str, Any]] = []
+    last_label_y = -1e9
     for c in cd.ceilings:
         if c.peak_flops_per_s < 10.0 ** y0:
             continue
@@ -282,7 +281,7 @@ def svg_geometry(cd: ChartData) -> dict[str, Any]:
                       "ridge_label": f"ridge {c.ridge:.3g} FLOP/B",
                       "title": f"{c.key} roof: {fmt_rate(c.peak_flops_per_s)} dense; ridge point "
                                f"{c.ridge:.3g} FLOP/B = peak / {fmt_rate(bw, 'B/s')}"})
-    pts = []
+    pts: list[dict[str, Any]] = []
     biggest = _biggest(cd)
     for p in sorted(cd.points, key=lambda q: -q.share):  # big first, so small ones stay clickable on top
         x, y, r = X(p.intensity), Y(max(p.perf, 10.0 ** y0)), _radius(p.share, biggest[p.level])

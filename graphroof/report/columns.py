@@ -123,13 +123,13 @@ def _opt(fn: Callable[[float], str], key: str) -> Callable[[Mapping[str, Any]], 
 
 
 #: Leading columns of a layer table: the layer's name and how many ops it holds.
-#: The name cell is the display label (``model.layers.* ×32``, structural rows explained: :mod:`.fold`) when set.
+#: The name cell is the display label (``model.layers.* ×32``, structural rows explained: :func:`graphroof.layers.label_of`) when set.
 LAYER_LEAD: tuple[Column, ...] = (Column("layer", lambda r: r.get("label", r["name"]), "name"),
                                   count_col("ops", "n_ops"),
                                   Column("params", lambda r: fmt_params(r.get("params")), "params"))
 
 
-#: Leading columns of a kernel table (rows: :func:`graphroof.report.fold.display_kernels`): the kernel (``×N``
+#: Leading columns of a kernel table (rows: :meth:`graphroof.analysis.Analysis.kernel_table`): the kernel (``×N``
 #: when identical kernels of repeated blocks are folded), the module it belongs to, its kind, ops, dtype and model.
 KERNEL_LEAD: tuple[Column, ...] = (
     Column("kernel", lambda r: r.get("label", r["name"]), "name"),

@@ -21,7 +21,7 @@ def _bytes(v) -> str:
 
 
 
-#: the memory-fit and energy columns (rows from :func:`graphroof.llm.device_fit.device_fit`)
+#: the memory-fit and energy columns (rows from :func:`graphroof.memory.device_fit`)
 FIT_COLUMNS = (
     Column("hardware", lambda r: r["hardware"]),
     Column("weights", lambda r: _bytes(r["memory_weight_bytes"])),
@@ -41,16 +41,14 @@ def _has_fit(c: DeviceComparison) -> bool:
 
 
 def next_steps(c: DeviceComparison) -> list[str]:
-    """Per device, what would change the picture (:func:`.advice.analysis_advice`), prefixed with the device."""
-    from .advice import analysis_advice
-
+    """Per device, what would change the picture (each analysis' ``next_steps``), prefixed with the device."""
     out = []
     for row, a in zip(c.rows, c.analyses):
         if row.get("fits") is False:
             out.append(f"{row['hardware']}: {fmt_bytes(row['memory_bytes'])} does not fit in "
                        f"{fmt_bytes(row['capacity_bytes'])}: split the model over devices (for an LLM, "
                        "`graphroof llm --tp N`) or narrow the weights (`graphroof llm --weights int4`)")
-        for item in analysis_advice(a):
+        for item in a.next_steps:
             if item.get("kind") != "fit" or row.get("fits") is not False:
                 out.append(f"{row['hardware']}: {item['text']}")
     return out

@@ -21,7 +21,8 @@ from .columns import cells as row_cells
 
 __all__ = ["Phase", "as_phases", "generated_stamp", "fmt_ai", "cells", "breakdown", "kernel_label",
            "assumptions",
-           "runtime_assumptions", "timing_assumptions", "header_facts", "totals_facts", "ReportContent", "build", "TABLE_COLUMNS"]
+           "runtime_assumptions", "timing_assumptions", "header_facts", "totals_facts", "ReportContent", "build",
+           "phases_next_steps", "TABLE_COLUMNS"]
 
 #: Header texts of the layer / op roofline columns (the columns themselves: :data:`.columns.ROOF_COLUMNS`).
 TABLE_COLUMNS = tuple(c.header for c in ROOF_COLUMNS)
@@ -167,13 +168,10 @@ def totals_facts(a) -> list[tuple[str, str]]:
 
 def runtime_assumptions(phases: list[Phase]) -> list[str]:
     """The fusion line, from the runtime preset each phase's kernels were formed under."""
-    from ..fuse.runtimes import RUNTIMES
-
     out: dict[str, None] = {}
     for p in phases:
         a = p.analysis
-        rt = RUNTIMES.get(a.runtime)
-        what = rt.describe() if rt is not None else f"runtime preset {a.runtime}"
+        what = a.runtime_description()
         if a.kernels is None or len(a.timed_graph) == len(a.graph):
             out.setdefault(f"fusion: {what}; every op is its own kernel and reads its inputs from and writes its "
                            "outputs to main memory")
@@ -262,17 +260,24 @@ class ReportContent:
     header: list[tuple[str, str]]
     phases: list[PhaseContent]
     assumptions: list[str]
-    next_steps: list[dict[str, Any]] = field(default_factory=list)  # report.advice (derived, quantified)
+    next_steps: list[dict[str, Any]] = field(default_factory=list)  # the analyses' own (graphroof.advice)
+
+
+def phases_next_steps(phases: list[Phase]) -> list[dict[str, Any]]:
+    """The next steps each phase's analysis holds; the phase name prefixes the text when there are several."""
+    out = []
+    for p in phases:
+        for it in getattr(p.analysis, "next_steps", None) or []:
+            if len(phases) > 1:
+                it = {**it, "phase": p.name, "text": f"{p.name}: {it['text']}"}
+            out.append(it)
+    return out
 
 
 def build(phases: list[Phase], fold: bool = True) -> ReportContent:
-    from .fold import display_layers
-
     a0 = phases[0].analysis
     title = f"{a0.model_name} on {a0.hw.label}"
-    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis), display_layers(p.analysis, fold),
-                        {r["name"]: r for r in p.analysis.ops}) for p in phases]
-    from .advice import phases_advice
-
+    pcs = [PhaseContent(p.name, p.analysis, totals_facts(p.analysis), breakdown(p.analysis),
+                        p.analysis.layer_table(fold), {r["name"]: r for r in p.analysis.ops}) for p in phases]
     return ReportContent(title, generated_stamp(), header_facts(phases), pcs, assumptions(phases),
-                         phases_advice(phases))
+                         phases_next_steps(phases))

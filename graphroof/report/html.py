@@ -94,7 +94,7 @@ _PAGE_SELECTOR = re.compile(r"^(?::root|body|html)\s*\{", re.M)
 
 
 def html_fragment(page: str) -> str:
-    """A report page as a fragment for a notebook cell (``_repr_html_``): the page's body inside
+    """A report page as a fragment for a notebook cell (:func:`graphroof.notebook_html`): the page's body inside
     ``<div class="graphroof-report">``, with its CSS nested under that class (the page's ``:root`` / ``body`` rules
     apply to the div) so that it styles nothing else on the notebook's page."""
     style = _STYLE.search(page)

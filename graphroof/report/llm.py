@@ -1,8 +1,9 @@
-"""Terminal / markdown rendering of an LLM serving estimate (:class:`~graphroof.llm.result.LLMEstimate`)."""
+"""Terminal / markdown rendering of an LLM serving estimate (``graphroof.llm.result.LLMEstimate``)."""
 
 from __future__ import annotations
 
-from ..llm.result import LLMConfig, LLMEstimate
+from typing import Any
+
 from ..units import fmt_bytes, fmt_rate, fmt_time
 from .columns import Column, table
 
@@ -24,7 +25,7 @@ def fmt_energy(v: float | None) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def energy_line(r: LLMEstimate) -> str:
+def energy_line(r: Any) -> str:
     """How the energy columns are bounded, or why they are n/a."""
     w = r.configs[0].board_power_w if r.configs else None
     if w is None:
@@ -35,7 +36,7 @@ def energy_line(r: LLMEstimate) -> str:
             f"full board power throughout); tok/J its inverse" + (f" (board power: {src})" if src else ""))
 
 
-def _attention_ops(r: LLMEstimate):
+def _attention_ops(r: Any):
     for c in r.configs[:1]:
         for ph in (c.prefill, c.decode):
             for op in ph.analysis.graph:
@@ -49,7 +50,7 @@ def _is_causal(op) -> bool:
                 or op.op.endswith("GroupQueryAttention"))
 
 
-def settings_note(r: LLMEstimate) -> str | None:
+def settings_note(r: Any) -> str | None:
     """The attention counting settings, as far as they applied: none without attention, the causal part only
     when a causal attention was counted (a bidirectional encoder's square is counted whole either way)."""
     ops = list(_attention_ops(r))
@@ -61,7 +62,7 @@ def settings_note(r: LLMEstimate) -> str | None:
     return text
 
 
-def header_lines(r: LLMEstimate) -> list[str]:
+def header_lines(r: Any) -> list[str]:
     h = r.hw
     link = (f", {h.interconnect_name or 'interconnect'} {fmt_rate(h.interconnect_bw_bytes_per_s, 'B/s')} per direction"
             if h.interconnect_bw_bytes_per_s else "")
@@ -117,16 +118,16 @@ _SWEEP_TAIL = (
 )
 
 
-def sweep_columns(r: LLMEstimate) -> tuple[Column, ...]:
+def sweep_columns(r: Any) -> tuple[Column, ...]:
     return (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
 
 
-def sweep_table(r: LLMEstimate, markdown: bool) -> str:
-    """One row per batch size (an :class:`LLMConfig`); the ideal columns only beside realistic times."""
+def sweep_table(r: Any, markdown: bool) -> str:
+    """One row per batch size (an ``LLMConfig``); the ideal columns only beside realistic times."""
     return table(r.configs, sweep_columns(r), "markdown" if markdown else "terminal")
 
 
-def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
+def memory_lines(r: Any, c: Any) -> list[str]:
     m = c.memory
     per = " per device" if c.tp > 1 else ""
     line = (f"memory{per}, batch {c.batch} at {c.prompt + c.gen} tokens: weights {fmt_bytes(m.weight_bytes)} + "
@@ -154,7 +155,7 @@ def memory_lines(r: LLMEstimate, c: LLMConfig) -> list[str]:
     return [line]
 
 
-def memory_bar_text(c: LLMConfig, width: int = 50) -> str | None:
+def memory_bar_text(c: Any, width: int = 50) -> str | None:
     """``[█████████▓▓░·······]`` weights █, KV cache ▓, activations ░, free ·, ``|`` = capacity (when over it)."""
     m = c.memory
     if not m.capacity_bytes:
@@ -186,13 +187,13 @@ def _critical(row) -> str:
     return "-" if not k else (str(k["critical_batch"]) if k["critical_batch"] is not None else "never")
 
 
-def layers_table(c: LLMConfig, markdown: bool, ideal: bool) -> str:
+def layers_table(c: Any, markdown: bool, ideal: bool) -> str:
     """Prefill and decode side by side per layer (folded blocks: ``x`` = how many)."""
     rows, columns = side_by_side(c, ideal)
     return table(rows, columns, "markdown" if markdown else "terminal")
 
 
-def side_by_side(c: LLMConfig, ideal: bool) -> tuple[list[dict], tuple[Column, ...]]:
+def side_by_side(c: Any, ideal: bool) -> tuple[list[dict], tuple[Column, ...]]:
     """The rows and columns of the prefill / decode layer table (terminal, markdown and HTML share them)."""
     pre = {r["name"]: r for r in c.layer_rows("prefill")}
     dec = {r["name"]: r for r in c.layer_rows("decode")}
@@ -205,7 +206,10 @@ def side_by_side(c: LLMConfig, ideal: bool) -> tuple[list[dict], tuple[Column, .
         p, d = pre.get(n), dec.get(n)
         if not ((p and p["time_s"]) or (d and d["time_s"])):
             continue  # views only (no FLOPs, no bytes): nothing to show
-        rows.append({"name": n, "repeat": (p or d)["repeat"], "prefill": p, "decode": d, "critical": crit.get(n),
+        # blocks fold per phase (identical work): a phase may fold fewer of them than the other
+        reps = list(dict.fromkeys(x["repeat"] for x in (p, d) if x))
+        rows.append({"name": n, "repeat": reps[0] if len(reps) == 1 else " / ".join(map(str, reps)),
+                     "prefill": p, "decode": d, "critical": crit.get(n),
                      "total_prefill": tot_p, "total_decode": tot_d})
     columns = (Column("layer", lambda row: row["name"]), Column("x", lambda row: row["repeat"]),
                *_phase_cols("prefill", key, "prefill time"), *_phase_cols("decode", key, "decode time/step"),
@@ -229,7 +233,7 @@ def time_parts_lines(c) -> list[str]:
     return out
 
 
-def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
+def render_llm(r: Any, markdown: bool = False) -> str:
     out: list[str] = []
     bullet = "- " if markdown else ""
     if markdown:
@@ -254,9 +258,7 @@ def render_llm(r: LLMEstimate, markdown: bool = False) -> str:
                  f"critical batch = decode batch from which the layer is compute-bound, ideal roofline)")
         out.append(f"\n## {title[0].upper()}{title[1:]}\n" if markdown else f"\n{title}")
         out.append(layers_table(c, markdown, r.ideal))
-    from .advice import advice_lines, llm_advice
-
-    steps = advice_lines(llm_advice(r))
+    steps = [it["text"] for it in r.next_steps]
     if steps:
         out.append("\n## Next steps\n" if markdown else "\nnext steps (re-estimated under each change):")
         out.extend(f"- {s}" if markdown else f"  - {s}" for s in steps)

@@ -2,7 +2,7 @@
 
 Sections: the header facts; the batch sweep as a table and as a chart (output tokens/s and TPOT against the
 batch, log-scaled batch axis); per batch a memory bar (weights / KV cache / activation peak against the device
-capacity); prefill and decode side by side per layer; next steps (:mod:`.advice`); notes.  Every name is
+capacity); prefill and decode side by side per layer; next steps (the estimate's ``next_steps``); notes.  Every name is
 escaped; the tables are the terminal report's columns (:mod:`.llm`).
 """
 
@@ -12,7 +12,6 @@ import math
 from html import escape
 
 from ..units import fmt_bytes, fmt_rate, fmt_time
-from .advice import llm_advice
 from .content import generated_stamp
 from .llm import header_lines, memory_lines, settings_note, side_by_side, sweep_columns
 
@@ -143,7 +142,7 @@ def render_llm_html(r, advice: bool = True) -> str:
         rows, columns = side_by_side(c, r.ideal)
         out.append(f'<section class="layers"><h2>Layers, batch {c.batch}: prefill (seq {c.prompt}) and decode '
                    f"(mean step) side by side</h2>{_table(rows, columns)}</section>")
-    steps = llm_advice(r) if advice else []
+    steps = r.next_steps if advice else []
     if steps:
         out.append('<section id="next-steps"><h2>Next steps</h2><ul>'
                    + "".join(f"<li>{escape(s['text'])}</li>" for s in steps) + "</ul></section>")

@@ -80,16 +80,12 @@ def render_markdown(phases: Any, ops: bool = False, top: int | None = None, imag
         out += ["", f"## Layers{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
         out.append(table(p.layers, _LAYER_COLUMNS, "markdown", esc=md_escape))
         if kernels:
-            from .fold import display_kernels
-
-            krows = display_kernels(p.analysis, fold)
+            krows = p.analysis.kernel_table(fold)
             krows = sorted(krows, key=lambda r: -r["time_realistic_s"])[:top] if top else krows
             out += ["", f"## Kernels{' (' + md_escape(p.name) + ')' if multi else ''}", ""]
             out.append(table(krows, (*KERNEL_LEAD, *ROOF_COLUMNS), "markdown", esc=md_escape))
         if ops:
-            from .fold import display_ops
-
-            all_ops = display_ops(p.analysis, fold)
+            all_ops = p.analysis.op_table(fold)
             rows_ = sorted(all_ops, key=lambda r: -r["time_s"])[:top] if top else all_ops
             title = f"Slowest {top} ops" if top else "Ops"
             out += ["", f"## {title}{' (' + md_escape(p.name) + ')' if multi else ''}", ""]

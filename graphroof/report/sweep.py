@@ -1,4 +1,4 @@
-"""Renderers of an LLM sweep (:class:`~graphroof.llm.sweep.SweepResult`): terminal / markdown tables, CSV, and
+"""Renderers of an LLM sweep (:class:`~graphroof.sweep.SweepResult`): terminal / markdown tables, CSV, and
 the throughput-latency frontier chart (one curve per device, points labelled batch / TP / dtype) as a
 self-contained HTML page (inline SVG) or a PNG (matplotlib).  JSON is the result's ``to_json()``."""
 

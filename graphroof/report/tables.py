@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from ..errors import csv_safe
-from ..units import json_safe
 from .content import as_phases
 
 __all__ = ["render_csv", "render_json", "csv_text"]
@@ -52,13 +51,9 @@ def render_csv(phases: Any, ops: bool = False) -> str:
 
 
 def render_json(phases: Any) -> str:
-    """One Analysis: its ``to_dict()``; several phases: ``{"phases": [{"phase": name, ...}, ...]}``."""
-    from .advice import analysis_advice
-
+    """One Analysis: its ``to_dict()`` (``next_steps`` included); several phases:
+    ``{"phases": [{"phase": name, ...}, ...]}``."""
     ph = as_phases(phases)
     if len(ph) == 1:
-        return json.dumps({**ph[0].analysis.to_dict(), "next_steps": json_safe(analysis_advice(ph[0].analysis))},
-                          indent=2) + "\n"
-    return json.dumps({"phases": [{"phase": p.name, **p.analysis.to_dict(),
-                                   "next_steps": json_safe(analysis_advice(p.analysis))} for p in ph]},
-                      indent=2) + "\n"
+        return json.dumps(ph[0].analysis.to_dict(), indent=2) + "\n"
+    return json.dumps({"phases": [{"phase": p.name, **p.analysis.to_dict()} for p in ph]}, indent=2) + "\n"

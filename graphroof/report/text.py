@@ -104,20 +104,16 @@ def render(a, markdown: bool = False, ops: bool = False, top: int | None = None,
     out: list[str] = []
     out.extend(header_lines(a))
     out.append("")
-    from .fold import display_kernels, display_layers, display_ops
-
-    out.append(layer_table(display_layers(a, fold), False))
+    out.append(layer_table(a.layer_table(fold), False))
     if kernels:
         out.append("")
-        out.append(kernel_table(display_kernels(a, fold), False, top))
+        out.append(kernel_table(a.kernel_table(fold), False, top))
     if ops:
         out.append("")
-        out.append(op_table(display_ops(a, fold), False, top))
+        out.append(op_table(a.op_table(fold), False, top))
     out.append("")
     out.extend(footer_lines(a))
-    from .advice import advice_lines, analysis_advice
-
-    steps = advice_lines(analysis_advice(a))
+    steps = [it["text"] for it in a.next_steps]
     if steps:
         out += ["", "next steps:", *(f"  - {s}" for s in steps)]
     return "\n".join(out) + "\n"

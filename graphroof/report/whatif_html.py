@@ -17,7 +17,6 @@ from markupsafe import Markup
 
 from ..units import fmt_time
 from .chart import _H, _MB, _ML, _MR, _MT, _W, ChartData, _ranges
-from .fold import display_layers
 
 __all__ = ["whatif_panel", "whatif_json", "SIMPLIFICATIONS"]
 
@@ -51,7 +50,7 @@ def whatif_json(phases: list, cd: ChartData) -> dict[str, Any] | None:
     w = getattr(a, "whatif", None)
     if not w:
         return None
-    layers = display_layers(a)
+    layers = a.layer_table()
     where = {op: r["name"] for r in layers for op in r["ops"]}
     names = [r["name"] for r in layers]
     idx = {n: i for i, n in enumerate(names)}

@@ -2,10 +2,11 @@
 launch costs (eager vs CUDA graphs), collectives (alpha-beta per algorithm) and the fp32 precision policy.
 
 Pure functions of plain numbers and a :class:`~graphroof.hardware.HardwareProfile`; every constant is data in the
-profile's ``[timing]`` / ``[collectives]`` sections (see :mod:`graphroof.timing.params`), or derived from its
+profile's ``[timing]`` / ``[collectives]`` sections (see :mod:`graphroof.hardware.params`), or derived from its
 other fields when absent.
 """
 
+from ..hardware.params import STREAM_KINDS, CollectiveParams, KernelTiming
 from .collectives import (
                           COLLECTIVES,
                           CollectiveTime,
@@ -16,7 +17,6 @@ from .collectives import (
                           reduce_scatter_time,
 )
 from .gemm import GemmTime, gemm_time, gemm_time_with
-from .params import STREAM_KINDS, CollectiveParams, KernelTiming
 from .precision import MATMUL_PRECISIONS, matmul_peak, matmul_peak_key
 from .profile import collectives_of, timing_of
 from .stream import StreamTime, launch_time, stream_time, stream_time_with

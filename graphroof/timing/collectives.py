@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .params import CollectiveParams
+from ..hardware.params import CollectiveParams
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..dtypes import dtype_bits
 from ..errors import InputError
-from .params import KernelTiming
+from ..hardware.params import KernelTiming
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
@@ -71,9 +71,8 @@ def _tile_heights(t: KernelTiming) -> list[int]:
 
 
 def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTiming, rate: float, in_bytes: float,
-             i_l2: float) -> tuple[float, int, int, int, float]:
-    """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration."""
-    sms = t.sm_count
+             i_l2: float, sms: int) -> tuple[float, int, int, int, float]:
+    """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration on *sms* SMs."""
     tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
     split = 1
     if tiles < sms:
@@ -109,7 +108,7 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         heights = _tile_heights(timing)
         if timing.gemm_tile_policy == "cover_m":
             heights = [min((h for h in heights if h >= m), default=heights[0])]
-        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2), tm) for tm in heights)
+        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms), tm) for tm in heights)
         (t_compute, tiles, split, waves, cta_flops), tm = best
         util = flops / (waves * sms * cta_flops)
         if split > 1:  # fp32 partial sums: each split writes its M x N slice, the reduction reads them back

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .params import CollectiveParams, KernelTiming
+from ..hardware.params import CollectiveParams, KernelTiming
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .params import STREAM_KINDS, KernelTiming
+from ..hardware.params import STREAM_KINDS, KernelTiming
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile

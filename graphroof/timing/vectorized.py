@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtypes import dtype_bits
+from ..hardware.params import KernelTiming
 from .gemm import _tile_heights
 from .kernel import stream_kind
-from .params import KernelTiming
 from .precision import matmul_peak
 from .profile import timing_of
 

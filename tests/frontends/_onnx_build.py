@@ -13,7 +13,7 @@ from onnx import numpy_helper as nh
 from graphroof.counters import count
 from graphroof.counters.cost import Cost
 from graphroof.counters.settings import CountSettings
-from graphroof.frontends.onnx import load_onnx
+from graphroof.frontends.onnx.load import load_onnx
 from graphroof.graph import COST, OpGraph, bind
 
 F32, F16, I64, I32, U8, I8, BOOL = TP.FLOAT, TP.FLOAT16, TP.INT64, TP.INT32, TP.UINT8, TP.INT8, TP.BOOL

@@ -1,5 +1,5 @@
 """transformers changing under us: every piece the capture relies on is found or is a loud error naming the
-release (graphroof.frontends.hf_compat); old and new cache-argument names; a transformers model passed as a
+release (graphroof.frontends.hf.compat); old and new cache-argument names; a transformers model passed as a
 module is traced as the config path traces it (no value-reading packed-sequence check)."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import functools
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 transformers = pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
 import graphroof  # noqa: E402
-from graphroof.frontends import hf_compat  # noqa: E402
-from graphroof.frontends.hf_compat import LibraryChanged, cache_argument  # noqa: E402
-from graphroof.llm.ssm import SSMSource, hf_source  # noqa: E402
+from graphroof.frontends.hf import compat as hf_compat  # noqa: E402
+from graphroof.frontends.hf.compat import LibraryChanged, cache_argument  # noqa: E402
+from graphroof.frontends.hf.ssm_source import SSMSource, hf_source  # noqa: E402
 
 MAMBA = {"model_type": "mamba", "architectures": ["MambaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
          "state_size": 8, "expand": 2, "conv_kernel": 4, "vocab_size": 128, "time_step_rank": 4,
@@ -94,7 +94,7 @@ def test_cache_argument_the_model_ignores_is_an_error(monkeypatch):
 def test_renamed_scan_function_is_an_error(monkeypatch):
     """A release whose Mamba module calls its scan under another name: the prefill would be traced as the per-token
     Python loop (a different, huge graph) - an error instead."""
-    from graphroof.frontends import ssm
+    from graphroof.frontends.hf import ssm_kernels as ssm
 
     monkeypatch.setattr(ssm, "_SWAPS", {k: v for k, v in ssm._SWAPS.items() if k != "mamba_selective_scan"})
     src = hf_source(MAMBA, name="tiny-mamba")
@@ -103,7 +103,7 @@ def test_renamed_scan_function_is_an_error(monkeypatch):
 
 
 def test_renamed_state_update_is_an_error(monkeypatch):
-    from graphroof.frontends import ssm
+    from graphroof.frontends.hf import ssm_kernels as ssm
 
     monkeypatch.setattr(ssm, "_SWAPS", {k: v for k, v in ssm._SWAPS.items()
                                         if k not in ("mamba_selective_state_update", "causal_conv1d_update")})
@@ -115,7 +115,7 @@ def test_renamed_state_update_is_an_error(monkeypatch):
 def test_missing_packed_sequence_check_is_an_error(monkeypatch):
     from transformers import masking_utils
 
-    from graphroof.frontends.hf import load_config_data
+    from graphroof.frontends.hf.build import load_config_data
 
     monkeypatch.delattr(masking_utils, "find_packed_sequence_indices")
     with pytest.raises(LibraryChanged, match="masking_utils.find_packed_sequence_indices is missing"):
@@ -166,7 +166,7 @@ def test_hf_module_with_use_cache_off_counts_the_causal_half():
 def test_mla_model_without_mla_modules_is_an_error(monkeypatch):
     """A DeepSeek config (kv_lora_rank) whose attention modules no longer look like transformers' MLA (here:
     expand_kv renamed): decode would silently re-expand the whole cache every step; an error instead."""
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
     from tests.llm.test_llm_windows import DEEPSEEK_V2
 
     src = HFSource(DEEPSEEK_V2, name="tiny-deepseek-v2")
@@ -180,7 +180,7 @@ def test_mla_model_without_mla_modules_is_an_error(monkeypatch):
 def test_missing_attention_registry_is_an_error(monkeypatch):
     from transformers import modeling_utils
 
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
     from tests.llm.test_llm_windows import DEEPSEEK_V2
 
     src = HFSource(DEEPSEEK_V2, name="tiny-deepseek-v2")

@@ -9,7 +9,8 @@ import pytest
 
 from graphroof.cli import main
 from graphroof.errors import InputError
-from graphroof.frontends import classify, hf_hub
+from graphroof.frontends import classify
+from graphroof.frontends.hf import hub as hf_hub
 
 TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,

@@ -9,12 +9,13 @@ import json
 import pytest
 
 pytest.importorskip("transformers")
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 
 import graphroof  # noqa: E402
 from graphroof.cli import main  # noqa: E402
 from graphroof.errors import InputError  # noqa: E402
-from graphroof.frontends import hf, zoo  # noqa: E402
+from graphroof.frontends import zoo  # noqa: E402
+from graphroof.frontends.hf import build as hf
 from graphroof.graph import COST  # noqa: E402
 
 # tiny CLIP: text tower 2 layers d=32 over 16 positions, vision tower 2 layers d=48 on 32x32 images, 8x8 patches

@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import graphroof  # noqa: E402
 from graphroof.cli import main  # noqa: E402
 from graphroof.errors import InputError  # noqa: E402
-from graphroof.frontends.onnx import load_onnx  # noqa: E402
+from graphroof.frontends.onnx.load import load_onnx  # noqa: E402
 from tests.frontends._onnx_build import F32, I64, init, model, node, save, vi  # noqa: E402
 
 RESNET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"

@@ -19,8 +19,8 @@ import graphroof  # noqa: E402
 from graphroof.cli import main  # noqa: E402
 from graphroof.counters.cost import Cost  # noqa: E402
 from graphroof.errors import CostError, FrontendError, GraphroofWarning, csv_safe  # noqa: E402
-from graphroof.frontends.onnx import load_onnx  # noqa: E402
-from graphroof.frontends.onnx_guard import Budget, run_guarded  # noqa: E402
+from graphroof.frontends.onnx.guard import Budget, run_guarded  # noqa: E402
+from graphroof.frontends.onnx.load import load_onnx  # noqa: E402
 from graphroof.graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN  # noqa: E402
 from tests.frontends._onnx_build import BOOL, F32, I64, cost, counted, init, model, node, save, vi  # noqa: E402
 

@@ -15,7 +15,7 @@ from graphroof.cli import main  # noqa: E402
 from graphroof.counters.cost import Cost  # noqa: E402
 from graphroof.errors import FrontendError, GraphroofWarning, InputError, UnboundDimError  # noqa: E402
 from graphroof.frontends import load  # noqa: E402
-from graphroof.frontends.onnx import is_kv_name, load_onnx, scope_of  # noqa: E402
+from graphroof.frontends.onnx.load import is_kv_name, load_onnx, scope_of  # noqa: E402
 from graphroof.graph import Role  # noqa: E402
 from tests.frontends._onnx_build import F32, I64, cost, counted, init, model, node, save, total, vi  # noqa: E402
 

@@ -221,7 +221,7 @@ def test_scan_length_from_shape_and_if_constant_branch(tmp_path):
 def test_scan_length_left_symbolic_is_bound_at_count_time(tmp_path):
     from onnx import helper as h
 
-    from graphroof.frontends.onnx import load_onnx
+    from graphroof.frontends.onnx.load import load_onnx
     from graphroof.graph import bind
 
     body = h.make_graph([node("Add", ["s_in", "xi"], ["s_out"], name="sadd")], "sb",

@@ -9,7 +9,7 @@ import pytest
 import graphroof
 from graphroof.errors import InputError
 from graphroof.frontends import check_options, classify
-from graphroof.frontends.factory import import_target
+from graphroof.frontends.torch.factory import import_target
 from graphroof.graph import OpGraph
 
 

@@ -247,7 +247,7 @@ def test_a_wrong_type_entry_is_a_miss_not_a_crash(store):
 
 
 def test_a_stored_graph_where_a_manifest_belongs_is_a_miss(store):
-    from graphroof.llm import stored
+    from graphroof.frontends import ModelRef, Resolved, stored
 
     built = []
 
@@ -258,9 +258,10 @@ def test_a_stored_graph_where_a_manifest_belongs_is_a_miss(store):
         built.append(1)
         return Fake()
 
-    entry = trace_store.Entry("llm", {"x": 1})
+    res = Resolved(ModelRef("zoo", "x"), config={"x": 1}, name="x", source="zoo:x")
+    entry = trace_store.Entry("llm", stored.request(res, {}))
     entry.put("manifest", (OpGraph("g"), []))
-    assert isinstance(stored.open_stored({"x": 1}, make), Fake) and built == [1]
+    assert isinstance(stored.open_stored(res, {}, make), Fake) and built == [1]
     assert entry.get("manifest") is None    # dropped
 
 
@@ -362,9 +363,9 @@ import json, os, sys, warnings
 warnings.simplefilter("ignore")
 import graphroof
 from graphroof.frontends import trace_store
+from graphroof.options import Options
 cfg = sys.argv[1]
-with trace_store.caching(False):
-    off = graphroof.analyze(cfg, hw="a100", seq=16)
+off = graphroof.analyze(cfg, hw="a100", seq=16, options=Options(store=False))
 graphroof.analyze(cfg, hw="a100", seq=16)            # traced and stored
 hit = graphroof.analyze(cfg, hw="a100", seq=16)      # read back
 fig = lambda a: (a.totals.as_dict(), [(r["name"], r["flops"], r["bytes"]) for r in a.ops])

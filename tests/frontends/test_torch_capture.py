@@ -13,8 +13,8 @@ from torch import nn
 
 import graphroof
 from graphroof import GraphroofError, Role, TensorSpec
-from graphroof.frontends import torch_export
-from graphroof.frontends.torch_export import load_module
+from graphroof.frontends.torch import export as torch_export
+from graphroof.frontends.torch.export import load_module
 
 CAPTURES = ["export", "dispatch"]
 

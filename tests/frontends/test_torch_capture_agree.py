@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import graphroof
-from graphroof.frontends import torch_export
-from graphroof.frontends.torch_export import load_factory, load_module
+from graphroof.frontends.torch import export as torch_export
+from graphroof.frontends.torch.export import load_factory, load_module
 from tests.frontends.torch_models import SmallCNN
 
 CAPTURES = ["export", "dispatch"]

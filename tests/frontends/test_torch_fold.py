@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from graphroof.counters import count  # noqa: E402
-from graphroof.frontends.fold_switch import folding  # noqa: E402
-from graphroof.frontends.torch_export import load_module  # noqa: E402
-from graphroof.frontends.torch_fold import block_signature, fold_groups  # noqa: E402
+from graphroof.frontends.torch.export import load_module  # noqa: E402
+from graphroof.frontends.torch.fold import block_signature, fold_groups  # noqa: E402
 from graphroof.graph import COST, IN_TENSORS, OP, OUT_TENSORS  # noqa: E402
 
 H, V = 64, 100
@@ -48,7 +47,7 @@ def _costs(g):
 
 def _hf(data, **kw):
     pytest.importorskip("transformers")
-    from graphroof.frontends.hf import load_config_data
+    from graphroof.frontends.hf.build import load_config_data
 
     folded = load_config_data(dict(data), seq=12, batch=2, name="m", fold_blocks=True, **kw)
     plain = load_config_data(dict(data), seq=12, batch=2, name="m", fold_blocks=False, **kw)
@@ -72,7 +71,7 @@ def test_folded_equals_unfolded(data, groups):
 
 def test_groups_split_where_layers_differ():
     pytest.importorskip("transformers")
-    from graphroof.frontends.hf import build_model
+    from graphroof.frontends.hf.build import build_model
 
     model, cfg, _ = build_model(dict(GEMMA3))
     names = {id(m): n for n, m in model.named_modules()}
@@ -87,16 +86,15 @@ def test_groups_split_where_layers_differ():
 
 def test_decode_with_cache_and_layout_probe_fold_identically():
     pytest.importorskip("transformers")
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
 
     out = {}
     for on in (True, False):
-        with folding(on):
-            src = HFSource(dict(DEEPSEEK3), name="m")
-            layout = src.kv_layout()  # probes what each layer hands its cache: replicated layers too
-            out[on] = (layout, _dump(src.prefill_graph(2, 10)), _dump(src.decode_graph(3, 17)))
-            if on:
-                assert src.decode_graph(1, 5).meta["fold"][0]["replicated"] == 3
+        src = HFSource(dict(DEEPSEEK3), name="m", fold=on)
+        layout = src.kv_layout()  # probes what each layer hands its cache: replicated layers too
+        out[on] = (layout, _dump(src.prefill_graph(2, 10)), _dump(src.decode_graph(3, 17)))
+        if on:
+            assert src.decode_graph(1, 5).meta["fold"][0]["replicated"] == 3
     assert len(out[True][0]) == 8
     assert out[True] == out[False]
 
@@ -216,7 +214,7 @@ def test_encoder_decoder_folds_both_caches(kind):
     ``EncoderDecoderCache``): replicated layers replay both, so the layout probe, the prefill (which writes the
     cross-attention cache) and a decode step equal the unfolded traces."""
     pytest.importorskip("transformers")
-    from graphroof.llm.encdec import EncDecSource
+    from graphroof.frontends.hf.encdec import EncDecSource
     from tests.llm.test_llm_encdec import BART, T5, WHISPER
 
     # T5: block 0 holds the relative position bias, blocks 1-4 fold (a T5 block holds one ModuleList)
@@ -225,13 +223,12 @@ def test_encoder_decoder_folds_both_caches(kind):
     replicated = [1, 1] if kind == "t5" else [2, 2]
     out = {}
     for on in (True, False):
-        with folding(on):
-            src = EncDecSource(cfg, name=kind, decoder_prompt=2)
-            src.check_context(20, 4)
-            pre, dec = src.prefill_graph(2, 20), src.decode_graph(3, 7)
-            out[on] = (src.layouts(), _dump(pre), _dump(dec))
-            if on:
-                assert [f["replicated"] for f in pre.meta["fold"]] == replicated   # encoder and decoder layers
-                assert [f["replicated"] for f in dec.meta["fold"]][-1] == replicated[-1]
+        src = EncDecSource(cfg, name=kind, decoder_prompt=2, fold=on)
+        src.check_context(20, 4)
+        pre, dec = src.prefill_graph(2, 20), src.decode_graph(3, 7)
+        out[on] = (src.layouts(), _dump(pre), _dump(dec))
+        if on:
+            assert [f["replicated"] for f in pre.meta["fold"]] == replicated   # encoder and decoder layers
+            assert [f["replicated"] for f in dec.meta["fold"]][-1] == replicated[-1]
     assert len(out[True][0]["cross"]) == 5
     assert out[True] == out[False]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import graphroof
-from graphroof.frontends.hf import load_config_data
+from graphroof.frontends.hf.build import load_config_data
 from tests.frontends.torch_models import SmallCNN
 
 pytest.importorskip("transformers")

@@ -16,7 +16,7 @@ pytest.importorskip("onnxscript")
 torch = pytest.importorskip("torch")
 
 import graphroof  # noqa: E402
-from graphroof.frontends.zoo_models import Block  # noqa: E402
+from graphroof.frontends.torch.zoo_models import Block  # noqa: E402
 from tests.frontends.torch_models import SmallCNN  # noqa: E402
 
 

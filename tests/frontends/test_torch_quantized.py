@@ -11,7 +11,7 @@ from torch import nn
 
 import graphroof
 import graphroof.counters.rules.quantized_torch as qr  # registers the rules (until rules/__init__ imports it)
-from graphroof.frontends.torch_export import load_module
+from graphroof.frontends.torch.export import load_module
 from graphroof.graph import OpNode, Role, TensorSpec
 
 tq = pytest.importorskip("torch.ao.quantization")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import graphroof
-from graphroof.frontends.torch_export import load_module
+from graphroof.frontends.torch.export import load_module
 
 
 def cost(g, **kw):

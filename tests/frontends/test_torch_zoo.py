@@ -12,7 +12,8 @@ import torch
 import graphroof
 from graphroof.cli import main
 from graphroof.errors import FrontendError, InputError
-from graphroof.frontends import hf, zoo
+from graphroof.frontends import zoo
+from graphroof.frontends.hf import build as hf
 
 pytest.importorskip("transformers")
 
@@ -160,7 +161,7 @@ def test_missing_transformers_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_meta_params_untouched_by_analysis():
     model, _ = zoo.build_zoo_module("resnet-18")
-    g = graphroof.frontends.torch_export.load_module(model, [(1, 3, 224, 224)])
+    g = graphroof.frontends.torch.export.load_module(model, [(1, 3, 224, 224)])
     assert all(p.is_meta for p in model.parameters()) and len(g) > 50
     assert torch.device("meta") == next(model.parameters()).device
 
@@ -168,8 +169,8 @@ def test_meta_params_untouched_by_analysis():
 def test_decode_step_with_a_transformers_cache_counts_kv_bytes():
     from transformers import DynamicCache
 
-    from graphroof.frontends.hf_compat import cache_argument
-    from graphroof.frontends.torch_export import load_module
+    from graphroof.frontends.hf.compat import cache_argument
+    from graphroof.frontends.torch.export import load_module
 
     model, cfg, _ = hf.build_model(TINY)
     cache = DynamicCache(config=cfg)

@@ -8,16 +8,18 @@ import warnings
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 pytest.importorskip("transformers")
 
 import graphroof  # noqa: E402
 from graphroof.cli import main  # noqa: E402
 from graphroof.errors import GraphroofWarning  # noqa: E402
-from graphroof.frontends import hf, trace_store  # noqa: E402
-from graphroof.frontends.fold_switch import folding  # noqa: E402
-from graphroof.llm import estimate, loaders  # noqa: E402
-from graphroof.llm.stored import StoredSource  # noqa: E402
+from graphroof.frontends import sources as loaders  # noqa: E402
+from graphroof.frontends import trace_store  # noqa: E402
+from graphroof.frontends.hf import build as hf
+from graphroof.frontends.stored import StoredSource  # noqa: E402
+from graphroof.llm import estimate
+from graphroof.options import Options  # noqa: E402
 
 TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
@@ -65,8 +67,7 @@ def test_analyze_reads_back_the_traced_graph(store, tmp_path, monkeypatch):
     assert list(store.glob("*/*/graph.json.z"))
     graphroof.analyze(str(cfg), hw="a100", seq=64)     # another request: traced
     assert len(calls) == 2
-    with folding(False):                                # folding is part of the request
-        graphroof.analyze(str(cfg), hw="a100", seq=32)
+    graphroof.analyze(str(cfg), hw="a100", seq=32, options=Options(fold=False))  # folding is part of the request
     assert len(calls) == 3
     graphroof.analyze(str(_config(tmp_path, hidden_size=128)), hw="a100", seq=32)  # another config
     assert len(calls) == 4
@@ -82,8 +83,7 @@ def test_other_code_is_another_key(store, monkeypatch):
 def test_off_and_corrupt_entries(store, tmp_path, monkeypatch):
     calls = _counting(monkeypatch)
     cfg = _config(tmp_path)
-    with trace_store.caching(False):
-        graphroof.analyze(str(cfg), hw="a100", seq=32)
+    graphroof.analyze(str(cfg), hw="a100", seq=32, options=Options(store=False))
     assert len(calls) == 1 and not store.exists()
     graphroof.analyze(str(cfg), hw="a100", seq=32)
     (entry,) = store.glob("*/*/graph.json.z")

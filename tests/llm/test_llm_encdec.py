@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 pytest.importorskip("transformers")
 
 from graphroof.cli import main  # noqa: E402
 from graphroof.errors import InputError  # noqa: E402
-from graphroof.llm import estimate  # noqa: E402
-from graphroof.llm.encdec import EncDecSource  # noqa: E402
+from graphroof.frontends.hf.encdec import EncDecSource  # noqa: E402
+from graphroof.llm import Engine, Pricing, estimate  # noqa: E402
 from graphroof.llm.kvcache import APPEND  # noqa: E402
 
 D, HEADS, DKV, FF, V = 64, 4, 16, 128, 256
@@ -51,8 +51,9 @@ def test_kv_bytes_per_sequence_self_plus_cross(cfg, per_token, name):
 
 def test_prefill_writes_both_caches_decode_appends_self_only():
     P = 24
-    r = estimate(EncDecSource(T5, name="t5"), hw="h100", prompt=P, gen=4, batch=2)
-    pipe = r.pipeline
+    eng = Engine(EncDecSource(T5, name="t5"), hw="h100")
+    eng.estimate(prompt=P, gen=4, batch=2)
+    pipe = eng.pipeline
     pre = pipe.counted("prefill", 2, P).ops
     # prefill: 2 sequences x (1 decoder token of self KV + 24 encoder tokens of cross KV)
     assert sum(c.kv_write_bytes for op, c in pre if op.op == APPEND) == 2 * T5_KV_TOKEN * (1 + P)
@@ -64,20 +65,22 @@ def test_prefill_writes_both_caches_decode_appends_self_only():
 
 def test_encoder_counted_once_in_prefill_not_in_decode():
     P, S = 32, EncDecSource(T5, name="t5")
-    r = estimate(S, hw="h100", prompt=P, gen=4, batch=1)
-    pre = r.pipeline.counted("prefill", 1, P).ops
+    eng = Engine(S, hw="h100")
+    eng.estimate(prompt=P, gen=4, batch=1)
+    pre = eng.pipeline.counted("prefill", 1, P).ops
     enc = [(op, c) for op, c in pre if op.scope.startswith("encoder.")]
     # per encoder layer: q, k, v, o (2 * P * D * 64 each), relu MLP (2 * 2 * P * D * FF), bidirectional attention
     # over all P x P pairs, Q.K and P.V per head: 2 * HEADS * P * P * (DKV + DKV)
     layer = 4 * 2 * P * D * HEADS * DKV + 2 * 2 * P * D * FF + 2 * HEADS * P * P * 2 * DKV
     assert sum(c.matrix_flops for _, c in enc) == 2 * layer
     for x in (1, 3):
-        assert not [op for op, _ in r.pipeline.counted("decode", 1, x).ops if op.scope.startswith("encoder")]
+        assert not [op for op, _ in eng.pipeline.counted("decode", 1, x).ops if op.scope.startswith("encoder")]
 
 
 def test_decode_weight_bytes_are_the_decoders_read_once():
     src = EncDecSource(BART, name="bart")
-    r = estimate(src, hw="h100", prompt=16, gen=3, batch=2)
+    eng = Engine(src, hw="h100")
+    eng.estimate(prompt=16, gen=3, batch=2)
     params = dict(src.model.named_parameters())
     # the decoder layers' weights, except the cross-attention K / V projections: the encoder's keys and values
     # were projected once in the prefill and are read from the cross-attention cache
@@ -87,7 +90,7 @@ def test_decode_weight_bytes_are_the_decoders_read_once():
     # per layer: self- and cross-attention q, k, v, o (8 linears of D x D + D), 3 layer norms (2 D each), fc1 and
     # fc2 (2 D FF + FF + D), less the cross k, v (2 (D x D + D)); 2 layers, fp32
     assert dec_layers == 2 * 4 * (8 * (D * D + D) - 2 * (D * D + D) + 3 * 2 * D + 2 * D * FF + FF + D)
-    ops = r.pipeline.counted("decode", 2, 1).ops
+    ops = eng.pipeline.counted("decode", 2, 1).ops
     assert not [op for op, _ in ops if op.scope.startswith("model.encoder")]  # no encoder op, no encoder weight
     assert sum(c.weight_bytes for op, c in ops if op.scope.startswith("model.decoder.layers.")) == dec_layers
     # + the tied lm_head over the whole table (V * D) + final_logits_bias (V) + layernorm_embedding (2 * D)
@@ -98,8 +101,9 @@ def test_decode_weight_bytes_are_the_decoders_read_once():
 def test_whisper_encoder_takes_mel_features_and_cross_kv_is_the_encoder_length():
     src = EncDecSource(WHISPER, name="whisper")
     assert src.features == (16, 60) and src.cross_tokens(999) == 30
-    r = estimate(src, hw="h100", prompt=999, gen=5, batch=1)  # --prompt does not apply to a speech encoder
-    g = r.pipeline.raw("prefill", 1, 999)
+    eng = Engine(src, hw="h100")
+    r = eng.estimate(prompt=999, gen=5, batch=1)  # --prompt does not apply to a speech encoder
+    g = eng.pipeline.raw("prefill", 1, 999)
     conv = [op for op in g.ops() if op.op == "aten.conv1d"]
     assert conv and conv[0].inputs[0].shape == (1, 16, 60)
     # self: (1 + 5) tokens, cross: 30 encoder positions; 2 layers x 4 heads x 16 fp32 K and V = 1024 B per token
@@ -119,8 +123,9 @@ def test_decoder_prompt_option_and_limits():
 
 def test_decode_mean_equals_every_step_evaluated():
     """Decode costs are affine in the self-attention past: the closed-form mean equals evaluating each step."""
-    r = estimate(EncDecSource(BART, name="bart"), hw="h100", prompt=16, gen=5, batch=1, ideal=True)
-    steps = [r.pipeline.step("decode", 1, x).totals.t_lower_s for x in range(1, 5)]
+    eng = Engine(EncDecSource(BART, name="bart"), hw="h100", pricing=Pricing(ideal=True))
+    r = eng.estimate(prompt=16, gen=5, batch=1)
+    steps = [eng.step("decode", 1, x).totals.t_lower_s for x in range(1, 5)]
     assert r.configs[0].tpot_s == pytest.approx(sum(steps) / 4, rel=1e-9)
 
 
@@ -141,7 +146,7 @@ def test_cli_encdec_and_decoder_prompt_on_a_decoder(tmp_path, capsys):
 
 
 def test_sweep_refuses_encoder_decoders_in_one_line():
-    from graphroof.llm.sweep import sweep
+    from graphroof.sweep import sweep
 
     with pytest.raises(InputError, match="encoder-decoder"):
         sweep(EncDecSource(BART, name="bart"), hw="h100", prompt=[8, 16], gen=[4], batch=[1])

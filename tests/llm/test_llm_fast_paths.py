@@ -28,9 +28,9 @@ LLAMA = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size
 
 @pytest.fixture(scope="module")
 def tiny_llama():
-    pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+    pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
     pytest.importorskip("transformers")
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
 
     src = HFSource(LLAMA, name="tiny-llama-3-blocks")
     return {"prefill": src.prefill_graph(2, 16), "decode": src.decode_graph(2, 16)}

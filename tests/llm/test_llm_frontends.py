@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 pytest.importorskip("transformers")
 
 from graphroof.cli import main  # noqa: E402
@@ -15,7 +15,6 @@ from graphroof.errors import InputError  # noqa: E402
 from graphroof.graph import COST, Role  # noqa: E402
 from graphroof.llm import estimate
 from graphroof.llm.phases import Pipeline  # noqa: E402
-from graphroof.llm.series import OpSeries  # noqa: E402
 from graphroof.report import render  # noqa: E402
 
 L, H, HEADS, KVH, I, V = 2, 64, 4, 2, 128, 100
@@ -63,14 +62,15 @@ def test_decode_is_a_real_cached_step(tiny):
 def test_decode_costs_are_affine_in_the_context(tiny_config):
     """The exact sum relies on it: costs at a middle context equal the line through the two ends."""
     from graphroof.api import resolve_hardware
-    from graphroof.llm.loaders import open_model
+    from graphroof.frontends.sources import open_model
 
     pipe = Pipeline(open_model(str(tiny_config)), resolve_hardware("a100"))
-    s = OpSeries({x: pipe.counted("decode", 2, x).ops for x in (16, 40)})
+    a, b = pipe.counted("decode", 2, 16).ops, pipe.counted("decode", 2, 40).ops
     mid = pipe.counted("decode", 2, 29)
-    for i, (op, cost) in enumerate(mid.ops):
-        want = s.cost_at(i, 29)
-        assert (cost.flops, cost.bytes) == pytest.approx((want.flops, want.bytes), rel=1e-12, abs=1e-9), op.name
+    for (op, cost), (_, ca), (_, cb) in zip(mid.ops, a, b):
+        # the line through past 16 and 40, at 29: a + (b - a) * 13 / 24
+        want = [ca.flops + (cb.flops - ca.flops) * 13 / 24, ca.bytes + (cb.bytes - ca.bytes) * 13 / 24]
+        assert [cost.flops, cost.bytes] == pytest.approx(want, rel=1e-12, abs=1e-9), op.name
 
 
 def test_tp2_on_a_traced_model(tiny_config):

@@ -115,9 +115,9 @@ def _weight_bytes(graph) -> tuple[float, float]:
 
 @pytest.fixture(scope="module")
 def mixtral():
-    pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+    pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
     pytest.importorskip("transformers")
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
 
     return HFSource(TINY_MIXTRAL, name="tiny-mixtral")
 
@@ -144,7 +144,7 @@ def test_mixtral_prefill_visits_all_experts_at_long_prompts(mixtral):
 
 
 def test_mixtral_override_and_note(mixtral):
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
 
     src = HFSource(TINY_MIXTRAL, name="tiny-mixtral", experts_touched=8)
     grouped, _ = _weight_bytes(src.decode_graph(1, 16))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.onnx", reason="needs the ONNX frontend")
+pytest.importorskip("graphroof.frontends.onnx.load", reason="needs the ONNX frontend")
 onnx = pytest.importorskip("onnx")
 
 import numpy as np  # noqa: E402

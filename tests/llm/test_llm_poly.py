@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from graphroof.graph import OpGraph, OpNode, TensorSpec
 from graphroof.llm.poly import GraphGrid, GridPlan, NotPolynomial, grid_points, interp, lagrange
-from graphroof.llm.sweep import sweep
+from graphroof.sweep import sweep
 from tests.llm.toy import RULES, toy_source
 
 # -- helpers by hand ---------------------------------------------------------------------------------------------
@@ -89,9 +90,9 @@ MODELS = {"llama": _llama(HEADS), "gqa": _llama(2), "moe": MIXTRAL}
 
 @pytest.fixture(scope="module", params=list(MODELS))
 def hf(request):
-    pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+    pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
     pytest.importorskip("transformers")
-    from graphroof.llm.hf import HFSource
+    from graphroof.frontends.hf.source import HFSource
 
     return request.param, HFSource({**MODELS[request.param], "num_hidden_layers": 1}, name=f"tiny-{request.param}")
 
@@ -113,12 +114,6 @@ def test_virtual_trace_equals_the_direct_trace(hf):
 # -- the sweep's interpolated evaluation equals one direct trace per point ------------------------------------
 
 
-def _direct(monkeypatch):
-    import graphroof.llm.sweep as sweep_mod
-
-    monkeypatch.setattr(sweep_mod, "_fast", lambda *a: None)
-
-
 def _close(fast, direct):
     assert len(fast.points) == len(direct.points)
     for a, b in zip(fast.points, direct.points):
@@ -137,33 +132,30 @@ def _random_axes(seed: int):
             sorted(rng.sample(range(2, 40), 2)) + [1])
 
 
-def test_sweep_interpolated_equals_direct_on_the_toy(monkeypatch):
+def test_sweep_interpolated_equals_direct_on_the_toy():
     b, p, g = _random_axes(0)
     kw = dict(hw="a100", batch=b, prompt=p, gen=g, weights=[None, "int4"], rules=RULES)
     fast = sweep(toy_source(), **kw)
     # prefill 2 batches x 3 prompts, decode 2 batches x 2 contexts, + the prefill that lists the parameters
     assert fast.traces == 2 * 3 + 2 * 2 + 1
-    _direct(monkeypatch)
-    _close(fast, sweep(toy_source(), **kw))
+    _close(fast, sweep(toy_source(), interpolate=False, **kw))
 
 
-def test_sweep_interpolated_equals_direct_without_cache(monkeypatch):
+def test_sweep_interpolated_equals_direct_without_cache():
     kw = dict(hw="a100", batch=[1, 5], prompt=[10, 31], gen=[1, 7, 20], rules=RULES)
     fast = sweep(toy_source(kv=False), **kw)
-    _direct(monkeypatch)
-    _close(fast, sweep(toy_source(kv=False), **kw))
+    _close(fast, sweep(toy_source(kv=False), interpolate=False, **kw))
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_interpolated_figures_equal_direct_traces_at_random_points(name):
-    pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+    pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
     pytest.importorskip("transformers")
+    from graphroof.frontends.hf.source import HFSource
     from graphroof.hardware import load_hardware
-    from graphroof.llm.hf import HFSource
     from graphroof.llm.phases import Pipeline
+    from graphroof.llm.price import PricedModel
     from graphroof.llm.quant import Quant
-    from graphroof.llm.sweep import _direct_figures
-    from graphroof.llm.sweep_fast import FastLLM
 
     src = HFSource({**MODELS[name], "num_hidden_layers": 1}, name=f"tiny-{name}")
     rng = random.Random(name)
@@ -171,30 +163,28 @@ def test_interpolated_figures_equal_direct_traces_at_random_points(name):
     gen = rng.randrange(3, 40)
     opts = {"llama": {"tp": 2}, "gqa": {"quant": Quant.parse("int4")}, "moe": {}}[name]
     hw = load_hardware("a100")
-    pipe = Pipeline(src, hw, **opts)
-    fast = FastLLM(pipe, batches, prompts, [1, gen])
+    fast = PricedModel(Pipeline(src, hw, **opts), batches, prompts, [1, gen])
+    assert fast.interpolated
     # the middle batch and the prompt off the 3-point grid are interpolated; one more random point
-    off = next(p for p in prompts if p not in fast.prefill.plan.xs)
+    off = next(p for p in prompts if p not in fast._grids["prefill"].plan.xs)
     points = [(batches[1], off, gen), (batches[1], off, 1), (rng.choice(batches), rng.choice(prompts), gen)]
-    direct = Pipeline(src, hw, **opts)
-    for b, p, g in points:
-        f = fast.figures(pipe, b, p, g, False)
-        d = _direct_figures(src, direct, b, p, g, False)
-        assert f[1] == d[1] and f[3] == d[3]  # bounds
-        for x, y in zip((f[0], f[2], f[4], f[5]), (d[0], d[2], d[4], d[5])):
-            assert (x is None) == (y is None)
-            if x is not None:
-                assert x == pytest.approx(y, rel=1e-9)
+    direct = PricedModel(Pipeline(src, hw, **opts), batches, prompts, [1, gen], interpolate=False)
+    B, P, G = (np.array(v) for v in zip(*points))
+    f, d = fast.price(hw, B, P, G), direct.price(hw, B, P, G)
+    assert list(f.prefill.bound) == list(d.prefill.bound) and list(f.decode.bound) == list(d.decode.bound)
+    for x, y in ((f.ttft_s, d.ttft_s), (f.tpot_s, d.tpot_s), (f.memory["activation_peak_bytes"],
+                 d.memory["activation_peak_bytes"]), (f.memory["kv_cache_bytes"], d.memory["kv_cache_bytes"])):
+        np.testing.assert_allclose(x, y, rtol=1e-9)
 
 
 def test_moe_expert_bytes_are_counted_not_interpolated():
-    pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+    pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
     pytest.importorskip("transformers")
+    from graphroof.frontends.hf.source import HFSource
     from graphroof.hardware import load_hardware
-    from graphroof.llm.fastpath import KernelGrid
-    from graphroof.llm.hf import HFSource
+    from graphroof.llm.grids import KernelGrid
     from graphroof.llm.phases import Pipeline
-    from graphroof.llm.sweep_fast import _lattice, _recounter
+    from graphroof.llm.price import _lattice, _recounter
 
     src = HFSource(MIXTRAL, name="tiny-mixtral")  # 2 decoder blocks
     pipe = Pipeline(src, load_hardware("a100"))
@@ -253,9 +243,9 @@ def test_sliding_windows_are_traced_directly():
 
 
 def test_estimate_traces_every_point_when_the_structure_changes():
+    from graphroof.frontends.source import GraphSource
     from graphroof.graph import bind
     from graphroof.llm import estimate
-    from graphroof.llm.source import GraphSource
     from tests.llm.toy import toy_graph
 
     base = toy_source()

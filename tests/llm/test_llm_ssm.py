@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
+from graphroof.frontends.hf.ssm_source import STATE_OPS, SSMSource, hf_source  # noqa: E402
 from graphroof.graph import Role  # noqa: E402
 from graphroof.llm import estimate  # noqa: E402
-from graphroof.llm.ssm import STATE_OPS, SSMSource, hf_source  # noqa: E402
 
 # d_inner = expand * hidden = 128, d_state 8, conv kernel 4, 2 layers, bf16
 MAMBA = {"model_type": "mamba", "architectures": ["MambaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
@@ -119,8 +119,8 @@ def test_whole_scan_ops_compute_what_transformers_computes():
     """The replacement ops' reference implementations give transformers' own outputs (tiny real model)."""
     from transformers import MambaConfig, MambaForCausalLM
 
-    from graphroof.frontends.hf_compat import cache_argument
-    from graphroof.frontends.ssm import ssm_kernels
+    from graphroof.frontends.hf.compat import cache_argument
+    from graphroof.frontends.hf.ssm_kernels import ssm_kernels
 
     torch.manual_seed(0)
     cfg = MambaConfig(**{k: v for k, v in MAMBA.items() if k not in ("model_type", "architectures", "torch_dtype")})
@@ -136,7 +136,7 @@ def test_whole_scan_ops_compute_what_transformers_computes():
 
             swapped = [getattr(mm, f).__module__ for f in ("mamba_selective_scan", "mamba_selective_state_update",
                                                             "causal_conv1d_update")]
-            assert swapped == ["graphroof.frontends.ssm"] * 3
+            assert swapped == ["graphroof.frontends.hf.ssm_kernels"] * 3
             out = model(ids, use_cache=True)
             step = model(nxt, **{arg: getattr(out, arg)}, use_cache=True).logits
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-4)
@@ -165,8 +165,8 @@ def test_mamba2_chunked_scan_capture_and_state():
 def test_mamba2_reference_ops_match_transformers():
     from transformers import Mamba2Config, Mamba2ForCausalLM
 
-    from graphroof.frontends.hf_compat import cache_argument
-    from graphroof.frontends.ssm import ssm_kernels
+    from graphroof.frontends.hf.compat import cache_argument
+    from graphroof.frontends.hf.ssm_kernels import ssm_kernels
 
     torch.manual_seed(0)
     cfg = Mamba2Config(**{k: v for k, v in MAMBA2.items() if k not in ("model_type", "architectures", "torch_dtype")})
@@ -179,7 +179,7 @@ def test_mamba2_reference_ops_match_transformers():
         with ssm_kernels():
             from transformers.models.mamba2 import modeling_mamba2 as mm
 
-            assert mm.mamba2_chunk_scan.__module__ == "graphroof.frontends.ssm"
+            assert mm.mamba2_chunk_scan.__module__ == "graphroof.frontends.hf.ssm_kernels"
             out = model(ids, use_cache=True)
             step = model(nxt, **{arg: getattr(out, arg)}, use_cache=True).logits
     torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-4)
@@ -188,7 +188,7 @@ def test_mamba2_reference_ops_match_transformers():
 
 @pytest.mark.slow
 def test_zoo_mamba_jamba_state_and_kv():
-    from graphroof.llm.loaders import open_model
+    from graphroof.frontends.sources import open_model
 
     m = open_model("mamba-2.8b")
     # 64 layers * (conv 5120 * 4 + SSM 5120 * 16) * 4 B (fp32 checkpoint) = 64 * 409,600 = 26,214,400 B
@@ -201,7 +201,7 @@ def test_zoo_mamba_jamba_state_and_kv():
 
 
 def test_sweep_memory_counts_the_state(mamba):
-    from graphroof.llm.sweep import sweep
+    from graphroof.sweep import sweep
 
     point = sweep(mamba, hw="h100", batch=2, prompt=16, gen=4).points[0]
     c = estimate(mamba, hw="h100", prompt=16, gen=4, batch=[2]).configs[0]
@@ -213,7 +213,7 @@ def test_sweep_memory_counts_the_state(mamba):
 @pytest.mark.parametrize("data, scan", [(MAMBA, "graphroof.selective_scan"), (MAMBA2, "graphroof.ssd_chunk_scan")])
 def test_both_captures_keep_the_scan_whole(data, scan):
     from graphroof.counters.count import count
-    from graphroof.frontends import hf
+    from graphroof.frontends.hf import build as hf
     from graphroof.graph import COST
 
     totals = []
@@ -226,7 +226,8 @@ def test_both_captures_keep_the_scan_whole(data, scan):
 
 
 def test_zoo_mamba_2_8b_parameters_by_hand():
-    from graphroof.frontends import hf, zoo
+    from graphroof.frontends import zoo
+    from graphroof.frontends.hf import build as hf
 
     model, _, _ = hf.build_model(hf.read_config(zoo.config_path("mamba-2.8b")))
     # per layer: in_proj 2560 * 10240 = 26,214,400; conv 5120 * 4 + bias 5120 = 25,600; x_proj 5120 * (160 + 2 *
@@ -237,7 +238,8 @@ def test_zoo_mamba_2_8b_parameters_by_hand():
 
 @pytest.mark.slow
 def test_zoo_jamba_parameters_by_hand():
-    from graphroof.frontends import hf, zoo
+    from graphroof.frontends import zoo
+    from graphroof.frontends.hf import build as hf
 
     model, _, _ = hf.build_model(hf.read_config(zoo.config_path("jamba-v0.1")))
     # Mamba mixer: in_proj 4096 * 16384 + conv 8192 * 4 + 8192 + x_proj 8192 * (256 + 32) + dt_proj 256 * 8192 + 8192

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 pytest.importorskip("transformers")
 
 from graphroof.counters.count import count  # noqa: E402
+from graphroof.frontends.hf.source import HFSource  # noqa: E402
+from graphroof.frontends.source import ModelSpec  # noqa: E402
 from graphroof.graph import COST  # noqa: E402
 from graphroof.llm import estimate  # noqa: E402
-from graphroof.llm.hf import HFSource  # noqa: E402
 from graphroof.llm.kvcache import mark_kv_cache  # noqa: E402
-from graphroof.llm.source import ModelSpec  # noqa: E402
 
 H, HEADS, HD, V = 64, 4, 16, 100
 
@@ -118,7 +118,7 @@ def test_mla_kv_layout_is_the_latent():
     assert src.kv_layout() == {0: ((1, 32), (1, 8)), 1: ((1, 32), (1, 8))}
     assert src.spec.kv_bytes_per_token(16) == 2 * (32 + 8) * 2 == 160
     read, write, attn = _kv(src, "decode", 1, 40)
-    # one token writes 160 B; the absorbed decode (llm/mla.py, as engines run it) reads the 41 cached latent +
+    # one token writes 160 B; the absorbed decode (frontends/hf/mla.py, as engines run it) reads the 41 cached latent +
     # rope rows once: 41 * 160 B
     assert write == 160 and read == 41 * 160
     assert any("KV cache layout read from" in n for n in src.notes)
@@ -169,7 +169,7 @@ def test_latent_attention_rule_literal():
 
 
 def test_mla_full_size_kv_bytes_per_token_v2_lite_and_v3():
-    from graphroof.llm.source import ModelSpec as M
+    from graphroof.frontends.source import ModelSpec as M
 
     # the figures the layout gives for the published configs: L * (kv_lora_rank + rope_dim) * 2 B
     assert M(kv_elems_per_token=27 * (512 + 64)).kv_bytes_per_token(16) == 31_104     # DeepSeek-V2-Lite
@@ -179,7 +179,7 @@ def test_mla_full_size_kv_bytes_per_token_v2_lite_and_v3():
 def test_failed_trace_is_one_line(tmp_path, capsys, monkeypatch):
     import json
 
-    import graphroof.frontends.torch_export as te
+    import graphroof.frontends.torch.export as te
     from graphroof.cli import main
 
     def boom(*args, **kwargs):  # a trace failing deep in torch, with a long multi-line message

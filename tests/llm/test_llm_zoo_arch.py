@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("graphroof.frontends.torch_export", reason="needs the PyTorch frontend")
+pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
 pytest.importorskip("transformers")
 
-from graphroof.llm.loaders import open_model  # noqa: E402
+from graphroof.frontends.sources import open_model  # noqa: E402
 
 
 @pytest.mark.parametrize("name, per_token", [

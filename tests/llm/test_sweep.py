@@ -11,8 +11,8 @@ import pytest
 from graphroof.cli import main
 from graphroof.errors import InputError
 from graphroof.llm import estimate
-from graphroof.llm.sweep import SweepPoint, pareto, pick_slo, sweep
 from graphroof.report import render
+from graphroof.sweep import SweepPoint, pareto, pick_slo, sweep
 from graphroof.sweep.batch import BatchPoint, solve_critical
 from tests.llm.toy import RULES, toy_source
 
@@ -261,7 +261,7 @@ def test_streamed_sweep_writes_the_same_rows_and_keeps_the_same_frontier(tiny_co
 
 
 def test_running_frontier_equals_the_whole_computation():
-    from graphroof.llm.sweep import RunningFrontier, SweepPoint, pareto, pick_slo
+    from graphroof.sweep import RunningFrontier, SweepPoint, pareto, pick_slo
 
     def pt(b, ttft, tpot, mem=1.0):
         return SweepPoint(hw="d", batch=b, prompt=16, gen=8, tp=1, ttft_s=ttft, tpot_s=tpot, prefill_bound="memory",

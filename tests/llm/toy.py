@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from graphroof.counters.common import io_cost, read_bytes, write_bytes
 from graphroof.counters.cost import Cost
+from graphroof.frontends.source import GraphSource, ModelSpec
 from graphroof.graph import OpGraph, OpNode, Role, TensorSpec, resolve_dim
-from graphroof.llm.source import GraphSource, ModelSpec
 
 
 def _linear(node):

@@ -47,7 +47,7 @@ def _work_nodes(c):
 
 
 def test_torch_mapping_covers_every_node_with_work():
-    pytest.importorskip("graphroof.frontends.torch_export")
+    pytest.importorskip("graphroof.frontends.torch.export")
     from graphroof.measure import measure_model
 
     c = measure_model(tiny_net(), (torch.randn(2, 3, 16, 16),), hw=HW, runs=3, warmup=1)
@@ -66,7 +66,7 @@ def test_torch_mapping_covers_every_node_with_work():
 
 def test_onnx_mapping_covers_every_node_with_work(tmp_path):
     pytest.importorskip("onnxruntime")
-    pytest.importorskip("graphroof.frontends.onnx")
+    pytest.importorskip("graphroof.frontends.onnx.load")
     from onnx import TensorProto, helper, save
 
     from graphroof.measure import measure_model
@@ -98,7 +98,7 @@ def test_onnx_mapping_covers_every_node_with_work(tmp_path):
 
 
 def test_cli_profile_factory_json(tmp_path, capsys):
-    pytest.importorskip("graphroof.frontends.torch_export")
+    pytest.importorskip("graphroof.frontends.torch.export")
     out = tmp_path / "p.json"
     rc = main(["-q", "profile", "tests.measure.test_measure_model:tiny_net", "--input", "2x3x16x16", "--peak-flops", "100G",
                "--mem-bw", "10GB/s", "--runs", "2", "--warmup", "1", "-f", "json", "-o", str(out)])

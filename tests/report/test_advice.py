@@ -1,4 +1,4 @@
-"""Next steps (report/advice.py) on hand-built cases: every figure must equal an independent estimate with the
+"""Next steps (graphroof/advice, graphroof/llm/advice.py, stored on the results) on hand-built cases: every figure must equal an independent estimate with the
 suggested change applied (the advice re-evaluates; it never applies a fixed factor)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import warnings
 
 import pytest
 
+from graphroof.advice import analysis_advice
 from graphroof.api import count_graph
 from graphroof.graph import bind
 from graphroof.hardware import load_hardware
 from graphroof.llm import estimate
 from graphroof.llm.kvcache import mark_kv_cache
 from graphroof.report import render
-from graphroof.report.advice import advise, analysis_advice, llm_advice
 from tests.llm.toy import RULES, toy_graph, toy_source
 
 # big enough that weights dominate decode traffic: H 1024, MLP 4096, 1000-token vocabulary, bf16
@@ -33,20 +33,20 @@ def test_decode_bound_llm_gets_int4_weights_with_the_re_estimated_tpot():
     r = _est(batch=1)
     c = r.configs[0]
     assert c.decode.analysis.totals.bound == "memory"
-    items = {it["kind"]: it for it in llm_advice(r)}
+    items = {it["kind"]: it for it in r.next_steps}
     q = items["quantize"]
     again = _est(batch=1, weights="int4").configs[0]      # independent: the estimate with --weights int4
     assert q["before"] == pytest.approx(c.tpot_s) and q["after"] == pytest.approx(again.tpot_s)
     assert q["gain"] == pytest.approx(c.tpot_s / again.tpot_s) and q["gain"] > 2   # 16 -> 4-bit weights dominate
     assert q["change"] == "--weights int4" and f"×{q['gain']:.2f}" in q["text"]
     # already int4: nothing more to say about weights
-    assert "quantize" not in {it["kind"] for it in llm_advice(_est(batch=1, weights="int4"))}
+    assert "quantize" not in {it["kind"] for it in _est(batch=1, weights="int4").next_steps}
 
 
 def test_batch_below_the_critical_batch():
     r = _est(batch=1)
     c = r.configs[0]
-    b = {it["kind"]: it for it in llm_advice(r)}["batch"]
+    b = {it["kind"]: it for it in r.next_steps}["batch"]
     crit = {row["name"]: row["critical_batch"] for row in c.critical}
     assert b["critical_batch"] == crit[b["layer"]] and b["critical_batch"] > 1
     # the layer named is the one with the largest decode time among those with a critical batch
@@ -56,7 +56,7 @@ def test_batch_below_the_critical_batch():
     assert b["after"] == pytest.approx(again.output_tokens_per_s)
     assert b["gain"] == pytest.approx(again.output_tokens_per_s / c.output_tokens_per_s) and b["gain"] > 1.1
     # at the critical batch itself there is no batch item
-    assert "batch" not in {it["kind"] for it in llm_advice(_est(batch=b["critical_batch"]))}
+    assert "batch" not in {it["kind"] for it in _est(batch=b["critical_batch"]).next_steps}
 
 
 def _small_device(capacity_bytes: float):
@@ -70,7 +70,7 @@ def test_model_that_does_not_fit_gets_the_tp_degree_that_fits():
     r = _est(batch=1, hw=hw)
     c = r.configs[0]
     assert c.memory.fits is False
-    tp = {it["kind"]: it for it in llm_advice(r)}["tp"]
+    tp = {it["kind"]: it for it in r.next_steps}["tp"]
     assert tp["tp"] == c.memory.min_tp == 2
     again = _est(batch=1, hw=hw, tp=2).configs[0]
     assert tp["after"] == pytest.approx(again.memory.total_bytes) and again.memory.fits
@@ -89,7 +89,7 @@ def test_analysis_weights_over_capacity(round_hw):
     # over 1 MB: 128 devices (the power of two with 65 MB / n <= 1 MB)
     assert w == 64_989_184
     assert fit["kind"] == "fit" and fit["before"] == w and fit["devices"] == 128 and fit["after"] == w / 128
-    assert advise(a) == analysis_advice(a)
+    assert a.next_steps == analysis_advice(a) and a.next_steps[0] == fit   # stored once by count_graph
 
 
 def test_next_steps_in_every_format():

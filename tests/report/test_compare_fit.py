@@ -11,7 +11,7 @@ from graphroof.analysis import compare_devices
 from graphroof.api import count_graph
 from graphroof.graph import OpGraph, OpNode, Role, TensorSpec
 from graphroof.hardware import HardwareProfile
-from graphroof.llm.device_fit import add_device_fit
+from graphroof.memory import add_device_fit
 from graphroof.report import render
 
 

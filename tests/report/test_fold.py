@@ -7,8 +7,8 @@ import pytest
 
 from graphroof.api import count_graph
 from graphroof.graph import OpGraph
+from graphroof.layers import fold_name
 from graphroof.report import render_text
-from graphroof.report.fold import display_layers, fold_name
 from graphroof.report.text import layer_table
 from tests.conftest import node
 from tests.report.test_markdown import check_gold
@@ -38,7 +38,7 @@ def test_fold_name():
 
 def test_identical_blocks_fold_and_a_different_one_stays(round_hw):
     a = count_graph(_decoder(), round_hw, depth=2)
-    rows = {r["name"]: r for r in display_layers(a)}
+    rows = {r["name"]: r for r in a.layer_table()}
     # block 0 has the 8 GFLOP mlp: not identical to 1-3, which fold into one row of 3
     assert list(rows) == ["model.embed", "model.layers.0", "model.layers.*", "(top)"]
     f = rows["model.layers.*"]
@@ -52,12 +52,12 @@ def test_identical_blocks_fold_and_a_different_one_stays(round_hw):
     assert rows["(top)"]["label"] == "(top) (ops outside every module: op)"
     # totals are untouched by folding
     assert sum(r["time_s"] for r in rows.values()) == pytest.approx(a.totals.t_lower_s)
-    assert [r["name"] for r in display_layers(a, fold=False)] == [r["name"] for r in a.layers]
+    assert [r["name"] for r in a.layer_table(fold=False)] == [r["name"] for r in a.layers]
 
 
 def test_structural_row_says_what_it_holds(round_hw):
     a = count_graph(_decoder(), round_hw, depth=3)
-    labels = [r["label"] for r in display_layers(a)]
+    labels = [r["label"] for r in a.layer_table()]
     # depth 3: the residual adds are identical in all 4 blocks (x4); the mlp only in blocks 1-3 (x3)
     assert "model.layers.* ×4 (each block's own ops, outside its sub-modules: op)" in labels
     assert "model.layers.*.mlp ×3" in labels and "model.layers.0.mlp" in labels
@@ -65,7 +65,7 @@ def test_structural_row_says_what_it_holds(round_hw):
 
 def test_gold_folded_terminal_and_markdown(round_hw):
     a = count_graph(_decoder(), round_hw, depth=3)
-    check_gold("folded_layers.txt", layer_table(display_layers(a), False) + "\n")
+    check_gold("folded_layers.txt", layer_table(a.layer_table(), False) + "\n")
     md = render_text(a, "markdown")
     start = md.index("## Layers")
     check_gold("folded_layers.md", md[start:md.index("## Assumptions")])
@@ -99,10 +99,8 @@ def test_no_attention_note_without_attention_and_no_index_dtypes(round_hw):
 
 
 def test_ops_view_groups_the_same_op_across_blocks(round_hw):
-    from graphroof.report.fold import display_ops
-
     a = count_graph(_decoder(), round_hw, depth=2)
-    rows = {r["label"]: r for r in display_ops(a)}
+    rows = {r["label"]: r for r in a.op_table()}
     # q0..q3: 2 GFLOP / 20 MB each in every block -> one row of 4, 8 GFLOP, 4 x 20 us = 80 us
     q = rows["q0 ×4"]
     assert q["module"] == "model.layers.*.attn" and q["flops"] == pytest.approx(8e9)
@@ -110,8 +108,8 @@ def test_ops_view_groups_the_same_op_across_blocks(round_hw):
     # up0 is twice as big: its own row; up1..up3 group
     assert "up0" in rows and rows["up1 ×3"]["flops"] == pytest.approx(12e9)
     assert rows["flat"]["module"] == "(top)"
-    assert len(display_ops(a, fold=False)) == len(a.ops)
-    assert sum(r["time_s"] for r in display_ops(a)) == pytest.approx(a.totals.t_lower_s)
+    assert len(a.op_table(fold=False)) == len(a.ops)
+    assert sum(r["time_s"] for r in a.op_table()) == pytest.approx(a.totals.t_lower_s)
 
 
 def test_rows_follow_the_first_op_with_work(round_hw):
@@ -122,4 +120,4 @@ def test_rows_follow_the_first_op_with_work(round_hw):
     g.add_op(node("table.op", name="b_mm", scope="B", flops=1e9, bytes=1e6, kind="matrix", compute_dtype="bf16"))
     a = count_graph(g, round_hw, depth=1)
     assert [r["name"] for r in a.layers] == ["B", "A"]              # first-seen rollup order
-    assert [r["name"] for r in display_layers(a)] == ["A", "B"]     # the report: order of the work
+    assert [r["name"] for r in a.layer_table()] == ["A", "B"]     # the report: order of the work

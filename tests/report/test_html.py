@@ -115,7 +115,7 @@ def test_html_escapes_model_strings(round_hw):
 
 
 def test_html_escapes_onnx_node_names(tmp_path, round_hw):
-    pytest.importorskip("graphroof.frontends.onnx")
+    pytest.importorskip("graphroof.frontends.onnx.load")
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 

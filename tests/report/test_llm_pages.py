@@ -11,9 +11,9 @@ import pytest
 from graphroof.counters.settings import CountSettings
 from graphroof.llm import estimate
 from graphroof.llm.result import LLMEstimate
-from graphroof.llm.sweep import SweepPoint
 from graphroof.report import render
 from graphroof.report.llm import settings_note
+from graphroof.sweep import SweepPoint
 from tests.conftest import node
 from tests.llm.toy import RULES, toy_source
 
@@ -45,14 +45,17 @@ def test_causal_note_only_when_a_causal_attention_was_counted():
 
 
 def test_encoder_decoder_header_names_the_encoder_input():
+    from graphroof.llm.estimate import input_text
+
     whisper = NS(encoder_decoder=True, decoder_prompt=1, features=(128, 3000), encoder_len=1500)
-    r = NS(pipeline=NS(source=whisper), prompt=1024)
-    assert LLMEstimate.input_text(r) == "audio: 3000 log-mel frames of 128 bins (1500 encoder positions), " \
+    assert input_text(whisper, 1024) == "audio: 3000 log-mel frames of 128 bins (1500 encoder positions), " \
                                         "decoder prompt 1 token"  # was "prompt 1024 tokens"
     t5 = NS(encoder_decoder=True, decoder_prompt=4, features=None, encoder_len=512)
-    assert LLMEstimate.input_text(NS(pipeline=NS(source=t5), prompt=512)) == \
+    assert input_text(t5, 512) == "encoder input 512 tokens, decoder prompt 4 tokens"
+    assert input_text(NS(), 64) == "prompt 64 tokens"
+    # the estimate stores the text (it does not keep its source) and its header shows it
+    assert LLMEstimate.input_text(NS(input=input_text(t5, 512), prompt=512)) == \
         "encoder input 512 tokens, decoder prompt 4 tokens"
-    assert LLMEstimate.input_text(NS(pipeline=NS(source=NS()), prompt=64)) == "prompt 64 tokens"
 
 
 def test_energy_per_token_is_board_power_times_time_over_tokens():

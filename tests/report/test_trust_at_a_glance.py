@@ -17,7 +17,6 @@ from graphroof.cli import main
 from graphroof.graph import OpGraph, OpNode
 from graphroof.layers import default_depth
 from graphroof.report.content import Phase, assumptions, breakdown
-from graphroof.report.fold import display_kernels
 from tests._report_models import analyse, tiny_graph
 
 torch = pytest.importorskip("torch")
@@ -122,7 +121,7 @@ def test_default_depth_is_one_below_the_repeated_block(round_hw):
 
 def test_kernel_rows_show_their_module_and_fold_repeated_blocks(round_hw):
     a = analyse(_blocks_graph(), round_hw)
-    rows = display_kernels(a)
+    rows = a.kernel_table()
     assert [(r["module"], r["repeat"]) for r in rows] == [("model.layers.*.attn", 2), ("model.layers.*.mlp", 2),
                                                           ("lm_head", 1)]
     assert rows[0]["label"] == "attn_0 ×2" and rows[0]["flops"] == 4e9  # 2 blocks x 2 GFLOP
@@ -144,7 +143,7 @@ def test_onnx_unnamed_nodes_get_scope_and_label_from_tensor_names(tmp_path):
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    from graphroof.frontends.onnx import load_onnx
+    from graphroof.frontends.onnx.load import load_onnx
 
     w = helper.make_tensor("enc.fc.weight", TensorProto.FLOAT, [8, 8], [0.0] * 64)
     nodes = [helper.make_node("MatMul", ["x", "enc.fc.weight"], ["h"]),                 # weight names the module
@@ -180,10 +179,31 @@ def test_totals_and_analysis_name_each_time_once(round_hw):
 
 def test_analysis_renders_itself_in_a_notebook(round_hw):
     a = analyse(tiny_graph(), round_hw)
-    html = a._repr_html_()
+    html = graphroof.notebook_html(a)
     assert html.startswith('<div class="graphroof-report"><style>.graphroof-report {')
     assert "<html" not in html and "<body" not in html and "Where the time goes" in html
     assert "\nbody {" not in html  # the page's CSS is nested under the div: it styles nothing else
+
+
+def test_notebook_display_is_registered_by_class_name(round_hw, monkeypatch):
+    """In IPython the results show as their report: formatters registered by (module, class) name."""
+    import sys
+    from types import SimpleNamespace
+
+    seen = {}
+
+    class Formatter:
+        def for_type_by_name(self, module, name, fn):
+            seen[(module, name)] = fn
+
+    shell = SimpleNamespace(display_formatter=SimpleNamespace(formatters={"text/html": Formatter()}))
+    monkeypatch.setitem(sys.modules, "IPython", SimpleNamespace(get_ipython=lambda: shell))
+    graphroof._register_notebook_display()
+    a = analyse(tiny_graph(), round_hw)
+    assert seen[(type(a).__module__, type(a).__name__)](a) == graphroof.notebook_html(a)
+    from graphroof.llm.result import LLMEstimate
+
+    assert (LLMEstimate.__module__, "LLMEstimate") in seen
 
 
 def test_llm_estimate_renders_itself_in_a_notebook():
@@ -191,5 +211,5 @@ def test_llm_estimate_renders_itself_in_a_notebook():
     from tests.llm.toy import RULES, toy_source
 
     r = estimate(toy_source(), hw="a100", prompt=16, gen=4, batch=[1], rules=RULES, runtime="eager")
-    html = r._repr_html_()
+    html = graphroof.notebook_html(r)
     assert html.startswith('<div class="graphroof-report">') and "<html" not in html and "TTFT" in html

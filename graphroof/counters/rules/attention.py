@@ -26,7 +26,7 @@ import math
 from dataclasses import replace
 
 from ...graph import OpNode, Role, TensorSpec
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import SOFTMAX_FLOPS_PER_ELEMENT, attention_pairs, prod, windowed_pairs
@@ -48,11 +48,11 @@ SDPA_KEYS = aten(
 
 def attention_shape(node: OpNode) -> tuple[int, int, int, int, int]:
     """(batch_heads, q_len, kv_len, head_dim, v_head_dim) from q, k, v (inputs 0-2)."""
-    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
-    return prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    q, k, v = req(node, 0).dims, req(node, 1).dims, req(node, 2).dims
+    return prod(q[:-2]), q[-2], k[-2], q[-1], v[-1]
 
 
-def attention_mask(node: OpNode):
+def attention_mask(node: OpNode) -> TensorSpec | None:
     """The explicit mask / bias tensor (input 3 in every variant that takes one), or None."""
     return node.input(3)
 
@@ -100,7 +100,7 @@ def attention_cost(node: OpNode, s: CountSettings, *, bh: int, q_len: int, kv_le
     outs = [(_kv(t) if i in present else t) for i, t in enumerate(node.outputs)]
     c = io_cost(node, matrix_flops=matrix, vector_flops=vector, inputs=ins, outputs=outs) + (extra or Cost())
     if s.attention == "naive":
-        q = node.inputs[0]
+        q = req(node, 0)
         scores = math.ceil(bh * q_len * kv_len * q.itemsize_bits / 8)
         c = c + Cost(act_write_bytes=2 * scores, act_read_bytes=2 * scores)
     return c
@@ -115,18 +115,18 @@ def onnx_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     (``q_num_heads``); kv length = present_key's (past + new).  ``is_causal`` lets query i see keys
     ``j <= i + offset`` with offset = the cached keys: bottom-right aligned with a cache (past_key or
     nonpad_kv_seqlen), top-left (offset 0) without one, as the ONNX spec and reference implementation."""
-    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    q, k, v = req(node, 0), req(node, 1), req(node, 2).dims
     a = node.attrs
-    if len(q.shape) == 4:
-        b, hq, sq, d = q.shape
+    if q.rank == 4:
+        b, hq, sq, d = q.dims
     else:
-        b, sq, hidden = q.shape
+        b, sq, hidden = q.dims
         hq = int(a["q_num_heads"])
         d = hidden // hq
-    dv = v.shape[3] if len(v.shape) == 4 else v.shape[2] // int(a.get("kv_num_heads") or a["q_num_heads"])
+    dv = v[3] if len(v) == 4 else v[2] // int(a.get("kv_num_heads") or a["q_num_heads"])
     pk = _present(node, 1)
     past = node.input(4)
-    kv_len = pk.shape[2] if pk is not None else _seq(k) + (past.shape[2] if past is not None else 0)
+    kv_len = pk.dims[2] if pk is not None else _seq(k) + (past.dims[2] if past is not None else 0)
     cached = past is not None or node.input(6) is not None
     return attention_cost(node, settings, bh=b * hq, q_len=sq, kv_len=kv_len, head_dim=d, v_head_dim=dv,
                           causal=bool(a.get("is_causal", 0)), past=(4, 5), present=(1, 2),
@@ -136,15 +136,15 @@ def onnx_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
 def ms_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     """(input [B,S,Hin], weights [Hin, Dq+Dk+Dv], bias, mask_index, past [2,B,N,P,H], ...): the packed QKV
     projection ``2*B*S*Hin*(Dq+Dk+Dv)`` (+ bias add), then attention; ``unidirectional`` = causal."""
-    x, w = node.inputs[0], node.inputs[1]
+    x, w = req(node, 0).dims, req(node, 1).dims
     n = int(node.attrs["num_heads"])
-    sizes = tuple(node.attrs.get("qkv_hidden_sizes") or ()) or (w.shape[1] // 3,) * 3
-    b, s = x.shape[0], x.shape[1]
+    sizes = tuple(node.attrs.get("qkv_hidden_sizes") or ()) or (w[1] // 3,) * 3
+    b, s = x[0], x[1]
     tokens = b * s
-    proj = Cost(matrix_flops=FLOPS_PER_MAC * tokens * x.shape[-1] * w.shape[1],
-                vector_flops=tokens * w.shape[1] if node.input(2) is not None else 0)
+    proj = Cost(matrix_flops=FLOPS_PER_MAC * tokens * x[-1] * w[1],
+                vector_flops=tokens * w[1] if node.input(2) is not None else 0)
     present, past = _present(node, 1), node.input(4)
-    kv_len = present.shape[3] if present is not None else s + (past.shape[3] if past is not None else 0)
+    kv_len = present.dims[3] if present is not None else s + (past.dims[3] if past is not None else 0)
     return attention_cost(node, settings, bh=b * n, q_len=s, kv_len=kv_len, head_dim=sizes[0] // n, v_head_dim=sizes[2] // n,
                           causal=bool(node.attrs.get("unidirectional", 0)), past=(4,), present=(1,), extra=proj)
 
@@ -153,17 +153,17 @@ def ms_multi_head_attention(node: OpNode, settings: CountSettings = DEFAULT) -> 
     """(query, key, value, bias, key_padding_mask, attention_bias, past_key, past_value, ...): query
     [B,S,D] or packed QKV [B,S,N,3,H]; key [B,L,D], [B,N,L,H] or packed KV [B,L,N,2,H]; bias adds one FLOP
     per Q/K/V element; ``unidirectional`` = causal."""
-    q, k, v = node.inputs[0], node.input(1), node.input(2)
+    q, k, v = req(node, 0), node.input(1), node.input(2)
     n = int(node.attrs["num_heads"])
-    b, s = q.shape[0], q.shape[1]
-    d = q.shape[-1] if len(q.shape) == 5 else q.shape[-1] // n
-    dv = node.outputs[0].shape[-1] // n
+    b, s = q.dims[0], q.dims[1]
+    d = q.dims[-1] if q.rank == 5 else q.dims[-1] // n
+    dv = node.outputs[0].dims[-1] // n
     if k is None:
         new_kv = s
     else:
-        new_kv = k.shape[2] if len(k.shape) == 4 else k.shape[1]
+        new_kv = k.dims[2] if k.rank == 4 else k.dims[1]
     pk, past = _present(node, 1), node.input(6)
-    kv_len = pk.shape[2] if pk is not None else new_kv + (past.shape[2] if past is not None else 0)
+    kv_len = pk.dims[2] if pk is not None else new_kv + (past.dims[2] if past is not None else 0)
     bias = node.input(3)
     extra = Cost(vector_flops=sum(t.numel for t in (q, k, v) if t is not None)) if bias is not None else Cost()
     return attention_cost(node, settings, bh=b * n, q_len=s, kv_len=kv_len, head_dim=d, v_head_dim=dv,
@@ -174,7 +174,7 @@ def _cache_rows(cache: TensorSpec | None, rows: int) -> TensorSpec | None:
     """The part of a cos / sin cache a rotary op reads: *rows* rows (capped at the cache)."""
     if cache is None:
         return None
-    width = cache.shape[-1] if cache.shape else 1
+    width = cache.dims[-1] if cache.shape else 1
     n = min(cache.numel, rows * width)
     return replace(cache, shape=(n,))
 
@@ -183,19 +183,19 @@ def ms_group_query_attention(node: OpNode, settings: CountSettings = DEFAULT) ->
     """(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache, ...):
     always causal, ``local_window_size`` limits the keys each query sees; kv length = past_key's + new tokens;
     ``do_rotary`` adds rotary on Q and K (3 FLOPs per rotated element, cos / sin rows read per token)."""
-    q, out = node.inputs[0], node.outputs[0]
+    q, out = req(node, 0), node.outputs[0]
     n, nkv = int(node.attrs["num_heads"]), int(node.attrs["kv_num_heads"])
-    b, s = q.shape[0], q.shape[1]
-    h = out.shape[-1] // n
+    b, s = q.dims[0], q.dims[1]
+    h = out.dims[-1] // n
     pk, past, key = _present(node, 1), node.input(3), node.input(1)
-    new_kv = key.shape[1] if key is not None else s
+    new_kv = key.dims[1] if key is not None else s
     # past + new tokens (present_key's declared length is often the past buffer's: the real total is a run-time
     # input, total_sequence_length); with no past, present's length
-    kv_len = new_kv + past.shape[2] if past is not None else (pk.shape[2] if pk is not None else new_kv)
+    kv_len = new_kv + past.dims[2] if past is not None else (pk.dims[2] if pk is not None else new_kv)
     extra = Cost()
     cos = node.input(7)
     if node.attrs.get("do_rotary") and cos is not None:
-        rot = 2 * cos.shape[-1]
+        rot = 2 * cos.dims[-1]
         extra = Cost(vector_flops=ROTARY_FLOPS_PER_ELEMENT * b * s * (n + nkv) * rot)
         node = replace(node, inputs=tuple(_cache_rows(t, b * s) if i in (7, 8) else t
                                           for i, t in enumerate(node.inputs)))
@@ -211,16 +211,17 @@ def rotary_embedding(node: OpNode) -> Cost:
     ONNX: (X, cos_cache, sin_cache, position_ids); com.microsoft: (input, position_ids, cos_cache, sin_cache).
     X is [B, H, S, D] or [B, S, hidden] (``num_heads`` gives D).
     """
-    x = node.inputs[0]
+    x = req(node, 0)
     ms = node.op.startswith("com.microsoft")
     cos_i, sin_i = (2, 3) if ms else (1, 2)
     n_heads = int(node.attrs.get("num_heads", 0) or 0)
-    if len(x.shape) == 4:
-        b, s, d = x.shape[0], x.shape[2], x.shape[3]
+    xd = x.dims
+    if len(xd) == 4:
+        b, s, d = xd[0], xd[2], xd[3]
     else:
-        b, s = x.shape[0], x.shape[1]
+        b, s = xd[0], xd[1]
         cos = node.input(cos_i)
-        d = x.shape[-1] // n_heads if n_heads else (2 * cos.shape[-1] if cos is not None else x.shape[-1])
+        d = xd[-1] // n_heads if n_heads else (2 * cos.dims[-1] if cos is not None else xd[-1])
     rot = int(node.attrs.get("rotary_embedding_dim", 0) or 0) or d
     rotated = x.numel * min(rot, d) // d
     node = replace(node, inputs=tuple(_cache_rows(t, b * s) if i in (cos_i, sin_i) else t
@@ -264,10 +265,10 @@ def latent_attention(node: OpNode, settings: CountSettings = DEFAULT) -> Cost:
     the latent + rope key (width ``R + r``) and the weighted sum of latents (width ``R``): ``2 * B*H * S*P *
     (2R + r)`` matrix FLOPs (S = 1 at decode: every query sees all P keys); the cache rows (latent and rope key,
     shared by all heads: one KV "head") are read once, the output ``[B, H, S, R]`` written once."""
-    q, latent, rope = node.inputs[0], node.inputs[1], node.inputs[2]
-    bh, lq = prod(q.shape[:-2]), q.shape[-2]
-    return attention_cost(node, settings, bh=bh, q_len=lq, kv_len=latent.shape[-2],
-                          head_dim=latent.shape[-1] + rope.shape[-1], v_head_dim=latent.shape[-1], causal=False)
+    q, latent, rope = req(node, 0).dims, req(node, 1).dims, req(node, 2).dims
+    bh, lq = prod(q[:-2]), q[-2]
+    return attention_cost(node, settings, bh=bh, q_len=lq, kv_len=latent[-2],
+                          head_dim=latent[-1] + rope[-1], v_head_dim=latent[-1], causal=False)
 
 
 ROWS = (

@@ -20,11 +20,10 @@ and ONNX.  (Quantized convolutions are in :mod:`.quant`.)
 from __future__ import annotations
 
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import conv_flops, prod
-from .matmul import req
 from .movement import partial_read
 
 __all__ = ["ROWS", "conv", "interp_flops", "pool_flops"]
@@ -33,8 +32,8 @@ __all__ = ["ROWS", "conv", "interp_flops", "pool_flops"]
 def conv(node: OpNode, xi: int = 0, wi: int = 1, bias_i: int | None = 2, transposed: bool = False) -> Cost:
     """Convolution of input *xi* by weight *wi*, plus the bias add when input *bias_i* is given."""
     x, w, y = req(node, xi), req(node, wi), node.outputs[0]
-    kernel = prod(w.shape[2:])
-    flops = conv_flops(x.numel if transposed else y.numel, w.shape[1], kernel)
+    kernel = prod(w.dims[2:])
+    flops = conv_flops(x.numel if transposed else y.numel, w.dims[1], kernel)
     vec = y.numel if bias_i is not None and node.input(bias_i) is not None else 0
     return io_cost(node, matrix_flops=flops, vector_flops=vec)
 
@@ -57,8 +56,8 @@ def aten_conv(node: OpNode) -> Cost:
     """Input 0 = x, 1 = weight, 2 = optional bias; transposed by ``attrs["transposed"]`` or the op name;
     ``conv_tbc``: [time, batch, channels] with weight [k, Cin, Cout]."""
     if node.op == "aten.conv_tbc":
-        w, out = node.inputs[1], node.outputs[0]
-        return io_cost(node, matrix_flops=conv_flops(out.numel, w.shape[1], w.shape[0]),
+        w, out = req(node, 1).dims, node.outputs[0]
+        return io_cost(node, matrix_flops=conv_flops(out.numel, w[1], w[0]),
                        vector_flops=out.numel if node.input(2) is not None else 0)
     return conv(node, transposed=bool(node.attrs.get("transposed", False)) or "transpose" in node.op)
 
@@ -104,7 +103,7 @@ def onnx_pool(node: OpNode) -> Cost:
 def global_pool(node: OpNode) -> Cost:
     """Windows tile the input: ``numel(in) - numel(out)`` adds / compares, plus a divide per output (average);
     Lp: a power and an add per element (the root per output rounds it up)."""
-    x, out = node.inputs[0], node.outputs[0]
+    x, out = req(node, 0), node.outputs[0]
     if "Lp" in node.op:
         return io_cost(node, vector_flops=2 * x.numel)
     avg = "avg" in node.op or "Average" in node.op
@@ -124,7 +123,7 @@ def aten_interpolate(node: OpNode) -> Cost:
 def resize(node: OpNode) -> Cost:
     """ONNX Resize / Upsample: ``mode`` nearest / linear / cubic over the axes whose size changes.  Reads X (and
     the small roi / scales / sizes)."""
-    x, y = node.inputs[0], node.outputs[0]
+    x, y = req(node, 0), node.outputs[0]
     axes = sum(1 for a, b in zip(x.shape, y.shape) if a != b)
     taps = {"linear": 2, "bilinear": 2, "cubic": 4}.get(str(node.attrs.get("mode", "nearest")), 1)
     return io_cost(node, vector_flops=interp_flops(y.numel, taps, axes))

@@ -28,11 +28,10 @@ from __future__ import annotations
 import math
 
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import Cost
 from ..family import Row, register_family
 from ..formulas import prod
-from .matmul import req
 from .movement import partial_read
 
 __all__ = ["ROWS", "roi_align_flops", "nms_flops", "nms_mask_bytes"]

@@ -10,9 +10,11 @@ once, the output written once (unfused).
 
 from __future__ import annotations
 
-from ...errors import RuleError
-from ...graph import OpNode, TensorSpec
-from ..common import io_cost, read_bytes
+from collections.abc import Mapping
+from typing import Any
+
+from ...graph import OpNode
+from ..common import io_cost, read_bytes, req
 from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import broadcast_shape, einsum_flops, matmul_flops, prod
@@ -39,18 +41,11 @@ def gemm_vector_flops(out_numel: int, has_c: bool, alpha: float | None = 1, beta
     return out_numel * ((1 + scaled(beta)) if add else 0) + out_numel * scaled(alpha)
 
 
-def req(node: OpNode, i: int) -> TensorSpec:
-    t = node.input(i)
-    if t is None:
-        raise RuleError(f"{node.op}: input {i} is missing")
-    return t
-
-
 def onnx_product(node: OpNode, ai: int, bi: int, trans_a: bool = False, trans_b: bool = False,
                  bias_i: int | None = None) -> Cost:
     """``A' @ B'`` of inputs *ai*, *bi* (last two dims swapped when transposed), a bias add when input *bias_i*
     is given."""
-    a, b = tuple(req(node, ai).shape), tuple(req(node, bi).shape)
+    a, b = req(node, ai).dims, req(node, bi).dims
     if trans_a and len(a) >= 2:
         a = (*a[:-2], a[-1], a[-2])
     if trans_b and len(b) >= 2:
@@ -71,7 +66,7 @@ def expected_experts(experts: int, top_k: int, tokens: int) -> float:
     return experts * (1.0 - (1.0 - k / experts) ** tokens)
 
 
-def experts_visited(attrs: dict) -> float | None:
+def experts_visited(attrs: Mapping[str, Any]) -> float | None:
     """Experts a grouped GEMM's step visits from the node's routing facts, or None when it has none.
 
     The ``moe_experts_touched`` override wins (capped at ``E``); otherwise :func:`expected_experts`.
@@ -93,8 +88,8 @@ def experts_visited(attrs: dict) -> float | None:
 def product(node: OpNode) -> Cost:
     """ATen ``a @ b``: ``2 * out_numel * a.shape[-1]`` (mm [m,k]x[k,n]: 2*m*n*k; matmul broadcasts batch dims;
     ``inner`` contracts the last dims of both)."""
-    a = node.inputs[0]
-    k = a.shape[-1] if a.rank else 1
+    a = req(node, 0)
+    k = a.dims[-1] if a.rank else 1
     return io_cost(node, matrix_flops=FLOPS_PER_MAC * node.outputs[0].numel * k)
 
 
@@ -105,10 +100,10 @@ def onnx_matmul(node: OpNode) -> Cost:
 
 def linear(node: OpNode) -> Cost:
     """``x [..., k] @ W[n, k]^T + b``: ``2 * (numel(x)/k) * n * k`` matrix, ``numel(out)`` vector for the bias."""
-    x, w = node.inputs[0], node.inputs[1]
+    x, w = req(node, 0), req(node, 1)
     out = node.outputs[0]
-    k = x.shape[-1] if x.rank else 1
-    n = w.shape[0] if w.rank == 2 else 1
+    k = x.dims[-1] if x.rank else 1
+    n = w.dims[0] if w.rank == 2 else 1
     rows = out.numel // n if n else 0
     return io_cost(node, matrix_flops=FLOPS_PER_MAC * rows * n * k,
                    vector_flops=gemm_vector_flops(out.numel, node.input(2) is not None))
@@ -117,13 +112,13 @@ def linear(node: OpNode) -> Cost:
 def addmm(node: OpNode) -> Cost:
     """ATen ``beta * self + alpha * (m1 @ m2)`` (inputs self, m1, m2).  ``addbmm`` sums the batch of products
     into one [m, n] output (contraction ``b * k``); ``addr`` is an outer product (k = 1)."""
-    m1, out = node.inputs[1], node.outputs[0]
+    m1, out = req(node, 1), node.outputs[0]
     if node.op == "aten.addr":
         k = 1
     elif node.op == "aten.addbmm":
-        k = m1.shape[0] * m1.shape[-1]
+        k = m1.dims[0] * m1.dims[-1]
     else:
-        k = m1.shape[-1]
+        k = m1.dims[-1]
     vector = gemm_vector_flops(out.numel, True, node.attrs.get("alpha", 1), node.attrs.get("beta", 1))
     return io_cost(node, matrix_flops=FLOPS_PER_MAC * out.numel * k, vector_flops=vector)
 
@@ -156,24 +151,25 @@ def grouped_mm(node: OpNode) -> Cost:
     without them the whole ``b`` is read (every expert assumed visited).  ``[G, M, K] x [G, K, N]``: batched.
     ``a [M, K] x b [K, N]`` with offsets splitting K: ``2 * M * N * K`` into ``[G, M, N]``.
     """
-    a, b = node.inputs[0], node.inputs[1]
+    a, b = req(node, 0), req(node, 1)
     if a.rank == 2 and b.rank == 2:
-        flops = FLOPS_PER_MAC * a.shape[0] * a.shape[1] * b.shape[1]
+        flops = FLOPS_PER_MAC * a.dims[0] * a.dims[1] * b.dims[1]
     else:
-        flops = FLOPS_PER_MAC * node.outputs[0].numel * a.shape[-1]
+        flops = FLOPS_PER_MAC * node.outputs[0].numel * a.dims[-1]
     visited = experts_visited(node.attrs) if b.rank == 3 else None
     if visited is None:
         return io_cost(node, matrix_flops=flops)
-    frac = min(1.0, visited / b.shape[0])
+    frac = min(1.0, visited / b.dims[0])
     rest = io_cost(node, matrix_flops=flops, inputs=[t for i, t in enumerate(node.inputs) if i != 1])
     part = read_bytes([b])
-    return rest + Cost(**{k: v * frac for k, v in part.items()})
+    return rest + Cost(weight_bytes=part["weight_bytes"] * frac, act_read_bytes=part["act_read_bytes"] * frac,
+                       kv_read_bytes=part["kv_read_bytes"] * frac)
 
 
 def einsum(node: OpNode) -> Cost:
     """``attrs["equation"]`` (the same in ATen and ONNX); operands are the inputs.  See
     :func:`~graphroof.counters.formulas.einsum_flops` (contracted left to right, pairwise)."""
-    shapes = [tuple(t.shape) for t in node.inputs if t is not None]
+    shapes = [t.dims for t in node.inputs if t is not None]
     matrix, vector = einsum_flops(str(node.attrs["equation"]), shapes)
     return io_cost(node, matrix_flops=matrix, vector_flops=vector)
 

@@ -21,7 +21,7 @@ lookups, control flow (ATen and ONNX).
 from __future__ import annotations
 
 from ...graph import OpNode, Role, TensorSpec
-from ..common import io_cost, read_bytes, write_bytes
+from ..common import io_cost, read_bytes, req, write_bytes
 from ..cost import Cost
 from ..family import Row, aten, onnx, register_family
 from ..formulas import indexed_read_bytes
@@ -55,14 +55,14 @@ def dropout(node: OpNode) -> Cost:
     scale (2 FLOPs per element), write output and mask."""
     if not node.attrs.get("train", True) or node.attrs.get("alias") or node.attrs.get("p", 0.5) == 0:
         return Cost()
-    return io_cost(node, inputs=node.inputs[:1], vector_flops=3 * node.inputs[0].numel)
+    return io_cost(node, inputs=node.inputs[:1], vector_flops=3 * req(node, 0).numel)
 
 
 def gather(node: OpNode) -> Cost:
     """Source = input 0 (ATen ``embedding(weight, indices)``, ``index_select(self, index)``, ONNX
     ``Gather(data, indices)``, ``Slice(data, starts, ...)``): ``numel(output)`` of its elements, capped at the
     source; every other input in full; the output written."""
-    src, out = node.inputs[0], node.outputs[0]
+    src, out = req(node, 0), node.outputs[0]
     read = indexed_read_bytes(out.numel, src.itemsize_bits, src.nbytes)
     return io_cost(node, inputs=node.inputs[1:]) + partial_read(src, read)
 
@@ -70,8 +70,8 @@ def gather(node: OpNode) -> Cost:
 def embedding_bag(node: OpNode) -> Cost:
     """Reads one row per index (capped at the table), reduces them into bags (one add per row element),
     writes the bags."""
-    weight, idx = node.inputs[0], node.inputs[1]
-    d = weight.shape[-1]
+    weight, idx = req(node, 0), req(node, 1)
+    d = weight.dims[-1]
     read = indexed_read_bytes(idx.numel * d, weight.itemsize_bits, weight.nbytes)
     return (io_cost(node, inputs=node.inputs[1:], outputs=node.outputs[:1], vector_flops=idx.numel * d)
             + partial_read(weight, read))
@@ -82,11 +82,11 @@ _ACCUMULATING = ("scatter_add", "scatter_reduce", "index_add", "index_reduce")
 
 def _updated(node: OpNode, name: str) -> TensorSpec:
     """The elements an in-place scatter writes, as a spec in ``self``'s dtype and role."""
-    self_t = node.inputs[0]
+    self_t = req(node, 0)
     rest = [t for t in node.inputs[1:] if t is not None]
     if name == "index_fill":  # index_fill_(self, dim, index, value): whole slices along dim
         dim = int(node.attrs.get("dim", 0)) % max(self_t.rank, 1)
-        per_slice = self_t.numel // self_t.shape[dim] if self_t.rank and self_t.shape[dim] else 0
+        per_slice = self_t.numel // self_t.dims[dim] if self_t.rank and self_t.dims[dim] else 0
         shape: tuple = (rest[0].numel * per_slice,)
     elif name.startswith("scatter") and len(rest) == 1:  # scatter_(self, dim, index, value): one per index
         shape = tuple(rest[0].shape)

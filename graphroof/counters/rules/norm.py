@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from ...graph import OpNode, Role
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import NORM_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT
@@ -41,7 +41,7 @@ def norm_flops_per_element(kind: str, *, scale: bool = True, shift: bool = True,
 def per_input_element(k: int):
     """The rule ``k`` vector FLOPs per element of input 0."""
     def rule(node: OpNode) -> Cost:
-        return io_cost(node, vector_flops=k * node.inputs[0].numel)
+        return io_cost(node, vector_flops=k * req(node, 0).numel)
 
     rule.__doc__ = f"{k} vector FLOPs per element of the input."
     return rule
@@ -54,7 +54,7 @@ def norm(kind: str):
         training = bool(a.get("training", a.get("use_input_stats", a.get("training_mode", False))))
         per = norm_flops_per_element(kind, scale=node.input(1) is not None, shift=node.input(2) is not None,
                                      training=training or node.op in _TRAINING_BATCH_NORM)
-        return io_cost(node, vector_flops=per * node.inputs[0].numel)
+        return io_cost(node, vector_flops=per * req(node, 0).numel)
 
     rule.__doc__ = f"NORM_FLOPS_PER_ELEMENT[{kind!r}] per element of x, less a missing scale or shift."
     return rule
@@ -69,7 +69,7 @@ def skip_layer_norm(node: OpNode) -> Cost:
     simplified = node.op.endswith("SkipSimplifiedLayerNormalization")
     per = NORM_FLOPS_PER_ELEMENT["rms_norm" if simplified else "layer_norm"]
     bias = node.input(3 if simplified else 4)
-    return io_cost(node, vector_flops=(per + 1 + (1 if bias is not None else 0)) * node.inputs[0].numel)
+    return io_cost(node, vector_flops=(per + 1 + (1 if bias is not None else 0)) * req(node, 0).numel)
 
 
 def embed_layer_norm(node: OpNode) -> Cost:
@@ -84,8 +84,9 @@ def embed_layer_norm(node: OpNode) -> Cost:
     c = io_cost(node, vector_flops=(len(tables) - 1 + NORM_FLOPS_PER_ELEMENT["layer_norm"]) * out.numel,
                 inputs=others)
     rows = sum(min(t.nbytes, math.ceil(out.numel * t.itemsize_bits / 8)) for t in tables)
-    key = "weight_bytes" if all(t.role in (Role.WEIGHT, Role.CONST) for t in tables) else "act_read_bytes"
-    return c + Cost(**{key: rows})
+    if all(t.role in (Role.WEIGHT, Role.CONST) for t in tables):
+        return c + Cost(weight_bytes=rows)
+    return c + Cost(act_read_bytes=rows)
 
 
 SOFTMAX = per_input_element(SOFTMAX_FLOPS_PER_ELEMENT)

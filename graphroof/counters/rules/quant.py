@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, ms, onnx, register_family
 from ..formulas import SOFTMAX_FLOPS_PER_ELEMENT, matmul_flops, prod
@@ -31,7 +31,7 @@ from ..settings import DEFAULT, CountSettings
 from .attention import _present, attention_cost
 from .conv import conv, pool_flops
 from .elementwise import per_element
-from .matmul import onnx_product, req
+from .matmul import onnx_product
 from .movement import partial_read
 
 __all__ = ["DEQUANTIZE_FLOPS", "DYNAMIC_QUANTIZE_FLOPS", "QUANTIZE_FLOPS", "ROWS"]
@@ -94,7 +94,7 @@ def gather_block_quantized(node: OpNode) -> Cost:
     (``numel(out) / block_size`` each), each capped at the whole tensor; dequantizes with 2 FLOPs per output
     element.
     """
-    data, out = node.inputs[0], node.outputs[0]
+    data, out = req(node, 0), node.outputs[0]
     bits = int(node.attrs.get("bits", data.itemsize_bits if data.itemsize_bits < 8 else 4))
     block = int(node.attrs.get("block_size", 128))
     c = io_cost(node, vector_flops=DEQUANTIZE_FLOPS * out.numel, inputs=[node.input(1)])

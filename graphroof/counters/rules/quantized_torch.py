@@ -19,7 +19,7 @@ Bytes: every input read, the output written, at their recorded dtypes (int8 acti
 from __future__ import annotations
 
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import FLOPS_PER_MAC, Cost
 from ..formulas import conv_flops, prod
 from ..registry import register_rule
@@ -37,10 +37,10 @@ def _relu(node: OpNode) -> int:
 def quantized_linear_cost(node: OpNode) -> Cost:
     """``2 * rows * n * k`` matrix; ``numel(out)`` for the bias, ``numel(out)`` for a fused relu,
     ``5 * numel(x)`` to quantize a dynamic op's float input."""
-    x, w = node.inputs[0], node.inputs[1]
+    x, w = req(node, 0), req(node, 1)
     out = node.outputs[0]
-    k = x.shape[-1] if x.rank else 1
-    n = w.shape[0]
+    k = x.dims[-1] if x.rank else 1
+    n = w.dims[0]
     rows = out.numel // n if n else 0
     vector = (out.numel if node.input(2) is not None else 0) + _relu(node)
     if "dynamic" in node.op:
@@ -56,13 +56,13 @@ _CONVS = [f"quantized.{kind}{d}d{suffix}" for kind in ("conv", "conv_transpose")
 def quantized_conv_cost(node: OpNode) -> Cost:
     """Forward: ``2 * numel(out) * (Cin/groups) * prod(kernel)``; transposed: ``2 * numel(x) * (Cout/groups) *
     prod(kernel)``; plus the bias add and a fused relu, one vector FLOP per output element each."""
-    x, w = node.inputs[0], node.inputs[1]
+    x, w = req(node, 0), req(node, 1)
     out = node.outputs[0]
-    kernel = prod(w.shape[2:])
+    kernel = prod(w.dims[2:])
     if node.attrs.get("transposed") or "transpose" in node.op:
-        flops = conv_flops(x.numel, w.shape[1], kernel)
+        flops = conv_flops(x.numel, w.dims[1], kernel)
     else:
-        flops = conv_flops(out.numel, w.shape[1], kernel)
+        flops = conv_flops(out.numel, w.dims[1], kernel)
     vector = (out.numel if node.input(2) is not None else 0) + _relu(node)
     return io_cost(node, matrix_flops=flops, vector_flops=vector)
 

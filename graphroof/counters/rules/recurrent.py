@@ -11,11 +11,11 @@ adds ``2 * G*H`` when the layer has biases, and the cell's per-unit math, vector
 
 from __future__ import annotations
 
+from ...errors import RuleError
 from ...graph import OpNode, TensorSpec
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, onnx, register_family
-from .matmul import req
 
 __all__ = ["CELL_FLOPS_PER_UNIT", "ROWS", "cell_step_flops"]
 
@@ -33,14 +33,14 @@ def cell_step_flops(gates_x_hidden: int, input_size: int, hidden: int, biases: b
 
 def _aten_steps(node: OpNode) -> int:
     """Time steps x batch rows: ``input [T, B, I]`` (``[B, T, I]`` when batch_first), or packed ``[sum T_b, I]``."""
-    x = node.inputs[0]
+    x = req(node, 0).dims
     if "batch_first" not in node.attrs:  # the packed-sequence overload: one row per (step, sequence)
-        return x.shape[0]
-    return x.shape[0] * x.shape[1] if x.rank == 3 else x.shape[0]
+        return x[0]
+    return x[0] * x[1] if len(x) == 3 else x[0]
 
 
 def _layer(w_ih: TensorSpec, w_hh: TensorSpec, steps: int, biases: bool) -> tuple[int, int]:
-    m, v = cell_step_flops(w_ih.shape[0], w_ih.shape[1], w_hh.shape[1], biases)
+    m, v = cell_step_flops(w_ih.dims[0], w_ih.dims[1], w_hh.dims[1], biases)
     return steps * m, steps * v
 
 
@@ -55,23 +55,26 @@ def aten_recurrent(node: OpNode) -> Cost:
     steps = _aten_steps(node)
     matrix = vector = 0
     for g in range(groups):
-        m, v = _layer(params[g * per], params[g * per + 1], steps, bool(a.get("has_biases", True)))
+        w_ih, w_hh = params[g * per], params[g * per + 1]
+        if w_ih is None or w_hh is None:
+            raise RuleError(f"{node.op}: the weights of layer / direction {g} are missing")
+        m, v = _layer(w_ih, w_hh, steps, bool(a.get("has_biases", True)))
         matrix, vector = matrix + m, vector + v
     return io_cost(node, matrix_flops=matrix, vector_flops=vector)
 
 
 def mkldnn_rnn_layer(node: OpNode) -> Cost:
     """One layer, one direction of the CPU (oneDNN) RNN: ``(input, w_ih, w_hh, b_ih, b_hh, hx, cx)``."""
-    m, v = _layer(node.inputs[1], node.inputs[2], _aten_steps(node), bool(node.attrs.get("has_biases", True)))
+    m, v = _layer(req(node, 1), req(node, 2), _aten_steps(node), bool(node.attrs.get("has_biases", True)))
     return io_cost(node, matrix_flops=m, vector_flops=v)
 
 
 def onnx_recurrent(node: OpNode) -> Cost:
     """(X [T, B, I] or [B, T, I] with ``layout=1``, W [D, G*H, I], R [D, G*H, H], B, ...): every direction D."""
     x, w, r = req(node, 0), req(node, 1), req(node, 2)
-    seq, batch = (x.shape[1], x.shape[0]) if node.attrs.get("layout", 0) else (x.shape[0], x.shape[1])
-    d, gh, i = w.shape
-    m, v = cell_step_flops(gh, i, r.shape[2], node.input(3) is not None)
+    seq, batch = (x.dims[1], x.dims[0]) if node.attrs.get("layout", 0) else (x.dims[0], x.dims[1])
+    d, gh, i = w.dims
+    m, v = cell_step_flops(gh, i, r.dims[2], node.input(3) is not None)
     steps = seq * batch * d
     return io_cost(node, matrix_flops=steps * m, vector_flops=steps * v)
 

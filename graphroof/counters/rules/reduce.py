@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import Cost
 from ..family import Row, aten, onnx, register_family
 
@@ -46,7 +46,7 @@ def topk_flops(numel: int, k: int) -> int:
 def reduce(per_in: int, per_out: int):
     """The rule of a reduction (input 0 -> output 0)."""
     def rule(node: OpNode) -> Cost:
-        x, out = node.inputs[0], node.outputs[0]
+        x, out = req(node, 0), node.outputs[0]
         if node.op in ("aten.max", "aten.min") and len([t for t in node.inputs if t is not None]) == 2:
             return io_cost(node, vector_flops=out.numel)  # max.other / min.other: elementwise
         return io_cost(node, vector_flops=reduction_flops(x.numel, out.numel, per_in, per_out))
@@ -56,21 +56,21 @@ def reduce(per_in: int, per_out: int):
 
 
 def aten_sort(node: OpNode) -> Cost:
-    x = node.inputs[0]
-    n = x.shape[int(node.attrs.get("dim", -1)) % x.rank] if x.rank else 1
+    x = req(node, 0)
+    n = x.dims[int(node.attrs.get("dim", -1)) % x.rank] if x.rank else 1
     return io_cost(node, vector_flops=sort_flops(x.numel, n))
 
 
 def aten_topk(node: OpNode) -> Cost:
     """``attrs["k"]``."""
-    return io_cost(node, vector_flops=topk_flops(node.inputs[0].numel, int(node.attrs.get("k", 1))))
+    return io_cost(node, vector_flops=topk_flops(req(node, 0).numel, int(node.attrs.get("k", 1))))
 
 
 def onnx_topk(node: OpNode) -> Cost:
     """K is a run-time input: read it off the values output along ``axis``; writes values and indices."""
-    x, vals = node.inputs[0], node.outputs[0]
+    x, vals = req(node, 0), node.outputs[0]
     axis = int(node.attrs.get("axis", -1)) % max(len(vals.shape), 1)
-    k = vals.shape[axis] if vals.shape else 1
+    k = vals.dims[axis] if vals.shape else 1
     return io_cost(node, vector_flops=topk_flops(x.numel, k))
 
 

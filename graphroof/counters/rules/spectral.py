@@ -20,11 +20,10 @@ from __future__ import annotations
 import math
 
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import Cost
 from ..family import Row, onnx, register_family
 from .elementwise import per_element
-from .matmul import req
 
 __all__ = ["ROWS", "fft_flops"]
 

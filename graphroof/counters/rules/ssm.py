@@ -39,11 +39,10 @@ from __future__ import annotations
 import math
 
 from ...graph import OpNode, TensorSpec
-from ..common import read_bytes, write_bytes
+from ..common import read_bytes, req, write_bytes
 from ..cost import FLOPS_PER_MAC, Cost
 from ..registry import register_rule
 from .elementwise import ACTIVATION_FLOPS_PER_ELEMENT
-from .matmul import req
 
 __all__ = ["SCAN_FLOPS_PER_STATE", "STATE_OPS", "scan_vector_flops", "ssd_flops"]
 

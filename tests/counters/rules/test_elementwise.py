@@ -200,7 +200,7 @@ def test_selu_end_to_end_both_frontends_agree(tmp_path):
     """torch.nn.functional.selu on a [4, 1024] fp32 tensor: 4,096 elements x 5 = 20,480 vector FLOPs, through the
     PyTorch frontend (was 16,384: the scale was ignored) and through ONNX Selu."""
     torch = pytest.importorskip("torch")
-    pytest.importorskip("graphroof.frontends.torch_export")
+    pytest.importorskip("graphroof.frontends.torch.export")
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 

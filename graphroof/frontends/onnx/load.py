@@ -1,0 +1,703 @@
+"""ONNX frontend: any ``.onnx`` file -> :class:`~graphroof.graph.OpGraph`, weights never read.
+
+* The file is loaded with ``load_external_data=False``: weight shapes and dtypes come from the initializers'
+  metadata, so a model whose external data file is absent analyses the same.
+* Shapes: see :mod:`graphroof.frontends.onnx.shapes` (user dims bound first, ONNX inference with data
+  propagation, then onnxruntime's symbolic inference where gaps remain).  Dims nobody bound stay ``str``.
+* Roles: initializers are weights, ``Constant`` outputs constants, graph inputs activations, and inputs /
+  outputs named like a KV cache (``past_key_values.0.key``, ``present.0.value``) are KV cache.
+* Op keys: ``onnx.<Op>`` for the default domain, ``<domain>.<Op>`` otherwise (``com.microsoft.MatMulNBits``).
+* Scope: the torch dynamo exporter's ``pkg.torch.onnx.name_scopes`` / ``namespace`` metadata, else the node
+  name's path (``/model/layers.0/self_attn/q_proj/MatMul`` -> ``model.layers.0.self_attn.q_proj``), else the
+  module path in the name of a weight the node reads (``encoder.layer.3.output.dense.weight``).
+* Control flow: If / Loop / Scan bodies are flattened into the graph under ``<scope>.<Node>_<attr>`` with
+  ``attrs["graphroof.repeat"]`` = trip count (the counting pass scales their cost by it; a model attribute in
+  the ``graphroof.`` namespace is renamed ``model.graphroof...``); trip counts: :mod:`.control` (an
+  unknown one is capped at ``loop_trips``, with a warning and a report note).
+* Robustness: names are cleaned first (:mod:`.clean`), shape inference runs in a child process under a
+  time and memory budget (:mod:`.guard`), constant shape arithmetic is folded (:mod:`.fold`); an
+  output nothing reads whose size is unknown is left out (noted), a tensor with no shape at all marks its ops
+  ``graphroof.shape_unknown`` (counted as estimated bytes, warned), and outputs computed only from weights
+  and constants count as weights.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx.inliner
+from onnx import AttributeProto, TensorProto
+
+from ...errors import FrontendError, InputError
+from ...errors import warn as warn_user
+from ...graph import ESTIMATED, REPEAT, SHAPE_UNKNOWN, OpGraph, OpNode, Role, TensorSpec
+from .clean import clean_names
+from .clean import text as clean_text
+from .control import DEFAULT_LOOP_TRIPS, Trips, loop_trips, scan_trips
+from .guard import default_budget, run_guarded
+from .limits import check_inlined_size, warn_huge_tensors
+from .shapes import (
+    NeedsSymbolic,
+    TypeTable,
+    bind_inputs,
+    infer,
+    iter_graphs,
+    normalize_dim,
+    precheck,
+    real_inputs,
+    ssi_class,
+)
+
+__all__ = ["load_onnx", "op_key", "scope_of", "is_kv_name"]
+
+_KV_RE = re.compile(r"past|present|key_cache|value_cache|kv_cache|cache_k|cache_v|key_values", re.I)
+_NOT_KV_RE = re.compile(r"length|position|seqlen|seq_len|mask|step|index|indices", re.I)
+_SKIP_ATTR = {AttributeProto.GRAPH, AttributeProto.GRAPHS, AttributeProto.TENSOR, AttributeProto.TENSORS,
+              AttributeProto.SPARSE_TENSOR, AttributeProto.SPARSE_TENSORS, AttributeProto.TYPE_PROTO,
+              AttributeProto.TYPE_PROTOS}
+#: Integer GEMM / conv kernels: they run on the int8 units whatever dtype their scales have.
+_INT_COMPUTE = {"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "QGemm", "DynamicQuantizeMatMul",
+                "MatMulIntegerToFloat", "QAttention"}
+_ABSENT = TensorSpec((0,), "fp32")
+#: Attribute-name prefix graphroof keeps for itself (``graphroof.repeat``): a model's own is renamed.
+_RESERVED = "graphroof."
+#: Dims nobody can bind: ONNX's ``unk__N``, onnxruntime's ``<Op>_<N>_o<K>__d<J>``, graphroof's ``<tensor>_d<J>``.
+_PLACEHOLDER = re.compile(r"^(unk__\d+|\w+_\d+_o\d+__d\d+|.*_d\d+)$")
+#: Ops whose outputs differ per run even from constant inputs: never a weight.
+_NOT_DERIVED = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                "Bernoulli", "If", "Loop", "Scan"}
+#: Ops on weights that runtimes keep in the graph (QDQ: fused into the quantized consumer, never folded).
+_KEPT = {"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"}
+#: Ops whose output size depends on input values but is bounded by the input's shape.
+_BOUNDED = {"NonZero", "Unique", "Compress", "Slice"}
+#: Deepest If / Loop / Scan nesting walked.
+_MAX_NESTING = 32
+#: Ops whose output aliases their first input (no copy): the output keeps the input's role.
+_ALIAS = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}
+
+
+def is_kv_name(name: str) -> bool:
+    """True for tensor names of a KV cache (``past_key_values.3.value``, ``present.0.key``, ``cache_k``)."""
+    return bool(_KV_RE.search(name)) and not _NOT_KV_RE.search(name)
+
+
+def op_key(node: onnx.NodeProto) -> str:
+    """``onnx.MatMul`` for the default domain, ``com.microsoft.GroupQueryAttention`` for others."""
+    dom = node.domain
+    return f"onnx.{node.op_type}" if dom in ("", "ai.onnx") else f"{dom}.{node.op_type}"
+
+
+def _own_scope(node: onnx.NodeProto) -> str | None:
+    """The module path *node* states (``""``: the root module), or ``None`` when it states nothing."""
+    meta = {p.key: p.value for p in node.metadata_props} if node.metadata_props else {}
+    scopes = meta.get("pkg.torch.onnx.name_scopes")
+    if scopes:
+        try:
+            parts = ast.literal_eval(scopes)
+            if isinstance(parts, list):  # [..., module path, op name]; "_empty_nn_module_stack..." = none
+                mod = str(parts[-2]) if len(parts) >= 2 else ""
+                return None if mod.startswith("_") else mod
+        except (ValueError, SyntaxError):
+            pass
+    ns = meta.get("namespace")
+    if ns:  # ": pkg.Model/layers.0: pkg.Block/layers.0.fc1: torch.nn.Linear/linear: aten.linear.default"
+        mods = [seg.split(":")[0].strip() for seg in ns.split("/")]
+        mods = [m for m in mods[:-1] if m]
+        return mods[-1] if mods else ""
+    parts = [p for p in node.name.split("/") if p]
+    if node.name.startswith("/") or len(parts) > 1:  # "/model/layers.0/mlp/up_proj/MatMul", "/Relu"
+        return ".".join(parts[:-1])
+    return None
+
+
+def scope_of(node: onnx.NodeProto) -> str:
+    """The module path of *node* from exporter metadata or its name (``""`` when neither says)."""
+    return _own_scope(node) or ""
+
+
+_WEIGHT_SUFFIX = re.compile(r"\.(weight|bias|scale|scales|zero_points?|qweight|g_idx|[A-Za-z]*_(weight|bias))$")
+
+
+def _weight_scope(name: str) -> str:
+    """``model.layers.0.mlp.up_proj.weight`` -> ``model.layers.0.mlp.up_proj``; other names -> ``""``."""
+    if "." not in name or "/" in name or not _WEIGHT_SUFFIX.search(name):
+        return ""
+    return name.rsplit(".", 1)[0]
+
+
+_GENERIC_NODE = re.compile(r"^(n|node_?)?\d+$")
+_OUTPUT_SUFFIX = re.compile(r"_output_\d+$")
+_OPAQUE_TENSOR = re.compile(r"^(onnx::.*|[A-Za-z_]*[.:_]?\d+)$")
+
+
+def _path_scope(tensor: str) -> str | None:
+    """``/model/layers.0/mlp/up_proj/MatMul_output_0`` -> ``model.layers.0.mlp.up_proj`` (a tensor named after the
+    node that made it, as torch's exporter names them); other names -> ``None``."""
+    parts = [p for p in tensor.split("/") if p]
+    if not tensor.startswith("/") or len(parts) < 2:
+        return None
+    return ".".join(parts[:-1])
+
+
+def node_label(node: onnx.NodeProto, index: int, weight_scope: str = "") -> str:
+    """The op's name in the graph and the reports: the node's own name; for an unnamed node (or an exporter's
+    generic ``n143``) the name of the tensor it makes when that says where it is
+    (``model/layers.0/mlp/up_proj/MatMul``), else ``<module of its weight>/<op type>``
+    (``layer1.0.conv1/Conv``), else ``<output tensor>/<op type>``, else ``<op type>_<index>``."""
+    if node.name and not _GENERIC_NODE.match(node.name):
+        return node.name
+    out = next((o for o in node.output if o), "")
+    if _path_scope(out) is not None:
+        return _OUTPUT_SUFFIX.sub("", out.lstrip("/"))
+    if weight_scope:
+        return f"{weight_scope}/{node.op_type}"
+    if out and not _OPAQUE_TENSOR.match(out):
+        return f"{out}/{node.op_type}"
+    return node.name or f"{node.op_type}_{index}"
+
+
+# -- reading the file ---------------------------------------------------------------------------------------
+
+def _read_model(path: Path) -> onnx.ModelProto:
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not an ONNX file; pass the .onnx file inside it")
+    if not path.is_file():
+        raise InputError(f"model file {str(path)!r} not found; check the path")
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not head:
+        raise FrontendError(f"{path} is empty (0 bytes); re-export or re-download the model")
+    if head.startswith(b"version https://git-lfs"):
+        raise FrontendError(f"{path} is a Git LFS pointer, not the model; fetch it with `git lfs pull`")
+    if _looks_like_text(head):
+        raise FrontendError(f"{path} is a text file, not a binary ONNX model (protobuf); export the model with "
+                            "torch.onnx.export or onnx.save")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # google.protobuf DecodeError, RuntimeError from the C++ parser
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise FrontendError(f"{path} is not a readable ONNX model (truncated or not an ONNX protobuf: {msg}); "
+                            "re-export or re-download it") from None
+    if model.ir_version == 0 or not model.HasField("graph") or not model.opset_import:
+        raise FrontendError(f"{path} is not a complete ONNX model (no ir_version, graph or opset_import: truncated "
+                            "or another protobuf); re-export or re-download it")
+    return model
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """True when the first bytes are printable UTF-8 (a binary protobuf has control bytes early on)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # only a multi-byte character cut at the end of the chunk is allowed
+            return False
+        text = head[:e.start].decode("utf-8")
+    return all(c.isprintable() or c in "\n\r\t" for c in text)
+
+
+def _check_versions(model: onnx.ModelProto, path: Path) -> int:
+    known = onnx.defs.onnx_opset_version()
+    opset = 0
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            opset = imp.version
+    if opset > known:
+        raise FrontendError(f"{path} uses ONNX opset {opset}, newer than the installed onnx {onnx.__version__} knows "
+                            f"(up to {known}); upgrade it: pip install -U onnx")
+    if model.ir_version > onnx.IR_VERSION:
+        raise FrontendError(f"{path} has ONNX IR version {model.ir_version}, newer than the installed onnx "
+                            f"{onnx.__version__} reads (up to {onnx.IR_VERSION}); upgrade it: pip install -U onnx")
+    return opset
+
+
+# -- building the graph -------------------------------------------------------------------------------------
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, list):
+        return tuple(_plain(x) for x in v)
+    return v
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    """The node's plain attributes; a model attribute in graphroof's reserved ``graphroof.`` namespace is
+    renamed ``model.graphroof...`` so it can never act as graphroof's own (``graphroof.repeat``)."""
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type in _SKIP_ATTR:
+            continue
+        try:
+            v = _plain(onnx.helper.get_attribute_value(a))
+        except Exception:  # noqa: BLE001 - an attribute with no value or an unknown type: not readable
+            continue
+        out[f"model.{a.name}" if a.name.startswith(_RESERVED) else a.name] = v
+    return out
+
+
+def _mul(a: int | str, b: int | str) -> int | str:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    return f"({a})*({b})"
+
+
+def _is_placeholder(d: Any) -> bool:
+    return isinstance(d, str) and bool(_PLACEHOLDER.match(d))
+
+
+class _Builder:
+    def __init__(self, model: onnx.ModelProto, table: TypeTable, values: Mapping[str, Any], notes: list[str],
+                 opset: int, loop_trips: int | None):
+        self.model = model
+        self.table = table
+        self.notes = notes
+        self.opset = opset
+        self.loop_trips = loop_trips
+        self.graph = OpGraph()
+        self.specs: dict[str, TensorSpec] = {}
+        self.roles: dict[str, Role] = {}
+        self.values = values
+        self.names: set[str] = set()
+        self.unknown_types: list[str] = []
+        self.dropped: list[str] = []
+        self.origins: dict[str, str] = {}
+        self.consumed: set[str] = set()
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.bounds: dict[str, int] = {}
+        self.bounded: list[str] = []
+        self.inputs = {vi.name for vi in real_inputs(model.graph)}
+        for g in iter_graphs(model.graph):
+            for node in g.node:
+                for o in node.output:
+                    self.producer.setdefault(o, node)
+        for g in iter_graphs(model.graph):
+            for t in g.initializer:
+                self.roles[t.name] = Role.WEIGHT
+            for st in g.sparse_initializer:
+                self.roles[st.values.name] = Role.WEIGHT
+            for node in g.node:
+                self.consumed.update(node.input)
+                if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+                    self.roles[node.output[0]] = Role.CONST
+            self.consumed.update(o.name for o in g.output)
+        top = model.graph
+        for vi in real_inputs(top):
+            self.roles[vi.name] = Role.KV_CACHE if is_kv_name(vi.name) else Role.ACTIVATION
+            if vi.type.HasField("tensor_type"):
+                for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+                    if d.dim_param:
+                        self.origins.setdefault(normalize_dim(d.dim_param), f"dim {axis} of model input {vi.name!r}")
+            elif vi.type.HasField("sequence_type") and vi.type.sequence_type.elem_type.HasField("tensor_type"):
+                for axis, d in enumerate(vi.type.sequence_type.elem_type.tensor_type.shape.dim):
+                    if d.dim_param:
+                        self.origins.setdefault(normalize_dim(d.dim_param),
+                                                f"dim {axis} of the tensors in model input sequence {vi.name!r}")
+        for vi in top.output:
+            if is_kv_name(vi.name) and vi.name not in self.roles:
+                self.roles[vi.name] = Role.KV_CACHE
+        self.folded_nodes: set[int] = set()
+        self.derived = self._constant_derived()
+
+    def _constant_derived(self) -> int:
+        """Give the outputs of nodes that read only weights and constants (weights built at run time: a
+        dequantized or transposed weight, a mask from constants) the weight / constant role; returns how many
+        nodes.  A view of the KV cache stays KV cache."""
+        n = 0
+        for g in iter_graphs(self.model.graph):
+            for node in g.node:
+                ins = [x for x in node.input if x]
+                if not ins or node.op_type in _NOT_DERIVED or (node.op_type == "Constant" and not node.domain):
+                    continue
+                roles = [self.roles.get(x, Role.ACTIVATION) for x in ins]
+                if node.op_type in _ALIAS and roles[0] is not Role.ACTIVATION:
+                    role = roles[0]
+                elif all(r in (Role.WEIGHT, Role.CONST) for r in roles):
+                    role = Role.WEIGHT if all(r is Role.WEIGHT for r in roles) else Role.CONST
+                else:
+                    continue
+                for o in node.output:
+                    if o and o not in self.roles:
+                        self.roles[o] = role
+                if node.op_type not in _ALIAS and node.domain in ("", "ai.onnx") and node.op_type not in _KEPT:
+                    n += 1
+                    self.folded_nodes.add(id(node))
+        return n
+
+    def spec(self, name: str) -> TensorSpec:
+        s = self.specs.get(name)
+        if s is None:
+            entry = self.table.get(name)
+            role = self.roles.get(name, Role.ACTIVATION)
+            if entry is None or entry[1] is None:
+                self.unknown_types.append(name)
+                s = TensorSpec((0,), entry[0] if entry else "fp32", role)
+            else:
+                s = TensorSpec(entry[1], entry[0], role)
+            self.specs[name] = s
+        return s
+
+    def shape_known(self, name: str) -> bool:
+        e = self.table.get(name)
+        return e is not None and e[1] is not None
+
+    def unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}#{k}"
+        self.names.add(name)
+        return name
+    def scopes(self, g: onnx.GraphProto) -> list[str]:
+        """Each node's scope: its own (metadata, name path, unshared weight name), else its latest scoped producer's
+        (a fused ``SkipLayerNorm_AddBias_3`` belongs with the projection it follows), else its first scoped
+        consumer's.  Nodes with no scoped neighbour stay unscoped (``(top)`` in the rollup)."""
+        uses: dict[str, int] = {}
+        for n in g.node:
+            for x in n.input:
+                uses[x] = uses.get(x, 0) + 1
+        # a weight read by one node names its module; a shared one (tied, or deduplicated by an optimizer) does not
+        own: list[str | None] = []
+        for n in g.node:
+            sc = _own_scope(n)
+            if sc is None:
+                sc = next((_weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT and uses[x] == 1
+                           and _weight_scope(x)), None)
+            if sc is None:  # an unnamed node: the path its output tensor is named after
+                sc = next((ps for o in n.output if o and (ps := _path_scope(o)) is not None), None)
+            own.append(sc)
+        if all(sc is not None for sc in own) or not any(own):
+            return [sc or "" for sc in own]
+        first_consumer: dict[str, str] = {}
+        for n, sc in zip(g.node, own):
+            if sc:
+                for x in n.input:
+                    first_consumer.setdefault(x, sc)
+        made: dict[str, tuple[int, str]] = {}  # tensor -> (producer's position, its scope)
+        out = []
+        for i, (n, sc) in enumerate(zip(g.node, own)):
+            if sc is None:
+                sc = max((made[x] for x in n.input if x in made and made[x][1]), default=(0, ""))[1]
+                sc = sc or next((first_consumer[o] for o in n.output if o in first_consumer), "")
+            for o in n.output:
+                made[o] = (i, sc)
+            out.append(sc)
+        return out
+
+    def value_sources(self, node: onnx.NodeProto) -> list[str]:
+        """Model inputs whose *values* (not shapes) flow into *node*."""
+        found: list[str] = []
+        todo, seen = list(node.input), set()
+        while todo and len(seen) < 10000:
+            t = todo.pop()
+            if not t or t in seen or t in self.values:
+                continue
+            seen.add(t)
+            if t in self.inputs:
+                found.append(t)
+                continue
+            p = self.producer.get(t)
+            if p is not None and p.op_type not in ("Shape", "Size"):
+                todo.extend(p.input)
+                for a in p.attribute:  # a subgraph reads outer-scope tensors by name
+                    if a.type == AttributeProto.GRAPH:
+                        todo.extend(x for g in iter_graphs(a.g) for n in g.node for x in n.input)
+        return sorted(found)
+
+    def bound_outputs(self, node: onnx.NodeProto, name: str, op: str) -> None:
+        """Data-dependent output sizes (NonZero, Unique, Compress, a Slice with run-time bounds) get their upper
+        bound from the input's static shape: ``meta["default_dims"]`` (``--dim`` overrides), noted, estimated."""
+        for o in node.output:  # a tensor with a 0 dim holds nothing whatever its other dims
+            e = self.table.get(o)
+            if o and e is not None and e[1] is not None and 0 in e[1]:
+                for d in e[1]:
+                    if _is_placeholder(d) and d not in self.bounds:
+                        self.bounds[d] = 0
+                        self.bounded.append(f"{d} = 0 (empty {o!r})")
+        if node.op_type not in _BOUNDED or not node.input:
+            return
+        src = self.table.get(node.input[0])
+        shape = src[1] if src else None
+        if not shape or any(not isinstance(d, int) for d in shape):
+            return
+        numel = 1
+        for d in shape:
+            numel *= d
+        axis = next((a.i for a in node.attribute if a.name == "axis" and a.type == AttributeProto.INT), None)
+        for o in node.output:
+            e = self.table.get(o)
+            if not o or e is None or e[1] is None:
+                continue
+            for k, d in enumerate(e[1]):
+                if not _is_placeholder(d) or d in self.bounds:
+                    continue
+                if node.op_type == "Slice" and len(e[1]) == len(shape):
+                    v = shape[k]
+                elif node.op_type in ("Unique", "Compress") and axis is not None and -len(shape) <= axis < len(shape):
+                    v = shape[axis]
+                else:
+                    v = numel
+                self.bounds[d] = v
+                self.bounded.append(f"{d} = {v} ({name}, {op})")
+
+    def outputs(self, node: onnx.NodeProto, name: str, op: str) -> list[TensorSpec]:
+        """Output specs; an output nothing reads whose size is unknown (Dropout's mask, a placeholder dim) is
+        left out (listed in a note), so it never blocks the analysis."""
+        self.bound_outputs(node, name, op)
+        outs = []
+        for k, o in enumerate(node.output):
+            if not o:
+                outs.append(_ABSENT)
+                continue
+            e = self.table.get(o)
+            unknown = e is None or e[1] is None or any(_is_placeholder(d) for d in e[1])
+            if unknown and o not in self.consumed:
+                self.dropped.append(f"{o!r} of {name} ({op})")
+                outs.append(_ABSENT)
+                continue
+            spec = self.spec(o)
+            for d in spec.shape:
+                if _is_placeholder(d) and d not in self.origins:
+                    src = self.value_sources(node)
+                    why = (f"which depends on the value of model input{'s' if len(src) > 1 else ''} "
+                           + ", ".join(map(repr, src[:3])) if src else "known only at run time")
+                    self.origins[d] = f"the size of output {k} {o!r} of {name} ({op}), {why}"
+            outs.append(spec)
+        while outs and outs[-1] is _ABSENT:
+            outs.pop()
+        return outs
+
+    def walk(self, g: onnx.GraphProto, *, prefix: str = "", sub_scope: str | None = None,
+             repeat: int | str = 1, depth: int = 0) -> None:
+        scopes = self.scopes(g) if sub_scope is None else None
+        for i, node in enumerate(g.node):
+            local = node_label(node, i, next((ws for x in node.input if self.roles.get(x) is Role.WEIGHT
+                                              and (ws := _weight_scope(x))), ""))
+            name = self.unique(prefix + local)
+            key = op_key(node)
+            scope = sub_scope if scopes is None else scopes[i]
+            ins = tuple(self.spec(x) if x else None for x in node.input)
+            while ins and ins[-1] is None:
+                ins = ins[:-1]
+            if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+                self.if_outputs(node, name)
+            outs = self.outputs(node, name, key)
+            attrs = _attrs(node)
+            if id(node) in self.folded_nodes:  # reads only weights / constants: folded once when the model loads
+                attrs[REPEAT] = 0
+            elif repeat != 1:
+                attrs[REPEAT] = repeat
+            unknown = [x for x in (*node.input, *node.output) if x and not self.shape_known(x)
+                       and x in self.specs]
+            if unknown and node.op_type not in ("If", "Loop", "Scan"):
+                attrs[SHAPE_UNKNOWN] = tuple(unknown)
+            if node.op_type in _INT_COMPUTE and ins and ins[0] is not None:
+                # DynamicQuantizeMatMul takes a float A and quantizes it itself: its 8-bit B sets the GEMM dtype
+                src = ins[1] if node.op_type == "DynamicQuantizeMatMul" and len(ins) > 1 and ins[1] else ins[0]
+                attrs["compute_dtype"] = "int8" if src.dtype in ("int8", "uint8") else src.dtype
+            self.graph.add_op(OpNode(name, key, ins, tuple(outs), attrs, scope),
+                              inputs=list(node.input), outputs=list(node.output))
+            if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop", "Scan"):
+                if depth >= _MAX_NESTING:
+                    raise FrontendError(f"{name} ({key}): control flow nested more than {_MAX_NESTING} deep")
+                self.control_flow(node, name, scope, repeat, depth)
+
+    def if_branch(self, node: onnx.NodeProto, name: str) -> tuple[str, str]:
+        """The branch of an If to count (the constant condition's, else the larger) and a note when guessed."""
+        subs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
+        cond = self.values.get(node.input[0]) if node.input else None
+        cond = cond.reshape(-1).tolist() if cond is not None and getattr(cond, "size", 0) == 1 else None
+        if cond:
+            return ("then_branch" if bool(cond[0]) else "else_branch"), ""
+        then_g, else_g = subs.get("then_branch"), subs.get("else_branch")
+        n_then = sum(len(x.node) for x in iter_graphs(then_g)) if then_g else 0
+        n_else = sum(len(x.node) for x in iter_graphs(else_g)) if else_g else 0
+        attr = "then_branch" if n_then >= n_else else "else_branch"
+        other = "else_branch" if attr == "then_branch" else "then_branch"
+        return attr, (f"If {name!r}: condition unknown before run time; counted its {attr} "
+                      f"({max(n_then, n_else)} ops), not its {other} ({min(n_then, n_else)} ops)")
+
+    def if_outputs(self, node: onnx.NodeProto, name: str) -> None:
+        """An If's outputs take the counted branch's output shapes where inference left them unknown (the
+        branches disagree, so ONNX gives ``unk__N``)."""
+        attr, _ = self.if_branch(node, name)
+        branch = next((a.g for a in node.attribute if a.name == attr and a.type == AttributeProto.GRAPH), None)
+        if branch is None:
+            return
+        for o, bo in zip(node.output, branch.output):
+            e, eb = self.table.get(o), self.table.get(bo.name)
+            if not o or eb is None or eb[1] is None or any(_is_placeholder(d) for d in eb[1]):
+                continue
+            if e is None or e[1] is None or any(_is_placeholder(d) for d in e[1]):
+                self.table[o] = (e[0] if e else eb[0], eb[1])
+
+    def control_flow(self, node: onnx.NodeProto, name: str, scope: str, repeat: int | str, depth: int) -> None:
+        subs = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
+        short = re.sub(r"\W", "_", name.rsplit("/", 1)[-1]).strip("_") or node.op_type
+        base = f"{scope}.{short}" if scope else short
+        if node.op_type == "If":
+            attr, note = self.if_branch(node, name)
+            if note:
+                self.notes.append(note)
+            if subs.get(attr) is not None:
+                self.walk(subs[attr], prefix=f"{name}/{attr}/", sub_scope=f"{base}_{attr}", repeat=repeat,
+                          depth=depth + 1)
+            return
+        body = subs.get("body")
+        if body is None:
+            return
+        if node.op_type == "Loop":
+            trips = loop_trips(node, name, body, self.values, self.loop_trips)
+        else:
+            trips = scan_trips(node, name, _attrs(node), lambda x: self.table.get(x, (None, None))[1], self.opset)
+            if trips is None:
+                n = self.loop_trips if self.loop_trips is not None else DEFAULT_LOOP_TRIPS
+                trips = Trips(n, False, f"Scan {name!r}: scan length unknown before run time; counted {n} "
+                                        f"iteration{'s' if n != 1 else ''} (set --loop-trips N for another count)",
+                              warn=True)
+        if trips.note:
+            self.notes.append(trips.note)
+            if trips.warn:
+                warn_user(trips.note)
+        self.walk(body, prefix=f"{name}/body/", sub_scope=f"{base}_body", repeat=_mul(repeat, trips.count),
+                  depth=depth + 1)
+
+
+def _producer(model: onnx.ModelProto) -> str:
+    return " ".join(x for x in (model.producer_name, model.producer_version) if x) or "unknown"
+
+
+def _prepare(model: onnx.ModelProto, name: str, allow_symbolic: bool
+             ) -> tuple[bytes | None, TypeTable, dict[str, Any], list[str]] | None:
+    """The guarded step: inline local functions, then infer shapes; returns the inlined model (serialised, or
+    ``None`` when nothing was inlined), the type table, the folded values and the notes."""
+    inlined = None
+    if model.functions:
+        try:
+            model = onnx.inliner.inline_local_functions(model)
+            inlined = model.SerializeToString()
+        except Exception as e:  # noqa: BLE001 - keep the calls as (unknown) ops then
+            warn_user(f"{name}: could not inline its local functions ({str(e).splitlines()[0] if str(e) else e});"
+                          " counting calls as ops")
+    notes: list[str] = []
+    try:
+        table, values = infer(model, notes, allow_symbolic)
+    except NeedsSymbolic:
+        return None
+    return inlined, table, values, notes
+
+
+def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
+              input_shapes: Mapping[str, Sequence[int]] | Sequence[Sequence[int]] | None = None,
+              loop_trips: int | None = None, infer_time_s: float | None = None, infer_mem_gb: float | None = None,
+              batch: int | None = None, **ignored: Any) -> OpGraph:
+    """Load an ``.onnx`` file into an OpGraph without reading its weights.
+
+    Parameters
+    ----------
+    path : the ``.onnx`` file (its external data file may be absent).
+    dims : values for the model's symbolic dims, ``{"batch": 8, "seq": 512}`` (``--dim``).
+    input_shapes : ``{"input_ids": (1, 512)}`` or positional ``[(1, 3, 224, 224)]`` (``--input``).
+    batch : ``--batch``: binds the inputs' symbolic leading dim, or overrides a fixed one and re-infers the shapes
+        (:mod:`graphroof.frontends.onnx.batch`; a graph that fixes its batch inside is an error).
+    loop_trips : iterations to count for a Loop / Scan whose count is unknown before run time or only
+        bounded (``--loop-trips``; default 1, see :mod:`graphroof.frontends.onnx.control`).
+    infer_time_s, infer_mem_gb : budget of the shape-inference step (a child process, see
+        :mod:`graphroof.frontends.onnx.guard`; defaults from ``GRAPHROOF_INFER_TIME_S`` / ``_MEM_GB``).
+
+    Dims nobody bound stay symbolic (``str``) in the shapes; binding them later (``graphroof.graph.bind``,
+    or ``analyze(..., dims=...)``) is enough, and counting an unbound one raises ``UnboundDimError`` naming the
+    op, the tensor and where the dim comes from.
+    """
+    path = Path(path).expanduser()
+    if loop_trips is not None and (isinstance(loop_trips, bool) or not isinstance(loop_trips, int) or loop_trips < 0):
+        raise InputError(f"--loop-trips must be an integer >= 0, got {loop_trips!r}")
+    model = _read_model(path)
+    clean_names(model)
+    opset = _check_versions(model, path)
+    precheck(model)
+    check_inlined_size(model, path.name)
+    from .batch import check_dim_names, check_rebatched, dim_names, rebatch
+
+    label = clean_text(path.stem)
+    names = dim_names(model)
+    check_dim_names(dims, names, model, label)
+    dims = dict(dims or {})
+    rebatched = rebatch(model, batch, dims, label, input_shapes)
+    for flag in ("seq",):
+        if ignored.get(flag) is not None:
+            warn_user(f"--{flag} applies to zoo and config models; bind an ONNX model's dims with --dim NAME=VALUE "
+                          "or --input NAME=SHAPE")
+    bound = bind_inputs(model, dims, input_shapes)
+    budget = default_budget()
+    if infer_time_s is not None:
+        budget.time_s = float(infer_time_s)
+    if infer_mem_gb is not None:
+        budget.mem_bytes = int(float(infer_mem_gb) * 1e9)
+        budget.origin = "the infer_mem_gb argument"
+    step = "ONNX shape inference"
+    out = run_guarded(_prepare, model, path.name, False, step=step, budget=budget)
+    if out is None:  # onnxruntime's symbolic inference is needed: load it here once, so children inherit it
+        ssi_class()
+        out = run_guarded(_prepare, model, path.name, True, step=f"{step} (with onnxruntime's symbolic inference)",
+                          budget=budget)
+    inlined, table, values, notes = out
+    warn_huge_tensors(table, path.name)
+    if inlined is not None:
+        model = onnx.ModelProto()
+        model.ParseFromString(inlined)
+    b = _Builder(model, table, values, notes, opset, loop_trips)
+    b.walk(model.graph)
+    check_rebatched(model, table, rebatched, label)
+    check_dim_names({k: v for k, v in dims.items() if k not in names}, set(b.bounds), model, label, late=True)
+    if b.dropped:
+        notes.append(f"{len(b.dropped)} output(s) nothing reads have sizes unknown before run time and are not "
+                     f"counted (e.g. {b.dropped[0]})")
+    if b.unknown_types:
+        notes.append(f"{len(b.unknown_types)} tensor(s) have no shape after inference (e.g. "
+                     f"{b.unknown_types[0]!r}); the ops touching them are counted as estimated bytes only")
+    if b.derived:
+        notes.append(f"{b.derived} op(s) compute only from weights and constants (weights built at run time; "
+                     "runtimes fold them once when the model loads): not counted per run, and their outputs count as weights")
+    g = b.graph
+    if b.bounded:
+        notes.append(f"{len(b.bounded)} size(s) depend on input values and are counted at their upper bound "
+                     f"(estimated; set them with --dim): {'; '.join(b.bounded[:5])}")
+        g.meta["default_dims"] = dict(b.bounds)
+        for op in g.ops():
+            if any(isinstance(d, str) and d in b.bounds for t in (*op.inputs, *op.outputs) if t for d in t.shape):
+                op.attrs[ESTIMATED] = "size counted at an upper bound"
+    name = clean_text(path.stem)  # a file name may carry control characters: escaped as any ONNX name
+    g.name = name
+    g.nx.graph["name"] = name
+    external = sum(1 for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL)
+    used = {n.domain for g2 in iter_graphs(model.graph) for n in g2.node}
+    others = ", ".join(f"{i.domain} {i.version}" for i in model.opset_import
+                       if i.domain not in ("", "ai.onnx") and i.domain in used)
+    header = (f"ONNX file: producer {_producer(model)}, IR {model.ir_version}, opset {opset}"
+              + (f" (+ {others})" if others else "")
+              + f"; {len(model.graph.initializer)} weight tensors, not read"
+              + (f" ({external} in external data)" if external else ""))
+    g.meta.update({
+        "capture": "onnx", "model": name, "producer": _producer(model), "opset": opset,
+        "ir_version": model.ir_version, "notes": [header, *notes], "dim_origins": dict(b.origins),
+    })
+    if rebatched is not None:
+        bound = {"batch": rebatched.new, **bound}
+        g.meta["notes"].insert(1, f"re-batched with --batch {rebatched.new}: the inputs' fixed leading dim "
+                                  f"{rebatched.old} overridden (as onnxruntime's free-dimension override), shapes "
+                                  "re-inferred")
+    if bound:
+        g.meta["dims"] = dict(bound)
+    return g

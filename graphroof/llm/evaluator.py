@@ -1,0 +1,360 @@
+"""The one LLM pricing engine: every figure of every (batch, prompt, gen) point as array arithmetic.
+
+A phase of one pipeline (dtypes, TP) on one device is a :class:`PhasePricer` over the phase's kernel groups
+(:class:`~graphroof.llm.grids.KernelGrid`: counted kernels at a few traced grid points, identical kernels grouped,
+costs at any covered ``(batch, context)`` interpolated).  For a batch ``b`` it evaluates every group at every
+context ``x`` a point needs, in one numpy pass per group:
+
+* ideal step time: ``max(compute, memory, network)`` per kernel, summed;
+* realistic step time: the profile's kernel-level ``[timing]`` model (:func:`graphroof.timing.vectorized.
+  kernel_times`) or its efficiency factors, plus one launch per working kernel (none under a CUDA-graph step,
+  which pays :attr:`step_launch_s` once);
+* the compute, memory and network terms of the step (they give the bound).
+
+A phase over ``x = lo .. hi`` (decode: one step per cached length) is the mean of those per-step arrays: exact
+prefix sums for the ideal time and the terms; the realistic time of a kernel-level profile is the mean at every
+step, or at 64 evenly spaced steps of a longer range.  A single step (prefill: ``lo == hi``) is priced from the
+kernels at that exact point.
+
+Token accounting (one place): prefill produces the first output token; :func:`decode_range` gives the cached
+lengths of the ``gen - 1`` decode steps; :func:`e2e_s` is ``ttft + (gen - 1) * tpot``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..counters.cost import Cost
+from ..errors import HardwareProfileError
+from ..graph import REPEAT
+from ..hardware import HardwareProfile
+from ..roofline import compute_dtype, evaluate
+from ..timing.profile import timing_of
+from ..timing.vectorized import kernel_times
+from .grids import FIELDS, KernelGrid
+
+__all__ = ["PhasePricer", "PhaseTotals", "decode_range", "e2e_s", "tokens_per_s", "SAMPLES"]
+
+#: a kernel-level profile's realistic time of a longer range is its mean at this many evenly spaced steps
+SAMPLES = 64
+_BYTES = ("weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes")
+_F = {f: i for i, f in enumerate(FIELDS)}
+
+
+def decode_range(prompt: Any, gen: Any, kv_cache: bool = True) -> tuple[Any, Any]:
+    """The contexts the ``gen - 1`` decode steps cover (``lo == hi`` when ``gen <= 2``).
+
+    With a KV cache, step ``j`` (1-based) feeds one token with ``prompt + j - 1`` tokens cached: ``prompt ..
+    prompt + gen - 2`` (*prompt*: the decoder's prompt).  Without one, each step recomputes the whole context,
+    the prefill graph at ``prompt + j``: ``prompt + 1 .. prompt + gen - 1``.  Ints or arrays."""
+    at_least = np.maximum if isinstance(gen, np.ndarray) else max
+    if kv_cache:
+        return prompt, prompt + at_least(gen - 2, 0)
+    return prompt + 1, prompt + at_least(gen - 1, 1)
+
+
+def e2e_s(ttft_s, tpot_s, gen):
+    """End-to-end time of a request: the prefill, then ``gen - 1`` decode steps (*tpot_s* None / NaN: none)."""
+    if tpot_s is None:
+        return ttft_s
+    if isinstance(tpot_s, np.ndarray):
+        return ttft_s + (np.asarray(gen) - 1) * np.nan_to_num(tpot_s)
+    return ttft_s + (gen - 1) * tpot_s
+
+
+def tokens_per_s(batch, gen, e2e):
+    """Output tokens per second of *batch* sequences of *gen* tokens each taking *e2e* seconds."""
+    if isinstance(e2e, np.ndarray):
+        with np.errstate(divide="ignore"):
+            return np.where(e2e > 0, np.asarray(batch) * np.asarray(gen) / np.where(e2e > 0, e2e, 1.0), np.inf)
+    return batch * gen / e2e if e2e else float("inf")
+
+
+@dataclass(frozen=True)
+class PhaseTotals:
+    """Per point (arrays): the mean step of a phase (ideal and realistic time, compute / memory / network terms)
+    and its first and last steps."""
+
+    t_ideal_s: np.ndarray
+    t_realistic_s: np.ndarray
+    t_compute_s: np.ndarray
+    t_memory_s: np.ndarray
+    t_network_s: np.ndarray
+    first_ideal_s: np.ndarray
+    first_realistic_s: np.ndarray
+    last_ideal_s: np.ndarray
+    last_realistic_s: np.ndarray
+
+    @property
+    def bound(self) -> np.ndarray:
+        """``compute`` / ``memory`` / ``network`` per point (as :func:`graphroof.roofline.bound_name`)."""
+        tc, tm, tn = self.t_compute_s, self.t_memory_s, self.t_network_s
+        out = np.where(tc >= tm, "compute", "memory").astype(object)
+        out = np.where((tc == 0) & (tm == 0), "memory", out)
+        return np.where((tn > tc) & (tn > tm), "network", out)
+
+    def t_s(self, ideal: bool) -> np.ndarray:
+        return self.t_ideal_s if ideal else self.t_realistic_s
+
+    def first_s(self, ideal: bool) -> np.ndarray:
+        return self.first_ideal_s if ideal else self.first_realistic_s
+
+    def last_s(self, ideal: bool) -> np.ndarray:
+        return self.last_ideal_s if ideal else self.last_realistic_s
+
+    def row(self, i: int) -> dict[str, float | str]:
+        return {k: (float(getattr(self, k)[i])) for k in self.__dataclass_fields__} | {"bound": str(self.bound[i])}
+
+
+class PhasePricer:
+    """One phase of one pipeline on one device (see the module docstring).
+
+    *cuda_graphs*: steps replay as one CUDA graph (no per-kernel launch; *step_launch_s* once per step).
+    """
+
+    def __init__(self, grid: KernelGrid, hw: HardwareProfile, *, cuda_graphs: bool = False,
+                 step_launch_s: float = 0.0):
+        self.grid, self.hw, self.cuda_graphs, self.step_launch_s = grid, hw, cuda_graphs, step_launch_s
+        self.mult = np.asarray(grid.mult, dtype=float)
+        self.nodes = [nodes[0] for nodes in grid.nodes]
+        self.dtypes = [compute_dtype(n) for n in self.nodes]
+        self.timing = timing_of(hw) if hw.timing is not None else None
+        self.launch_s = (self.timing.launch_overhead_s if self.timing is not None else hw.launch_overhead_s)
+        self._peaks = [(hw.peak("matrix", d)[0], hw.peak("vector", d)[0]) for d in self.dtypes]
+        self._curves: dict[int, tuple[int, np.ndarray]] = {}   # batch -> (first x, per-x sums [6, n])
+
+    # -- per-step sums --------------------------------------------------------------------------------------
+    def _steps(self, cost_of: Callable[[int], tuple[np.ndarray, int]], mnk_of: Callable[[int], tuple | None],
+               node_of: Callable[[int, int, int], Any], n: int, groups: Sequence[int] | None = None) -> np.ndarray:
+        """Per-step sums over the groups, ``[6, n]``: ideal, realistic, compute, memory, network, the working
+        kernels' launches.  *cost_of(g)*: group g's costs ``[fields, m]`` (>= 0) and how many consecutive steps
+        share each column (``m * rep == n``: a group constant along the context is priced once per batch);
+        *mnk_of(g)*: its GEMM shapes (three int arrays of length m) or None; *node_of(g, j, rep)*: its node at
+        column j (read only by the scalar model); *groups*: only these groups (default: all)."""
+        out = np.zeros((6, n))
+        for gi in range(len(self.mult)) if groups is None else groups:
+            c, rep = cost_of(gi)
+            rows = self._group_rows(gi, c, mnk_of(gi), _bind(node_of, rep))
+            out += self.mult[gi] * (np.repeat(rows, rep, axis=1) if rep > 1 else rows)
+        return out
+
+    def _group_rows(self, gi: int, c: np.ndarray, mnk: tuple | None, node_of: Callable[[int, int], Any]) -> np.ndarray:
+        """One kernel of group *gi* at each column of its costs *c* ``[fields, m]``: ``[6, m]`` ideal, realistic
+        (with its launch), compute, memory, network, launch."""
+        hw = self.hw
+        pm, pv = self._peaks[gi]
+        mf, vf, net = c[_F["matrix_flops"]], c[_F["vector_flops"]], c[_F["net_bytes"]]
+        nbytes = c[_F["weight_bytes"]] + c[_F["act_read_bytes"]] + c[_F["act_write_bytes"]] + \
+            c[_F["kv_read_bytes"]] + c[_F["kv_write_bytes"]]
+        tc = mf / pm + vf / pv
+        tm = nbytes / hw.mem_bw_bytes_per_s
+        ibw = hw.interconnect_bw_bytes_per_s
+        if ibw:
+            tn = net / ibw
+        elif np.any(net > 0):
+            raise HardwareProfileError(f"{hw.name}: no interconnect.bw_bytes_per_s_per_direction; needed for "
+                                       "collectives")
+        else:
+            tn = np.zeros(c.shape[-1])
+        works = ((mf + vf) != 0) | (nbytes != 0) | (net != 0)
+        if self.timing is None:
+            tc_r = mf / (pm * hw.matrix_efficiency) + vf / (pv * hw.vector_efficiency)
+            real = np.maximum(np.maximum(tc_r, tm / hw.mem_bw_efficiency), tn / hw.interconnect_efficiency)
+        else:
+            real = np.where(works, self._kernel_row(gi, c, mnk, node_of), 0.0)
+        launch = np.where(works, 0.0 if self.cuda_graphs else self.launch_s, 0.0)
+        return np.stack([np.maximum(np.maximum(tc, tm), tn), real + launch, tc, tm, tn, launch])
+
+    def _kernel_row(self, gi: int, c: np.ndarray, mnk: tuple | None,
+                    node_of: Callable[[int, int], Any]) -> np.ndarray:
+        """Kernel-level time (no launch) of group *gi* at each step: the vectorised model, else the scalar one
+        (collectives, GEMMs without a shape, repeated kernels), once per distinct step."""
+        head = self.nodes[gi]
+        kind = head.attrs.get("kernel_kind")
+        repeat = head.attrs.get(REPEAT, 1)
+        if kind and not (isinstance(repeat, int) and repeat > 1):
+            costs = {f: c[_F[f]] for f in FIELDS}
+            v = kernel_times(str(kind), head.attrs.get("op_keys") or (head.op,), self.dtypes[gi], costs, mnk,
+                             self.hw)  # type: ignore[arg-type]
+            if v is not None:
+                return v
+        n = c.shape[-1]
+        out = np.empty(n)
+        memo: dict[tuple, float] = {}
+        for j in range(n):
+            vals = tuple(float(v) for v in c[:, j])
+            shape = None if mnk is None else tuple(int(m[j]) for m in mnk)
+            nd = node_of(gi, j)
+            key = (vals, shape, id(nd))
+            if key not in memo:
+                if shape is not None:
+                    nd = replace(nd, attrs={**nd.attrs, "gemm_mnk": shape})
+                cost = Cost(**{f: v for f, v in zip(FIELDS, vals)})  # type: ignore[arg-type]
+                b = evaluate(cost, self.hw, self.dtypes[gi], node=nd)
+                memo[key] = b.t_realistic_s - b.t_launch_s
+            out[j] = memo[key]
+        return out
+
+    # -- decode-style ranges: per-batch curves over the context ------------------------------------------------
+    def _build_curves(self, bs: list[int], lo: int, hi: int) -> None:
+        """Per-step sums at every batch of *bs* over ``lo .. hi``, all batches at once: each group's costs are
+        polynomials in the context at a fixed batch, fitted through the grid's contexts."""
+        grid = self.grid
+        xs = np.asarray(grid.plan.xs, dtype=float)
+        nb, nx = len(bs), hi - lo + 1
+        pb = np.repeat(np.asarray(bs, dtype=np.int64), len(xs))
+        px = np.tile(np.asarray(grid.plan.xs, dtype=np.int64), nb)
+        cost, mnks = grid.costs_many(pb, px)                               # [groups, fields, nb * len(xs)]
+        inv = np.linalg.inv(np.vander(xs, increasing=True))               # samples -> coefficients
+        coef = np.einsum("kj,gfbj->gfbk", inv, cost.reshape(cost.shape[0], cost.shape[1], nb, len(xs)))
+        xf = np.arange(lo, hi + 1, dtype=float)
+        powers = np.vander(xf, len(xs), increasing=True)                  # [nx, degree + 1]
+
+        # a group whose costs and GEMM shape do not change with the context (weights' GEMMs, norms) is priced once
+        # per batch: only attention and KV-cache kernels grow along the range
+        scale = np.abs(coef[..., :1]).max(axis=(1, 2, 3)) + 1.0
+        flat = (np.abs(coef[..., 1:]).max(axis=(1, 2, 3)) <= 1e-12 * scale if len(xs) > 1
+                else np.ones(len(scale), dtype=bool))
+        for gi, m in enumerate(mnks):
+            if m is not None and any(np.any(d.reshape(nb, len(xs)) != d.reshape(nb, len(xs))[:, :1]) for d in m):
+                flat[gi] = False
+
+        def cost_of(gi: int) -> tuple[np.ndarray, int]:
+            if flat[gi]:
+                return np.maximum(0.0, coef[gi, :, :, 0]), nx
+            return np.maximum(0.0, np.einsum("fbk,xk->fbx", coef[gi], powers).reshape(cost.shape[1], nb * nx)), 1
+
+        def mnk_of(gi: int) -> tuple | None:
+            m = mnks[gi]
+            if m is None:
+                return None
+            if flat[gi]:
+                return tuple(d.reshape(nb, len(xs))[:, 0] for d in m)
+            out = []
+            for d in m:
+                d = d.reshape(nb, len(xs)).astype(float)
+                fitted = np.einsum("kj,bj->bk", inv, d) @ powers.T          # [nb, nx]
+                out.append(np.maximum(1, np.rint(fitted)).astype(np.int64).reshape(-1))
+            return tuple(out)
+
+        x0 = int(grid.plan.xs[0])
+
+        def node_of(gi: int, j: int, rep: int) -> Any:
+            return grid.node_at(gi, bs[j * rep // nx], x0)
+
+        steps = self._steps(cost_of, mnk_of, node_of, nb * nx).reshape(6, nb, nx)
+        for i, b in enumerate(bs):
+            self._curves[b] = (lo, steps[:, i, :])
+
+    def _ensure(self, bs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        need: list[int] = []
+        a, z = int(lo.min()), int(hi.max())
+        for b in np.unique(bs).tolist():
+            sel = bs == b
+            lo_b, hi_b = int(lo[sel].min()), int(hi[sel].max())
+            have = self._curves.get(b)
+            if have is None or not (have[0] <= lo_b and hi_b < have[0] + have[1].shape[1]):
+                need.append(b)
+                if have is not None:
+                    a, z = min(a, have[0]), max(z, have[0] + have[1].shape[1] - 1)
+        if need:
+            self._build_curves(need, a, z)
+
+    # -- per kernel (the breakdown tables) ------------------------------------------------------------------------
+    def group_means(self, b: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, one kernel's mean step over ``lo .. hi`` at batch *b*: (mean costs ``[groups, fields]``,
+        ``[groups, 6]`` mean ideal, realistic, compute, memory, network time and launch), summed and sampled as
+        :meth:`totals` sums them (``totals == mult @ rows`` to float rounding)."""
+        grid = self.grid
+        if lo == hi:
+            cost, mnks = grid.costs_many(np.array([b]), np.array([lo]))
+            rows = np.stack([self._group_rows(gi, cost[gi], mnks[gi], lambda g, j: grid.node_at(g, b, lo))[:, 0]
+                             for gi in range(len(self.mult))])
+            return cost[:, :, 0], rows
+        xs = np.asarray(grid.plan.xs, dtype=float)
+        cost, mnks = grid.costs_many(np.full(len(xs), b), np.asarray(grid.plan.xs))
+        inv = np.linalg.inv(np.vander(xs, increasing=True))
+        coef = np.einsum("kj,gfj->gfk", inv, cost)                         # [groups, fields, degree + 1]
+        xf = np.arange(lo, hi + 1, dtype=float)
+        powers = np.vander(xf, len(xs), increasing=True)
+        n = hi - lo + 1
+        idx = None
+        if self.timing is not None and n > SAMPLES:
+            idx = np.round(lo + (hi - lo) * np.arange(SAMPLES) / (SAMPLES - 1)).astype(np.int64) - lo
+        means, rows = np.empty(cost.shape[:2]), np.empty((len(self.mult), 6))
+        x0 = int(grid.plan.xs[0])
+        for gi in range(len(self.mult)):
+            c = coef[gi] @ powers.T                                        # [fields, n]
+            means[gi] = np.maximum(0.0, c.mean(axis=1))
+            m, mk = None, mnks[gi]
+            if mk is not None:
+                m = tuple(np.maximum(1, np.rint((inv @ d.astype(float)) @ powers.T)).astype(np.int64) for d in mk)
+            r = self._group_rows(gi, np.maximum(0.0, c), m, lambda g, j: grid.node_at(g, b, x0))
+            rows[gi] = r.mean(axis=1)
+            if idx is not None:
+                rows[gi, 1] = (r[1] - r[5])[idx].mean() + r[5][0]
+        return means, rows
+
+    # -- phases -----------------------------------------------------------------------------------------------
+    def totals(self, b: Sequence[int] | np.ndarray, lo: Sequence[int] | np.ndarray,
+               hi: Sequence[int] | np.ndarray) -> PhaseTotals:
+        """The mean step over ``lo .. hi`` at batch *b*, per point (arrays of equal length)."""
+        b, lo, hi = (np.asarray(v, dtype=np.int64).reshape(-1) for v in (b, lo, hi))
+        out = np.zeros((9, len(b)))
+        single = lo == hi
+        if np.any(single):
+            self._single(b[single], lo[single], out, np.flatnonzero(single))
+        rng = np.flatnonzero(~single)
+        if len(rng):
+            self._ensure(b[rng], lo[rng], hi[rng])
+            for bv in np.unique(b[rng]).tolist():
+                sel = rng[b[rng] == bv]
+                self._ranges(bv, lo[sel], hi[sel], out, sel)
+        return PhaseTotals(*out)
+
+    def _single(self, b: np.ndarray, x: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:
+        """Single steps, each priced from the kernels at its exact point."""
+        keys, inv = np.unique(np.stack([b, x]), axis=1, return_inverse=True)
+        cost, mnks = self.grid.costs_many(keys[0], keys[1])
+
+        def node_of(gi: int, j: int, rep: int) -> Any:
+            return self.grid.node_at(gi, int(keys[0, j]), int(keys[1, j]))
+
+        steps = self._steps(lambda gi: (cost[gi], 1), lambda gi: mnks[gi], node_of, keys.shape[1])
+        steps = steps[:, inv.reshape(-1)]
+        self._fill(out, where, steps[0], steps[1], steps[2:5], steps[0], steps[1], steps[0], steps[1])
+
+    def _ranges(self, b: int, lo: np.ndarray, hi: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:
+        x0, steps = self._curves[b]
+        cum = np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
+        i0, i1 = lo - x0, hi - x0 + 1
+        n = (hi - lo + 1).astype(float)
+        mean = (cum[:, i1] - cum[:, i0]) / n                                # [6, points]
+        real = mean[1]
+        if self.timing is not None and np.any(n > SAMPLES):
+            long = n > SAMPLES
+            j = np.arange(SAMPLES, dtype=float)
+            idx = np.round(lo[long, None] + (hi - lo)[long, None] * j / (SAMPLES - 1)).astype(np.int64) - x0
+            kern = steps[1] - steps[5]                                     # kernel time without launches
+            real = real.copy()
+            real[long] = kern[idx].mean(axis=1) + steps[5][i0[long]]
+        self._fill(out, where, mean[0], real, mean[2:5], steps[0][i0], steps[1][i0], steps[0][i1 - 1],
+                   steps[1][i1 - 1])
+
+    def _fill(self, out, where, ideal, real, terms, f_i, f_r, l_i, l_r) -> None:
+        s = self.step_launch_s
+        out[0, where], out[1, where] = ideal, real + s
+        out[2:5, where] = terms
+        out[5, where], out[6, where] = f_i, f_r + s
+        out[7, where], out[8, where] = l_i, l_r + s
+
+
+def _bind(node_of: Callable[[int, int, int], Any], rep: int) -> Callable[[int, int], Any]:
+    def at(gi: int, j: int) -> Any:
+        return node_of(gi, j, rep)
+
+    return at

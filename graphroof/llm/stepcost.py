@@ -1,0 +1,199 @@
+"""``StepCost``: the time of one serving-engine step, vectorised over many steps (what a serving simulation calls
+millions of times).
+
+A step runs, in one forward pass, ``m`` decode sequences whose cached lengths sum to ``s`` (one new token each)
+and a prefill chunk of ``n`` tokens of one sequence whose first ``o`` tokens are already cached (chunked prefill;
+``o = 0``: a whole prompt).  Its time comes from the same counted kernel groups and the same kernel-time model as
+every other LLM figure (:class:`~graphroof.llm.evaluator.PhasePricer`):
+
+* **decode part**: each kernel group's cost at batch ``m`` is affine in the cached length (the decode grid is
+  exact there), taken at the mean ``s / m``: the KV bytes read are then those of the ``s`` cached tokens; equal
+  lengths give exactly :meth:`graphroof.llm.phases.Pipeline.step` ``("decode", m, s / m)``;
+* **prefill part**: each group's cost at batch 1 is a polynomial ``P(x)`` of the prompt length (degree 2:
+  causal attention), and the chunk does the work of extending the pass from ``o`` to ``o + n`` tokens:
+  ``P(o + n) - P(o) + P(0)`` (the weights read once); ``o = 0`` is exactly ``step("prefill", 1, n)``.  GEMMs
+  take the shape at ``n`` tokens.
+* **mixed steps**: the groups that do not grow with the context (GEMMs, norms, collectives) run once over the
+  ``m + n`` tokens of the pass (the decode step's groups at batch ``m + n``), the decode attention over the ``m``
+  sequences' caches, and the chunk's attention-like groups (quadratic in the prompt) as above.
+* **launches**: a decode-only step replays one CUDA graph under a runtime preset that captures decode (one
+  graph launch, no per-kernel launch); a step with prefill work launches each working kernel.
+
+Kernel groups whose cost depends only on ``m`` (weights' GEMMs, norms, collectives) or only on ``n`` are priced
+once per value into tables; only attention and KV-cache groups are evaluated per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from .evaluator import PhasePricer
+from .grids import KernelGrid
+from .poly import DEGREE, GridPlan, grid_points
+from .price import _lattice, _recounter, step_launch_s
+
+__all__ = ["StepCost"]
+
+_SUMS = ("ideal", "realistic", "compute", "memory", "network", "launch")
+
+
+class StepCost:
+    """Step times of one :class:`~graphroof.llm.engine.Engine` (its model, device and pricing).
+
+    *max_batch*, *max_context*, *max_chunk*: the largest decode batch, cached length and prefill chunk the
+    steps will ask for (they place the traced grid; larger values are extrapolated along the exact polynomials).
+    """
+
+    def __init__(self, engine: Any, *, max_batch: int = 256, max_context: int = 4096, max_chunk: int = 4096):
+        src, pipe = engine.source, engine.pipeline
+        if not src.kv_cache or src.cross_tokens(1) or src.spec.state_layers:
+            raise InputError(f"{src.name}: the step cost models decoders with a KV cache (no encoder-decoder, no "
+                             "state-space layers)")
+        for flag, v in (("max_batch", max_batch), ("max_context", max_context), ("max_chunk", max_chunk)):
+            if not isinstance(v, int) or v < 2:
+                raise InputError(f"{flag} must be an integer >= 2, got {v!r}")
+        self.hw, self.pipe = engine.hw, pipe
+        self.max_batch, self.max_chunk = max_batch, max_chunk
+        dec = GridPlan((1, max_batch), (1, max_context), DEGREE["decode"])
+        pre = GridPlan((1,), grid_points(range(1, max_chunk + 1), DEGREE["prefill"]), DEGREE["prefill"])
+        counted = [pipe.counted("decode", b, x) for b, x in dec.points]
+        self.decode = KernelGrid(dec, counted, _recounter(pipe, counted[0].counted.meta),
+                                 _lattice([1, max_batch], [1, max_context]))
+        counted = [pipe.counted("prefill", b, x) for b, x in pre.points]
+        self.prefill = KernelGrid(pre, counted, _recounter(pipe, counted[0].counted.meta))
+        graphs = pipe.runtime.decode_launch == "step"
+        self._dec_graph = PhasePricer(self.decode, self.hw, cuda_graphs=graphs,
+                                      step_launch_s=step_launch_s(graphs, self.hw))
+        self._dec_eager = PhasePricer(self.decode, self.hw)
+        self._pre = PhasePricer(self.prefill, self.hw)
+        self._decode_tables(max_batch + max_chunk)
+        self._prefill_tables(max_chunk)
+
+    # -- tables ----------------------------------------------------------------------------------------------
+    def _decode_tables(self, top: int) -> None:
+        """Per batch m = 0 .. top: each group's cost ``A[m] + B[m] x`` in the cached length x, and the summed
+        time of the groups that do not depend on x."""
+        ms = np.arange(1, top + 1)
+        x0, x1 = self.decode.plan.xs[0], self.decode.plan.xs[-1]
+        c0, mk0 = self.decode.costs_many(ms, np.full(top, x0))
+        c1, mk1 = self.decode.costs_many(ms, np.full(top, x1))
+        slope = (c1 - c0) / (x1 - x0)
+        zero = np.zeros(c0.shape[:2] + (1,))
+        self.dA = np.concatenate([zero, c0 - slope * x0], axis=2)         # [groups, fields, m]
+        self.dB = np.concatenate([zero, slope], axis=2)
+        scale = np.abs(self.dA).max(axis=(1, 2)) + 1.0
+        self.d_vary = np.abs(self.dB).max(axis=(1, 2)) > 1e-12 * scale
+        self.d_mnk: list[tuple | None] = []
+        for gi, (a, b) in enumerate(zip(mk0, mk1)):
+            if a is None or b is None:
+                self.d_mnk.append(None)
+                continue
+            if any(np.any(u != v) for u, v in zip(a, b)):
+                self.d_vary[gi] = True
+            sl = [(v.astype(float) - u) / (x1 - x0) for u, v in zip(a, b)]
+            self.d_mnk.append(tuple((np.concatenate([[1.0], u - s * x0]), np.concatenate([[0.0], s]))
+                                    for u, s in zip(a, sl)))
+        fixed = [gi for gi in range(len(self.d_vary)) if not self.d_vary[gi]]
+        m_all = np.arange(top + 1)
+        self.d_table = {}
+        for key, pricer in (("graph", self._dec_graph), ("eager", self._dec_eager)):
+            self.d_table[key] = self._sum(pricer, fixed, self.dA, self.d_mnk, m_all, np.zeros(top + 1))
+
+    def _prefill_tables(self, top: int) -> None:
+        """Each group's prompt-length polynomial ``p0 + p1 x + p2 x^2`` at batch 1, and the summed time of the
+        chunk of n = 0 .. top tokens of the groups without a quadratic term (with and without ``p0``)."""
+        xs = np.asarray(self.prefill.plan.xs)
+        cost, mnk = self.prefill.costs_many(np.ones(len(xs), dtype=np.int64), xs)
+        inv = np.linalg.inv(np.vander(xs.astype(float), increasing=True))
+        coef = np.einsum("kj,gfj->gfk", inv, cost)
+        self.p = np.zeros(coef.shape[:2] + (3,))
+        self.p[:, :, : coef.shape[2]] = coef
+        scale = np.abs(self.p).max(axis=(1, 2)) + 1.0
+        self.p_vary = np.abs(self.p[:, :, 2]).max(axis=1) > 1e-12 * scale
+        self.p_mnk = [None if m is None else tuple(np.einsum("kj,j->k", inv, d.astype(float)) for d in m)
+                      for m in mnk]
+        fixed = [gi for gi in range(len(self.p_vary)) if not self.p_vary[gi]]
+        n = np.arange(top + 1, dtype=float)
+        cost_n = self.p[:, :, 1:2] * n + self.p[:, :, :1]
+        cost_n[:, :, 0] = 0.0
+        self.p_table = {True: self._sum(self._pre, fixed, cost_n, self._chunk_mnk(n), None, None)}
+
+    def _chunk_mnk(self, n: np.ndarray) -> list[tuple | None]:
+        out: list[tuple | None] = []
+        for m in self.p_mnk:
+            if m is None:
+                out.append(None)
+                continue
+            out.append(tuple(np.maximum(1, np.rint(sum(c * n ** k for k, c in enumerate(d)))).astype(np.int64)
+                             for d in m))
+        return out
+
+    def _sum(self, pricer: PhasePricer, groups: list[int], cost: np.ndarray, mnks: list, m: np.ndarray | None,
+             x: np.ndarray | None) -> np.ndarray:
+        """Per-step sums ``[6, n]`` of *groups* (the others contribute 0): costs ``[groups, fields, n]`` given, or
+        the decode costs ``A[m] + B[m] x`` gathered."""
+        keep = np.zeros(len(pricer.mult), dtype=bool)
+        keep[groups] = True
+        n = cost.shape[2] if m is None else len(m)
+
+        def cost_of(gi: int) -> tuple[np.ndarray, int]:
+            if not keep[gi]:
+                return np.zeros((cost.shape[1], n)), 1
+            if m is None:
+                return np.maximum(0.0, cost[gi]), 1
+            return np.maximum(0.0, self.dA[gi][:, m] + self.dB[gi][:, m] * x), 1
+
+        def mnk_of(gi: int) -> tuple | None:
+            if not keep[gi] or mnks[gi] is None:
+                return None
+            if m is None:
+                return mnks[gi]
+            return tuple(np.maximum(1, np.rint(a[m] + b[m] * x)).astype(np.int64) for a, b in mnks[gi])
+
+        def node_of(gi: int, j: int, rep: int) -> Any:
+            grid = self.decode if m is not None else self.prefill
+            b = int(m[j]) if m is not None else 1
+            return grid.node_at(gi, max(b, 1), int(grid.plan.xs[0]))
+
+        return pricer._steps(cost_of, mnk_of, node_of, n, groups)  # noqa: SLF001 - the evaluator's per-step sums
+
+    # -- steps -----------------------------------------------------------------------------------------------
+    def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
+                 decode_context: Any = 0, *, ideal: bool = False) -> np.ndarray:
+        """Seconds per step (arrays broadcast): *prefill_tokens* ``n`` of a chunk after *prefill_offset* ``o``
+        cached tokens; *decode_seqs* ``m`` decode sequences whose cached lengths sum to *decode_context*."""
+        n, o, m, s = (np.asarray(v, dtype=np.int64) for v in np.broadcast_arrays(prefill_tokens, prefill_offset,
+                                                                                  decode_seqs, decode_context))
+        shape = n.shape
+        n, o, m, s = (v.reshape(-1) for v in (n, o, m, s))
+        if np.any(m > self.max_batch) or np.any(n > self.max_chunk):
+            raise InputError(f"a step beyond the step cost's tables (decode batch <= {self.max_batch}, chunk <= "
+                             f"{self.max_chunk} tokens): build it with larger max_batch / max_chunk")
+        if np.any((n < 0) | (o < 0) | (m < 0) | (s < 0)):
+            raise InputError("step sizes must be >= 0")
+        row = 0 if ideal else 1
+        pre, dec = n > 0, m > 0
+        xbar = np.where(dec, s / np.maximum(m, 1), 0.0)
+        # groups that do not grow with the cached length (GEMMs, norms, collectives) run once over all the pass's
+        # tokens: the decode step at batch m (a CUDA graph when decode runs alone), or m + n with a chunk
+        graph = self.d_table["graph"][row] + (0.0 if ideal else self._dec_graph.step_launch_s)
+        eager = self.d_table["eager"][row]
+        t = np.where(dec & ~pre, graph[m], np.where(dec & pre, eager[m + n], 0.0))
+        vary = [gi for gi in range(len(self.d_vary)) if self.d_vary[gi]]
+        for pricer, rows in ((self._dec_graph, np.flatnonzero(dec & ~pre)), (self._dec_eager, np.flatnonzero(dec & pre))):
+            if vary and len(rows):  # attention over the cache: the m decode sequences only
+                t[rows] += self._sum(pricer, vary, self.dA, self.d_mnk, m[rows], xbar[rows])[row]
+        # the chunk: alone, the prefill of n tokens after o cached ones (weights read once); beside decode
+        # sequences, only its attention-like groups (quadratic in the prompt) are added
+        t += np.where(pre & ~dec, self.p_table[True][row][n], 0.0)
+        vary_p = [gi for gi in range(len(self.p_vary)) if self.p_vary[gi]]
+        rows = np.flatnonzero(pre)
+        if vary_p and len(rows):
+            nn, oo = n[rows].astype(float), o[rows].astype(float)
+            cost = (self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * (2 * oo * nn + nn * nn)
+                    + self.p[:, :, :1] * (m[rows] == 0))
+            t[rows] += self._sum(self._pre, vary_p, cost, self._chunk_mnk(nn), None, None)[row]
+        return t.reshape(shape)

@@ -1,0 +1,89 @@
+"""The step cost of a serving simulation (graphroof.llm.stepcost) against the scalar path it vectorises: a
+decode-only step equals the counted decode step at that batch and cached length, a prefill-only step the counted
+prefill, at random steps; mixed and chunked steps follow the documented arithmetic."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+from graphroof.errors import InputError
+from graphroof.llm import Engine, Pricing
+from tests.llm.toy import RULES, toy_source
+
+
+def _engine(hw: str, **kw) -> Engine:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Engine(toy_source(L=2, H=256, heads=4, kv_heads=2, I=512, V=1000), hw=hw,
+                      pricing=Pricing(rules=RULES, **kw))
+
+
+@pytest.mark.parametrize("hw", ["a100", "h100"])   # efficiency factors / the kernel-level [timing] model
+def test_decode_and_prefill_steps_equal_the_counted_steps(hw):
+    eng = _engine(hw)
+    sc = eng.step_cost(max_batch=64, max_context=512, max_chunk=256)
+    rng = random.Random(hw)
+    for _ in range(6):
+        m, x = rng.randrange(1, 65), rng.randrange(1, 512)
+        # m sequences with x cached tokens each: the decode step graph at (m, x), a CUDA graph under `serving`
+        want = eng.step("decode", m, x).totals
+        assert float(sc(decode_seqs=m, decode_context=m * x)) == pytest.approx(want.t_realistic_s, rel=1e-9)
+        assert float(sc(decode_seqs=m, decode_context=m * x, ideal=True)) == pytest.approx(want.t_lower_s, rel=1e-9)
+    for _ in range(4):
+        n = rng.randrange(1, 257)
+        want = eng.step("prefill", 1, n).totals
+        assert float(sc(prefill_tokens=n)) == pytest.approx(want.t_realistic_s, rel=1e-9)
+
+
+def test_vectorised_steps_equal_single_steps():
+    eng = _engine("h100")
+    sc = eng.step_cost(max_batch=32, max_context=256, max_chunk=128)
+    rng = np.random.default_rng(0)
+    n = np.where(rng.random(200) < 0.3, rng.integers(1, 129, 200), 0)
+    o = rng.integers(0, 100, 200)
+    m = rng.integers(0, 33, 200)
+    s = m * rng.integers(1, 256, 200)
+    together = sc(n, o, m, s)
+    for i in range(0, 200, 17):
+        assert float(sc(n[i], o[i], m[i], s[i])) == pytest.approx(together[i], rel=1e-12)
+    assert float(sc(0, 0, 0, 0)) == 0.0                    # an empty step
+
+
+def test_chunk_after_cached_tokens_costs_its_attention_growth():
+    """Ideal roofline on `eager` (no launches): a chunk of n tokens after o cached ones does the prefill's work
+    from o to o + n tokens, weights read once: P(o + n) - P(o) + P(0), with P the prefill's cost in the prompt.
+    Compared with a whole prompt of n tokens, the chunk differs only in its attention over the o older keys."""
+    eng = _engine("a100", runtime="eager")
+    sc = eng.step_cost(max_batch=16, max_context=512, max_chunk=256)
+    whole = float(sc(prefill_tokens=64, ideal=True))
+    later = float(sc(prefill_tokens=64, prefill_offset=128, ideal=True))
+    assert later > whole                                   # attention over 192 keys instead of 64
+    full = eng.step("prefill", 1, 192).totals.t_lower_s
+    assert later < full                                    # but far less than the whole 192-token prompt
+
+
+def test_mixed_step_reads_the_weights_once():
+    eng = _engine("a100", runtime="eager")
+    sc = eng.step_cost(max_batch=16, max_context=512, max_chunk=256)
+    dec, pre = float(sc(decode_seqs=8, decode_context=8 * 100)), float(sc(prefill_tokens=32))
+    mixed = float(sc(prefill_tokens=32, decode_seqs=8, decode_context=8 * 100))
+    # one pass over 40 tokens: more than either part alone, less than two passes (the weights are read once)
+    assert max(dec, pre) < mixed < dec + pre
+
+
+def test_limits_are_one_line_errors():
+    eng = _engine("a100")
+    sc = eng.step_cost(max_batch=8, max_context=64, max_chunk=32)
+    with pytest.raises(InputError, match="max_batch"):
+        sc(decode_seqs=9, decode_context=9)
+    with pytest.raises(InputError, match=">= 0"):
+        sc(decode_seqs=-1)
+    with pytest.raises(InputError, match="max_chunk must be an integer >= 2"):
+        eng.step_cost(max_chunk=1)
+    nocache = Engine(toy_source(kv=False), hw="a100", pricing=Pricing(rules=RULES))
+    with pytest.raises(InputError, match="KV cache"):
+        nocache.step_cost()
