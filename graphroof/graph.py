@@ -243,6 +243,15 @@ class OpGraph:
         self.meta: dict[str, Any] = dict(meta or {})
         self._producer: dict[str, str] = {}
 
+    @property
+    def producers(self) -> dict[str, str]:
+        """Tensor name -> the op that wrote it last (where a later :meth:`add_op` reading it draws its edge)."""
+        return dict(self._producer)
+
+    def set_producers(self, producers: Mapping[str, str]) -> None:
+        """Restore :attr:`producers` (a graph rebuilt from its parts, e.g. by the trace store's decoder)."""
+        self._producer = dict(producers)
+
     def add_op(self, node: OpNode, inputs: Sequence[str | None] = (), outputs: Sequence[str] = ()) -> OpNode:
         """Add *node*; *inputs* / *outputs* are tensor names used to draw producer -> consumer edges."""
         if node.name in self.nx:

@@ -171,7 +171,7 @@ class _Encoder:
                 seen[v].append(u)
         preds = [[index[v], [index[u] for u in g.nx.pred[v]]] for v in index if list(g.nx.pred[v]) != seen[v]]
         return [self.value(g.name), self.value(g.meta), self.value(dict(g.nx.graph)), self.table, nodes, edges,
-                preds, self.value(g._producer)]
+                preds, self.value(g.producers)]
 
 
 def encode(obj: Any) -> Any:
@@ -209,10 +209,12 @@ def _node(row: list[Any], specs: list[TensorSpec]) -> OpNode:
 def _graph(parts: list[Any]) -> OpGraph:
     name, meta, gattrs, table, rows, edge_rows, preds, producer = parts
     specs = [_spec(r) for r in table]
-    g = OpGraph.__new__(OpGraph)
-    g.name, g.meta, g._producer = decode(name), decode(meta), decode(producer)
-    if type(g.meta) is not dict or type(g._producer) is not dict:
+    name, meta, producer = decode(name), decode(meta), decode(producer)
+    if type(meta) is not dict or type(producer) is not dict:
         raise CodecError("malformed graph")
+    g = OpGraph(name)
+    g.meta = meta
+    g.set_producers(producer)
     g.nx = nx.DiGraph()
     g.nx.graph.update(decode(gattrs))
     names: list[Any] = []

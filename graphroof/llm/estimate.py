@@ -15,14 +15,14 @@ from typing import Any
 from ..errors import InputError
 from ..frontends.source import GraphSource, LLMSource
 from ..graph import OpGraph
-from ..layers import scope_at
+from ..layers import fold_key, fold_name, layer_row, rollup, scope_at
 from .critical import critical_table
 from .evaluator import decode_range
 from .phases import Phase, Pipeline
 from .poly import DEGREE, GridPlan, grid_points
 from .price import TP_CANDIDATES, figure_row, memory_of
 from .result import LLMConfig, LLMEstimate
-from .tables import fold_name, table_depth
+from .tables import table_depth
 
 __all__ = ["build_estimate", "open_source", "check_lengths", "batches_of", "phases", "plan_grids", "critical_rows",
            "input_text", "TP_CANDIDATES"]
@@ -71,6 +71,13 @@ def phases(pipe: Pipeline, b: int, prompt: int, gen: int) -> tuple[Phase, Phase]
         return prefill, pipe.phase("decode", "decode", b, lo, hi, 1, meta)
     lo, hi = decode_range(prompt, gen, False)
     return prefill, pipe.phase("decode", "prefill", b, lo, hi, 2, meta)
+
+
+def decode_names(a: Any, depth: int) -> dict[str, str]:
+    """Layer name -> the name the decode table shows it under (:func:`graphroof.layers.fold_key`: identical
+    blocks folded), so the critical batches line up with the table's rows."""
+    rows = [layer_row(g, a.hw, a.totals.t_lower_s) for g in rollup(a.timed_graph, a.hw, depth)]
+    return fold_key(rows)
 
 
 def plan_grids(pipe: Pipeline, batches: Sequence[int], prompt: int, gen: int) -> tuple[int, ...]:
@@ -127,8 +134,11 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
         prefill, decode = phases(pipe, b, prompt, gen)
         d = p.depth or table_depth(decode.analysis)
 
-        def key(op, d=d):
-            return fold_name(scope_at(op.scope, d)) if p.fold else scope_at(op.scope, d)
+        shown = decode_names(decode.analysis, d) if p.fold else {}
+
+        def key(op, d=d, shown=shown):  # the name the layer table shows the op's layer under
+            s = scope_at(op.scope, d)
+            return shown.get(s, fold_name(s))
 
         configs.append(LLMConfig(batch=b, prompt=prompt, gen=gen, tp=p.tp, prefill=prefill, decode=decode,
                                  memory=memory_of(priced, figs.memory, b, prompt, i, serving),

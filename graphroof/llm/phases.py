@@ -1,17 +1,15 @@
-"""Prefill and decode as roofline phases.
+"""The pipeline of an LLM source (trace -> KV-cache marks -> quantization -> TP split -> count -> fuse) and the
+per-op breakdown of a phase.
 
 * **Prefill**: the graph at ``seq = prompt``; its time is the time to first token (TTFT).
-* **Decode** (model with a KV cache): ``gen - 1`` steps after the first token; step ``j`` (1-based) feeds one
-  token per sequence with ``past = prompt + j - 1`` tokens in the cache, so ``past`` runs over
-  ``prompt .. prompt + gen - 2``.  Every cost field is affine in ``past``, so the step graph is counted at the
-  two ends of that range and the sum of roofline times over all steps is computed exactly
-  (:mod:`graphroof.llm.series`); TPOT is that sum over ``gen - 1``.
-* **Decode without a KV cache**: each step recomputes the whole context, i.e. the prefill graph at
-  ``seq = prompt + j``; costs are then quadratic in the context (attention), counted at three points, and
-  summed exactly the same way.
+* **Decode**: the ``gen - 1`` steps after the first token over the contexts of
+  :func:`graphroof.llm.evaluator.decode_range` (with a KV cache, one token per sequence over the cache; without
+  one, the prefill graph over the whole context).  Costs are polynomial in the context, so the counted graphs at
+  a few contexts give every step, and the one evaluator (:class:`~graphroof.llm.evaluator.PhasePricer`) sums
+  them.
 
-The decode phase's op rows hold the mean cost and mean roofline times per step (shapes shown are those of the
-first sampled step).
+A phase's op and kernel rows hold the mean cost and mean times per step (shapes shown are those of the first
+step).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ def _insert_comms(g: OpGraph, n: int, plan: TPPlan, kinds: dict[str, tuple[str |
             edges.append((u, v, data))
     edges.extend((u, c, {"tensor": f"{u}:out"}) for u, c in comm_of.items())
     fill_digraph(out.nx, nodes, edges)  # in bulk, the same graph as one add_node / add_edge per op / tensor
-    out._producer = {t: comm_of.get(p, p) for t, p in g._producer.items()}
+    out.set_producers({t: comm_of.get(p, p) for t, p in g.producers.items()})
     return out
 
 

@@ -11,9 +11,23 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from .batch import BatchPoint, BatchSweep, batch_sweep
-from .llm import sweep_llm
-from .points import RunningFrontier, SweepPoint, SweepResult, pareto, pick_slo
+
+#: public name -> the submodule defining it, imported on first use (``graphroof.cli`` imports ``sweep.limits``
+#: at start-up: the LLM engine is not loaded for it)
+_LAZY = {"BatchPoint": "batch", "BatchSweep": "batch", "batch_sweep": "batch", "sweep_llm": "llm",
+         "RunningFrontier": "points", "SweepPoint": "points", "SweepResult": "points", "pareto": "points",
+         "pick_slo": "points"}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphroof.sweep' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["sweep", "is_language_model", "sweep_llm", "batch_sweep", "BatchPoint", "BatchSweep", "SweepPoint",
            "SweepResult", "RunningFrontier", "pareto", "pick_slo"]
@@ -47,6 +61,9 @@ def sweep(model: Any, **kw: Any) -> Any:
     """Sweep *model*: an LLM over batch x prompt x gen x dtypes x TP on each device (:func:`sweep_llm`'s
     options), any other model over the batch (:func:`batch_sweep`'s).  Giving *prompt* or *gen* sweeps the model
     as an LLM."""
+    from .batch import batch_sweep
+    from .llm import sweep_llm
+
     llm = kw.get("prompt") is not None or kw.get("gen") is not None or is_language_model(model)
     if llm:
         kw = {k: v for k, v in kw.items() if v is not None or k not in ("prompt", "gen")}

@@ -131,3 +131,18 @@ def test_attention_over_a_cache_never_turns_compute_bound(round_hw):
     [row] = critical_table([(attn(1), cost(attn(1)))], [(attn(2), cost(attn(2)))], 1, 2, round_hw, lambda o: "a")
     assert row["critical_batch"] is None and row["reason"].startswith("never")
     assert Role.KV_CACHE.value == "kv_cache"
+
+
+def test_critical_rows_are_named_as_the_decode_table():
+    """Blocks that do different work keep their own table rows (graphroof.layers.fold_key): the critical batch of
+    each is under that row's name, not under a folded name the table does not show."""
+    g = OpGraph("two-blocks")
+    g.add_op(node("my.linear", [T("bf16", "batch", D), W("bf16", D, D)], [T("bf16", "batch", D)], name="fc0",
+                  scope="model.layers.0.mlp.down_proj"), ["x"], ["y"])
+    g.add_op(node("my.linear", [T("bf16", "batch", D), W("bf16", D, 2 * D)], [T("bf16", "batch", 2 * D)],
+                  name="fc1", scope="model.layers.1.mlp.down_proj"), ["y"], ["z"])
+    r = estimate(GraphSource(g, g), hw="tpu-v5e", prompt=4, gen=3, batch=[1], rules=RULES, ideal=True)
+    c = r.configs[0]
+    table = {row["name"] for row in c.layer_rows("decode")}
+    assert table == {"model.layers.0.mlp", "model.layers.1.mlp"}          # different work: not folded
+    assert {row["name"] for row in c.critical} == table
