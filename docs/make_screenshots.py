@@ -3,8 +3,10 @@
     python docs/make_screenshots.py                       # llama-2-7b on a100 -> docs/llama-2-7b-report.png
     python docs/make_screenshots.py examples/textbook_ops.csv --hw h100 --name textbook
     python docs/make_screenshots.py --html existing.html --name mine
+    python docs/make_screenshots.py llama-3-8b --hw h100 --serve       # `graphroof serve` page -> docs/serve_llama_3_8b.png
 
-Writes ``docs/<name>-report.png`` (and keeps the HTML with ``--keep-html``); prints the HTML size, the
+Writes ``docs/<name>-report.png`` (``docs/serve_<model>.png`` with ``--serve``: the serving simulation of README's
+"Serving under traffic" command) (and keeps the HTML with ``--keep-html``); prints the HTML size, the
 screenshot size and any console errors (there must be none: the script exits 1 if there are).  Needs
 Chromium (``apt-get install chromium``, or ``$CHROMIUM``).
 """
@@ -36,9 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-html", action="store_true", help="also write <name>-report.html beside the PNG")
     ap.add_argument("--whatif", type=int, metavar="BATCH", default=None,
                     help="with the what-if panel (as `analyze -f html`), its batch field set to BATCH")
+    ap.add_argument("--serve", action="store_true", help="the `graphroof serve` page: rates 1-16 req/s, lognormal "
+                    "prompt 1000 +- 500 and output 250 +- 100 tokens, SLO TTFT 2 s and TPOT 50 ms")
+    ap.add_argument("--requests", type=int, default=1000, help="with --serve: requests per rate (default 1000)")
     args = ap.parse_args(argv)
 
     name = args.name or Path(args.html or args.model).stem
+    serve_stem = args.name or "serve_" + Path(args.model).stem.replace("-", "_").replace(".", "_")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,13 +52,22 @@ def main(argv: list[str] | None = None) -> int:
         if not args.html:
             import graphroof
 
-            if args.whatif:
+            if args.serve:
+                from graphroof.report import render
+                from graphroof.serve import serve
+
+                s = serve(args.model, hw=args.hw, rate=[1, 2, 4, 8, 16], requests=args.requests,
+                          prompt_len="lognormal:1000:500", gen_len="lognormal:250:100", slo_ttft_s=2.0,
+                          slo_tpot_s=0.05, target_rate=20.0, usd_per_hour=2.5)
+                write_output(render(s, "html"), html)
+            elif args.whatif:
                 from graphroof.sweep.whatif_costs import analyze_whatif
 
                 a = analyze_whatif(args.model, hw=args.hw)
+                write_report(a, "html", html)
             else:
                 a = graphroof.analyze(args.model, hw=args.hw)
-            write_report(a, "html", html)
+                write_report(a, "html", html)
         size = html.stat().st_size
         with Browser() as b:
             page = b.open(html, width=args.width)
@@ -63,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                           "(document.getElementById('wi-batch'))" % args.whatif)
             png = page.screenshot(width=args.width, max_height=args.max_height)
             errors = page.errors
-        shot = out_dir / f"{name}-report.png"
+        shot = out_dir / (f"{serve_stem}.png" if args.serve else f"{name}-report.png")
         write_output(png, shot)
         if args.keep_html and not args.html:
             write_output(html.read_bytes(), out_dir / f"{name}-report.html")

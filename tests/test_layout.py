@@ -87,6 +87,7 @@ LEVELS: tuple[tuple[str, ...], ...] = (
     ("api",),         # the single-model pipeline: analyze / capture / compare (frontend -> ... -> Analysis)
     ("llm",),         # LLM serving estimates, built on analyze
     ("sweep",),       # batch / device sweeps
+    ("serve",),       # serving simulation: engine steps under a request stream
     ("measure",),     # measured runs compared with the estimate
     ("report",),      # rendering
     ("diff",),        # comparing two reports

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import GraphroofError, sanitize_terminal
-from . import analyze, cache, calibrate, compare, diff, hw, llm, plot, profile, rules, sweep, zoo
+from . import analyze, cache, calibrate, compare, diff, hw, llm, plot, profile, rules, serve, sweep, zoo
 
 __all__ = ["main", "build_parser", "entry", "COMMANDS"]
 
 #: Sub-command name -> its module.
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, diff, llm, sweep, zoo,
-                                                       calibrate, profile, cache)}
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, diff, llm, sweep, serve,
+                                                       zoo, calibrate, profile, cache)}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -162,17 +162,23 @@ class StepCost:
 
     # -- steps -----------------------------------------------------------------------------------------------
     def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
-                 decode_context: Any = 0, *, ideal: bool = False) -> np.ndarray:
+                 decode_context: Any = 0, *, prefill_attention: Any = None, ideal: bool = False) -> np.ndarray:
         """Seconds per step (arrays broadcast): *prefill_tokens* ``n`` of a chunk after *prefill_offset* ``o``
-        cached tokens; *decode_seqs* ``m`` decode sequences whose cached lengths sum to *decode_context*."""
+        cached tokens; *decode_seqs* ``m`` decode sequences whose cached lengths sum to *decode_context*.
+
+        Several chunks in one step (of different sequences): *prefill_tokens* their sum and *prefill_attention*
+        the sum over the chunks of ``2 o_i n_i + n_i^2`` (the causal attention work each adds); default
+        ``2 o n + n^2`` of the one chunk."""
         n, o, m, s = (np.asarray(v, dtype=np.int64) for v in np.broadcast_arrays(prefill_tokens, prefill_offset,
                                                                                   decode_seqs, decode_context))
         shape = n.shape
         n, o, m, s = (v.reshape(-1) for v in (n, o, m, s))
+        attn = (2.0 * o * n + n.astype(float) ** 2 if prefill_attention is None
+                else np.broadcast_to(np.asarray(prefill_attention, dtype=float), shape).reshape(-1))
         if np.any(m > self.max_batch) or np.any(n > self.max_chunk):
             raise InputError(f"a step beyond the step cost's tables (decode batch <= {self.max_batch}, chunk <= "
                              f"{self.max_chunk} tokens): build it with larger max_batch / max_chunk")
-        if np.any((n < 0) | (o < 0) | (m < 0) | (s < 0)):
+        if np.any((n < 0) | (o < 0) | (m < 0) | (s < 0) | (attn < 0)):
             raise InputError("step sizes must be >= 0")
         row = 0 if ideal else 1
         pre, dec = n > 0, m > 0
@@ -192,8 +198,7 @@ class StepCost:
         vary_p = [gi for gi in range(len(self.p_vary)) if self.p_vary[gi]]
         rows = np.flatnonzero(pre)
         if vary_p and len(rows):
-            nn, oo = n[rows].astype(float), o[rows].astype(float)
-            cost = (self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * (2 * oo * nn + nn * nn)
-                    + self.p[:, :, :1] * (m[rows] == 0))
+            nn = n[rows].astype(float)
+            cost = self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * attn[rows] + self.p[:, :, :1] * (m[rows] == 0)
             t[rows] += self._sum(self._pre, vary_p, cost, self._chunk_mnk(nn), None, None)[row]
         return t.reshape(shape)

@@ -39,11 +39,14 @@ FORMATS_BY_KIND = {
     "llm": ("terminal", "markdown", "json", "html"),
     "measured": ("terminal", "markdown", "json", "html"),
     "sweep": ("terminal", "markdown", "json", "csv", "html", "png"),
+    "serve": ("terminal", "markdown", "json", "csv", "html"),
 }
 
 
 def _kind(result: Any) -> str:
     """What kind of result *result* is, from what it holds (this package imports no engine)."""
+    if hasattr(result, "timeline") and hasattr(result, "records"):  # graphroof.serve.ServeResult: see report/serve.py
+        return "serve"
     if hasattr(result, "rows") and hasattr(result, "analyses"):  # graphroof.analysis.DeviceComparison
         return "compare"
     if hasattr(result, "configs") and hasattr(result, "quant"):  # graphroof.llm.result.LLMEstimate
@@ -73,6 +76,14 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str | bytes:
         return render_text(result, fmt, **opts)
     if fmt == "json":
         return result.to_json() + "\n"
+    if kind == "serve" and fmt == "html":
+        from .serve_html import render_serve_html
+
+        return render_serve_html(result)
+    if kind == "serve":
+        from .serve import render_serve
+
+        return render_serve(result, fmt, rate=opts.get("rate"))
     if kind == "sweep":
         from .sweep import render_sweep
 

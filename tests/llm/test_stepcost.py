@@ -87,3 +87,16 @@ def test_limits_are_one_line_errors():
     nocache = Engine(toy_source(kv=False), hw="a100", pricing=Pricing(rules=RULES))
     with pytest.raises(InputError, match="KV cache"):
         nocache.step_cost()
+
+
+def test_several_chunks_in_one_step():
+    """Chunks of several sequences add their causal attention work, sum of 2 o_i n_i + n_i^2; their tokens go
+    through the GEMMs together.  One chunk of 96 tokens at offset 0 does 96^2 = 9,216 key-query pairs; a chunk of
+    64 after 100,000 cached tokens plus one of 32 new tokens does 2*100000*64 + 64^2 + 32^2 = 12,805,120: the
+    attention turns compute-bound and the step slower, with the same GEMMs."""
+    eng = _engine("a100", runtime="eager")
+    sc = eng.step_cost(max_batch=16, max_context=512, max_chunk=256)
+    one = float(sc(prefill_tokens=96, ideal=True))
+    same = float(sc(prefill_tokens=96, prefill_attention=96 ** 2, ideal=True))
+    two = float(sc(prefill_tokens=96, prefill_attention=2 * 100_000 * 64 + 64 ** 2 + 32 ** 2, ideal=True))
+    assert same == pytest.approx(one, rel=1e-12) and two > 1.5 * one

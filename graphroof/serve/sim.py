@@ -1,0 +1,373 @@
+"""The continuous-batching engine: iteration-level scheduling as vLLM v1 does it, priced by
+:class:`~graphroof.llm.stepcost.StepCost`.
+
+Every request holds ``known`` tokens (its prompt plus the tokens it generated) of which ``computed`` have KV in
+the cache; a step schedules tokens of requests, and a request whose computed tokens reach its known tokens emits
+one token (the prefill's last chunk emits the first).  A step has a budget of ``max_batched_tokens`` tokens and at
+most ``max_num_seqs`` running sequences:
+
+* ``decode-first``: every running decode takes its token, then running partial prefills, then waiting requests in
+  arrival order (front first) fill the rest of the budget with chunks (chunked prefill);
+* ``prefill-first``: prefills first, decodes with what is left.
+
+KV lives in paged blocks of ``kv_block`` tokens; a running sequence holds ``ceil(computed / block)`` blocks less
+the shared prefix's (cached once for every request).  When a running sequence cannot get a block, the most
+recently arrived running sequence is preempted by recompute: its blocks are freed and it goes back to the front
+of the waiting queue, to prefill its prompt and generated tokens again.  A waiting request is admitted only when
+its chunk's blocks are free.
+
+Skipping ahead: while every running sequence decodes and no waiting request can be admitted, consecutive steps
+differ only by their cached lengths, so a run of steps up to the next event (an arrival that could be admitted,
+the first completion, the first step without a free block) is priced with one vectorised StepCost call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .workload import Workload
+
+__all__ = ["EngineModel", "SimOut", "simulate", "STEP_FIELDS"]
+
+#: the step trace's columns: start, seconds, running sequences, waiting requests, tokens scheduled, decode tokens,
+#: KV blocks in use
+STEP_FIELDS = ("start_s", "dur_s", "running", "waiting", "batch_tokens", "decode_tokens", "kv_blocks")
+_RUN_CAP = 4096  # most steps priced in one call
+
+
+@dataclass
+class EngineModel:
+    """What a simulation needs of one engine replica."""
+
+    step: Callable[..., Any]  # (prefill_tokens, offset, decode_seqs, decode_context, **kw) -> seconds
+    blocks: int               # KV blocks of the replica (beside weights and one chunk's activations)
+    block: int                # tokens per block
+    budget: int               # max_batched_tokens
+    max_seqs: int             # max_num_seqs
+    policy: str = "decode-first"
+    ideal: bool = False
+    attention_arg: bool = True  # the step cost takes prefill_attention (several chunks priced exactly)
+
+    def cost(self, n: Any, o: Any, m: Any, s: Any, attn: Any = None) -> np.ndarray:
+        if self.attention_arg:
+            return np.asarray(self.step(n, o, m, s, prefill_attention=attn, ideal=self.ideal), dtype=float)
+        return np.asarray(self.step(n, o, m, s, ideal=self.ideal), dtype=float)
+
+
+@dataclass
+class SimOut:
+    """Per request: first scheduled, first token and finish times, preemptions; the step trace (:data:`STEP_FIELDS`)."""
+
+    arrival: np.ndarray
+    sched: np.ndarray
+    first_token: np.ndarray
+    finish: np.ndarray
+    preemptions: np.ndarray
+    steps: dict[str, np.ndarray]
+    blocks: int
+
+
+class _Sim:
+    def __init__(self, em: EngineModel, wl: Workload, progress: Callable[[str], None] | None):
+        self.em, self.wl = em, wl
+        n = len(wl)
+        self.arr = wl.arrival.astype(float).copy()
+        self.comp = wl.prefix.astype(np.int64).copy()
+        self.known = wl.prompt.astype(np.int64).copy()
+        self.out = np.zeros(n, dtype=np.int64)
+        self.pblocks = wl.prefix // em.block
+        self.own = np.zeros(n, dtype=np.int64)
+        self.sched = np.full(n, np.nan)
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.preempt = np.zeros(n, dtype=np.int64)
+        self.running: list[int] = []
+        self.waiting: deque[int] = deque()
+        self.next_arr = 0      # the next request not yet in the system
+        self.next_unknown = min(wl.users, n) if wl.users else n  # closed loop: the next arrival not known yet
+        self.done = 0
+        self.now = 0.0
+        self.free = em.blocks - (int(self.pblocks.max()) if n else 0)  # the shared prefix's blocks, held once
+        self.rows: list[tuple] = []
+        self.gone: set[int] = set()        # preempted during the current step
+        self.spec: dict[tuple, float] = {}  # the step after a decode run, priced with the run
+        self.last_dt = 0.0                  # the last decode step's seconds (how far to price ahead)
+        self.runs: list[np.ndarray] = []
+        self.progress, self.t0, self.last_msg = progress, time.perf_counter(), 0.0
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _blocks_for(self, i: int, tokens: int) -> int:
+        """New blocks request *i* needs to hold *tokens* computed tokens."""
+        b = self.em.block
+        return max(0, -(-tokens // b) - int(self.pblocks[i]) - int(self.own[i]))
+
+    def _preempt_last(self) -> int:
+        v = self.running.pop()  # the most recently arrived running sequence (running is kept in arrival order)
+        self.gone.add(v)
+        self.free += int(self.own[v])
+        self.own[v] = 0
+        self.comp[v] = self.wl.prefix[v]
+        self.preempt[v] += 1
+        self.waiting.appendleft(v)
+        return v
+
+    def _grab(self, i: int, tokens: int) -> bool:
+        """Blocks for *i* to hold *tokens* computed tokens, preempting the latest arrivals; False: *i* itself went."""
+        need = self._blocks_for(i, tokens)
+        while need > self.free:
+            if self._preempt_last() == i:
+                return False
+        self.own[i] += need
+        self.free -= need
+        return True
+
+    def _admit_arrivals(self) -> None:
+        arr, n = self.arr, self.next_unknown
+        while self.next_arr < n and arr[self.next_arr] <= self.now:
+            self.waiting.append(self.next_arr)
+            self.next_arr += 1
+
+    def _head_admissible(self, budget: int) -> bool:
+        if not self.waiting or len(self.running) >= self.em.max_seqs or budget <= 0:
+            return False
+        h = self.waiting[0]
+        chunk = min(int(self.known[h] - self.comp[h]), budget)
+        return self._blocks_for(h, int(self.comp[h]) + chunk) <= self.free
+
+    def _finish(self, ids: list[int], ends: Any) -> None:
+        """Requests *ids* finished at *ends* (one time or one per request)."""
+        times = np.broadcast_to(np.asarray(ends, dtype=float), (len(ids),))
+        for i, end in zip(ids, times.tolist()):
+            self.finish[i] = end
+            self.free += int(self.own[i])
+            self.own[i] = 0
+            self.running.remove(i)
+            self.done += 1
+            if self.wl.users and self.next_unknown < len(self.arr):  # closed loop: the user sends its next one
+                self.arr[self.next_unknown] = end
+                self.next_unknown += 1
+
+    def _say(self) -> None:
+        if self.progress is None:
+            return
+        t = time.perf_counter() - self.t0
+        if t > 2.0 and t - self.last_msg >= 1.0:
+            self.last_msg = t
+            self.progress(f"simulating: {self.done}/{len(self.arr)} requests done, {self.now:.1f} s simulated")
+
+    # -- one step --------------------------------------------------------------------------------------------
+    def _decodes(self, d: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
+        """Schedule the decode sequences *d* (running order) within *budget*: (scheduled, budget left)."""
+        d = d[:budget]
+        need = np.maximum(0, -(-(self.comp[d] + 1) // self.em.block) - self.pblocks[d] - self.own[d])
+        total = int(need.sum())
+        if total <= self.free:  # blocks for all: no preemption
+            self.own[d] += need
+            self.free -= total
+            return d, budget - len(d)
+        got = []
+        for i in d.tolist():  # blocks are short: one at a time, preempting the latest arrivals
+            if i in self.gone:
+                continue
+            if not self._grab(i, int(self.comp[i]) + 1):
+                break
+            got.append(i)
+        return np.array(got, dtype=np.int64), budget - len(got)
+
+    def _prefills(self, pre: list[int], budget: int, chunks: list[tuple[int, int, int]]) -> int:
+        """Chunks of the running partial prefills, then of waiting requests in queue order: the budget left."""
+        for i in pre:
+            if budget <= 0:
+                break
+            if i in self.gone:
+                continue
+            c = min(int(self.known[i] - self.comp[i]), budget)
+            if not self._grab(i, int(self.comp[i]) + c):
+                break
+            chunks.append((i, c, int(self.comp[i])))
+            budget -= c
+        while not self.gone and self._head_admissible(budget):  # no admission in a step that preempted (vLLM)
+            h = self.waiting.popleft()
+            c = min(int(self.known[h] - self.comp[h]), budget)
+            self._grab(h, int(self.comp[h]) + c)
+            bisect.insort(self.running, h)
+            if np.isnan(self.sched[h]):
+                self.sched[h] = self.now
+            chunks.append((h, c, int(self.comp[h])))
+            budget -= c
+        return budget
+
+    def step(self) -> None:
+        """One engine step through the scheduler (the general path)."""
+        em = self.em
+        ids = np.array(self.running, dtype=np.int64)
+        is_dec = (self.out[ids] > 0) & (self.known[ids] - self.comp[ids] == 1)
+        self.gone = set()
+        chunks: list[tuple[int, int, int]] = []
+        if em.policy == "prefill-first":
+            budget = self._prefills(ids[~is_dec].tolist(), em.budget, chunks)
+            decodes, budget = self._decodes(ids[is_dec], budget)
+        else:
+            decodes, budget = self._decodes(ids[is_dec], em.budget)
+            budget = self._prefills(ids[~is_dec].tolist(), budget, chunks)
+        if self.gone:  # a request preempted later in the step (for a later request's blocks) drops out of it
+            chunks = [ch for ch in chunks if ch[0] not in self.gone]
+            decodes = decodes[~np.isin(decodes, list(self.gone))]
+        if not len(decodes) and not chunks:
+            if self.waiting and not self.running:
+                return  # everything was preempted: the queue's front is admitted next step
+            self._idle()
+            return
+        n = sum(c for _, c, _ in chunks)
+        attn = sum(2.0 * o * c + float(c) * c for _, c, o in chunks)
+        s = int(self.comp[decodes].sum())
+        o1 = chunks[0][2] if len(chunks) == 1 else 0
+        key = (n, o1, len(decodes), s, attn)
+        dt = self.spec.pop(key, None) if self.spec else None
+        self.spec = {}
+        if dt is None:
+            dt = float(em.cost(n, o1, len(decodes), s, attn))
+        start, end = self.now, self.now + dt
+        emitted = []
+        for i, c, _ in chunks:
+            self.comp[i] += c
+            if self.comp[i] == self.known[i]:
+                emitted.append(i)
+        em_ids = np.concatenate([decodes, np.array(emitted, dtype=np.int64)])
+        self.comp[decodes] += 1
+        self.out[em_ids] += 1
+        self.known[em_ids] += 1
+        fresh = em_ids[np.isnan(self.first[em_ids])]
+        self.first[fresh] = end
+        self.rows.append((start, dt, len(self.running), len(self.waiting), n + len(decodes), len(decodes),
+                          em.blocks - self.free))
+        self.now = end
+        self._finish(em_ids[self.out[em_ids] >= self.wl.gen[em_ids]].tolist(), end)
+
+    def _idle(self) -> None:
+        if self.next_arr < self.next_unknown:
+            self.now = max(self.now, float(self.arr[self.next_arr]))
+            return
+        raise RuntimeError("serve: the engine can neither schedule nor wait for an arrival")  # a bug, not an input
+
+    # -- a run of decode steps ------------------------------------------------------------------------------
+    def decode_run(self) -> bool:
+        """Skip ahead over decode-only steps; False when the next step needs the general path.
+
+        The run stops before the step an arrival could join, and at the first completion unless nothing else
+        can change the schedule (open loop, an empty queue, free blocks for every sequence to its end): then it
+        runs on past completions with the sequences that remain."""
+        if not self.running:
+            return False
+        ids = np.array(self.running, dtype=np.int64)
+        m, em = len(ids), self.em
+        if np.any(self.out[ids] == 0) or np.any(self.known[ids] - self.comp[ids] != 1) or m > em.budget:
+            return False
+        if self._head_admissible(em.budget - m):
+            return False
+        c, rem = self.comp[ids], self.wl.gen[ids] - self.out[ids]  # cached tokens, decode steps left
+        # an arrival can join when the seat cap and the blocks allow (a blocked queue stays blocked while decoding)
+        can_join = m < em.max_seqs and not self.waiting and self.next_arr < self.next_unknown
+        no_more = not self.waiting and self.next_arr >= self.next_unknown
+        to_end = int((-(-(c + rem) // em.block) - self.pblocks[ids] - self.own[ids]).sum())
+        if not self.wl.users and (can_join or no_more) and to_end <= self.free:
+            k = int(min(rem.max(), _RUN_CAP))
+        else:
+            r = np.sort((-c) % em.block)   # step j needs a new block for sequence i when (c_i + j) % block == 0
+            q, left = divmod(self.free, m)
+            k = int(min(rem.min(), q * em.block + int(r[left]), _RUN_CAP))  # first completion / step without a block
+        if k <= 0:
+            return False
+        by_rem = np.argsort(rem, kind="stable")
+        rem_sorted, c_before = rem[by_rem], np.r_[0, np.cumsum(c[by_rem])]
+        total_c = int(c.sum())
+
+        def active(j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """(sequences, their cached tokens summed) at step j: those with more than j steps left."""
+            gone = np.searchsorted(rem_sorted, j, side="right")
+            mj = m - gone
+            return mj, total_c - c_before[gone] + j * mj
+
+        t_next = float(self.arr[self.next_arr]) if can_join else np.inf
+        spec = None
+        if np.isfinite(t_next):  # the step the arrival joins, priced in the same call
+            h = self.next_arr
+            o = int(self.comp[h])
+            ch = min(int(self.known[h] - o), em.budget - m)
+            spec = (ch, o, 2.0 * o * ch + float(ch) * ch) if ch > 0 else None
+        width = k
+        if np.isfinite(t_next):
+            guess = (t_next - self.now) / self.last_dt if self.last_dt > 0 else 14.0
+            width = int(min(k, max(2.0, 1.25 * guess + 2)))
+        while True:
+            mj, sj = active(np.arange(width + 1))
+            if spec is None:
+                dt = em.cost(0, 0, mj[:width], sj[:width])
+            else:  # rows: the decode steps 0 .. width-1, then the mixed step after 1 .. width of them
+                both = em.cost(np.r_[np.zeros(width, np.int64), np.full(width, spec[0])], np.full(2 * width, spec[1]),
+                               np.r_[mj[:width], mj[1:]], np.r_[sj[:width], sj[1:]],
+                               np.r_[np.zeros(width), np.full(width, spec[2])])
+                dt, mixed = both[:width], both[width:]
+            ends = self.now + np.cumsum(dt)
+            hit = int(np.searchsorted(ends, t_next, side="left"))
+            if hit < width or width == k:
+                take = min(hit + 1, width)
+                break
+            width = min(k, width * 4)
+        if spec is not None:
+            self.spec = {(spec[0], spec[1], int(mj[take]), int(sj[take]), spec[2]): float(mixed[take - 1])}
+        self.last_dt = float(dt[take - 1])
+        dt, ends, mj = dt[:take], ends[:take], mj[:take]
+        starts = ends - dt
+        steps = np.minimum(rem, take)
+        old = self.own[ids].copy()
+        self.comp[ids] += steps
+        self.out[ids] += steps
+        self.known[ids] += steps
+        self.own[ids] = -(-self.comp[ids] // em.block) - self.pblocks[ids]
+        used0 = em.blocks - self.free
+        self.free -= int((self.own[ids] - old).sum())
+        used1 = em.blocks - self.free
+        waiting = np.full(take, len(self.waiting), dtype=float)
+        if not self.wl.users:  # arrivals queued during the run (they could not join)
+            waiting += np.searchsorted(self.arr, starts, side="right") - self.next_arr
+        kv = used0 + (used1 - used0) * (np.arange(1, take + 1) / take)  # linear between the run's ends
+        self.runs.append(np.stack([starts, dt, mj, waiting, mj, mj, kv]))
+        self.now = float(ends[-1])
+        done = rem <= take
+        self._finish(ids[done].tolist(), ends[rem[done] - 1])
+        return True
+
+    def run(self) -> SimOut:
+        n = len(self.arr)
+        while self.done < n:
+            self._admit_arrivals()
+            if not self.running and not self.waiting:
+                self._idle()
+                continue
+            if not self.decode_run():
+                self.step()
+            self._say()
+        return SimOut(self.arr, self.sched, self.first, self.finish, self.preempt, self._steps(), self.em.blocks)
+
+    def _steps(self) -> dict[str, np.ndarray]:
+        parts = list(self.runs)
+        if self.rows:
+            parts.append(np.array(self.rows, dtype=float).T)
+        if not parts:
+            return {f: np.zeros(0) for f in STEP_FIELDS}
+        allsteps = np.concatenate(parts, axis=1)
+        order = np.argsort(allsteps[0], kind="stable")
+        return {f: allsteps[i][order] for i, f in enumerate(STEP_FIELDS)}
+
+
+def simulate(em: EngineModel, wl: Workload, progress: Callable[[str], None] | None = None) -> SimOut:
+    """Run the requests of *wl* through the engine *em* until every one has finished."""
+    return _Sim(em, wl, progress).run()
