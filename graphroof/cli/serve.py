@@ -108,6 +108,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "prefill; default 8192)")
     p.add_argument("--max-num-seqs", default="256", help="sequences running at once at most (default 256)")
     p.add_argument("--policy", default="decode-first", help="scheduling policy (default decode-first)")
+    p.add_argument("--admission", default="on-demand",
+                   help="KV admission: on-demand (vLLM: blocks as tokens are computed, preemption by recompute) or "
+                        "reserve (TensorRT-LLM guaranteed-no-evict: blocks for the whole output at admission)")
     p.add_argument("--slo-ttft", default=None, help="SLO: time to first token with its unit, e.g. 2s or 500ms")
     p.add_argument("--slo-tpot", default=None, help="SLO: time per output token with its unit, e.g. 50ms")
     p.add_argument("--slo-percentile", default="99", help="percentile the SLO holds at (default 99)")
@@ -177,7 +180,7 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
               prompt_len=args.prompt_len, gen_len=args.gen_len, trace=args.trace,
               prefix_share=_fraction(args.prefix_share, "--prefix-share") or 0.0, seed=seed, mode=args.mode,
               max_batched_tokens=_int(args.max_batched_tokens, "--max-batched-tokens"),
-              max_num_seqs=_int(args.max_num_seqs, "--max-num-seqs"), policy=args.policy,
+              max_num_seqs=_int(args.max_num_seqs, "--max-num-seqs"), policy=args.policy, admission=args.admission,
               slo_ttft_s=parse_seconds(args.slo_ttft, "--slo-ttft"),
               slo_tpot_s=parse_seconds(args.slo_tpot, "--slo-tpot"), slo_percentile=pct,
               target_rate=_number(args.target_rate, "--target-rate"),

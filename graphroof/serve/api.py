@@ -29,6 +29,7 @@ def _settings(**kw: Any) -> dict[str, Any]:
     s["seed"] = whole("seed", kw["seed"], 0)
     s["mode"] = check_choice("mode", kw["mode"], ("continuous", "static"))
     s["policy"] = check_choice("policy", kw["policy"], ("decode-first", "prefill-first"))
+    s["admission"] = check_choice("admission", kw["admission"], ("on-demand", "reserve"))
     s["max_batched_tokens"] = whole("max_batched_tokens", kw["max_batched_tokens"], 1)
     s["max_num_seqs"] = whole("max_num_seqs", kw["max_num_seqs"], 1)
     if s["mode"] == "continuous" and s["max_batched_tokens"] < s["max_num_seqs"]:
@@ -98,7 +99,8 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
     longest = max(int(d.prompt.max()) + int(d.gen.max()), 2)
     sc = eng.step_cost(max_batch=max(2, s["max_num_seqs"]), max_context=longest, max_chunk=max(2, mbt))
     attn = "prefill_attention" in inspect.signature(sc.__call__).parameters
-    em = EngineModel(sc, blocks, block, mbt, s["max_num_seqs"], s["policy"], p.ideal, attn)
+    em = EngineModel(sc, blocks, block, mbt, s["max_num_seqs"], s["policy"], p.ideal, attention_arg=attn,
+                     admission=s["admission"])
     return em, notes
 
 
@@ -115,7 +117,7 @@ def _check_fits(em: EngineModel, d: Draws, prefix_share: float) -> None:
 def serve(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int = 1000, arrival: str = "poisson",
           prompt_len: Any = "fixed:1024", gen_len: Any = "fixed:256", trace: Any = None, prefix_share: float = 0.0,
           seed: int = 0, mode: str = "continuous", max_batched_tokens: int = 8192, max_num_seqs: int = 256,
-          policy: str = "decode-first", slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
+          policy: str = "decode-first", admission: str = "on-demand", slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
           slo_percentile: float = 99.0, find_max_rate: bool | None = None, target_rate: float | None = None,
           usd_per_hour: float | None = None, pricing: Any = None, progress: Callable[[str], None] | None = None,
           options: Any = None, **frontend_opts: Any) -> ServeResult:
@@ -127,8 +129,8 @@ def serve(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int = 1
     """
     s = _settings(hw=hw, rate=rate, requests=requests, arrival=arrival, prompt_len=prompt_len, gen_len=gen_len,
                   trace=trace, prefix_share=prefix_share, seed=seed, mode=mode, max_batched_tokens=max_batched_tokens,
-                  max_num_seqs=max_num_seqs, policy=policy, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
-                  slo_percentile=slo_percentile, find_max_rate=find_max_rate, target_rate=target_rate,
+                  max_num_seqs=max_num_seqs, policy=policy, admission=admission, slo_ttft_s=slo_ttft_s,
+                  slo_tpot_s=slo_tpot_s, slo_percentile=slo_percentile, find_max_rate=find_max_rate, target_rate=target_rate,
                   usd_per_hour=usd_per_hour)
     from ..llm import Engine, Pricing
 

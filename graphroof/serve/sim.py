@@ -53,6 +53,10 @@ class EngineModel:
     max_seqs: int             # max_num_seqs
     policy: str = "decode-first"
     ideal: bool = False
+    #: ``on-demand`` (vLLM): a request takes blocks as its tokens are computed, preempted when they run out;
+    #: ``reserve`` (TensorRT-LLM's guaranteed-no-evict): admitted only when blocks for its prompt and whole output
+    #: are free, which it holds from admission: never preempted
+    admission: str = "on-demand"
     attention_arg: bool = True  # the step cost takes prefill_attention (several chunks priced exactly)
 
     def cost(self, n: Any, o: Any, m: Any, s: Any, attn: Any = None) -> np.ndarray:
@@ -139,7 +143,14 @@ class _Sim:
             return False
         h = self.waiting[0]
         chunk = min(int(self.known[h] - self.comp[h]), budget)
-        return self._blocks_for(h, int(self.comp[h]) + chunk) <= self.free
+        return self._blocks_for(h, self._hold(h, int(self.comp[h]) + chunk)) <= self.free
+
+    def _hold(self, i: int, tokens: int) -> int:
+        """Tokens request *i* holds blocks for once admitted with *tokens* computed (``reserve``: its whole
+        prompt and output)."""
+        if self.em.admission == "reserve":
+            return max(tokens, int(self.wl.prompt[i]) + int(self.wl.gen[i]))
+        return tokens
 
     def _finish(self, ids: list[int], ends: Any) -> None:
         """Requests *ids* finished at *ends* (one time or one per request)."""
@@ -196,7 +207,7 @@ class _Sim:
         while not self.gone and self._head_admissible(budget):  # no admission in a step that preempted (vLLM)
             h = self.waiting.popleft()
             c = min(int(self.known[h] - self.comp[h]), budget)
-            self._grab(h, int(self.comp[h]) + c)
+            self._grab(h, self._hold(h, int(self.comp[h]) + c))
             bisect.insort(self.running, h)
             if np.isnan(self.sched[h]):
                 self.sched[h] = self.now
@@ -276,7 +287,7 @@ class _Sim:
         # an arrival can join when the seat cap and the blocks allow (a blocked queue stays blocked while decoding)
         can_join = m < em.max_seqs and not self.waiting and self.next_arr < self.next_unknown
         no_more = not self.waiting and self.next_arr >= self.next_unknown
-        to_end = int((-(-(c + rem) // em.block) - self.pblocks[ids] - self.own[ids]).sum())
+        to_end = int(np.maximum(0, -(-(c + rem) // em.block) - self.pblocks[ids] - self.own[ids]).sum())
         if not self.wl.users and (can_join or no_more) and to_end <= self.free:
             k = int(min(rem.max(), _RUN_CAP))
         else:
@@ -331,7 +342,8 @@ class _Sim:
         self.comp[ids] += steps
         self.out[ids] += steps
         self.known[ids] += steps
-        self.own[ids] = -(-self.comp[ids] // em.block) - self.pblocks[ids]
+        # blocks held: those of the computed tokens, or more when they were reserved at admission
+        self.own[ids] = np.maximum(old, -(-self.comp[ids] // em.block) - self.pblocks[ids])
         used0 = em.blocks - self.free
         self.free -= int((self.own[ids] - old).sum())
         used1 = em.blocks - self.free

@@ -156,3 +156,17 @@ def test_trace_replay(tmp_path):
     jl = tmp_path / "t.jsonl"
     jl.write_text("".join(f'{{"arrival_s": {a}, "input_tokens": {i}, "output_tokens": {o}}}\n' for a, i, o in rows))
     assert np.array_equal(_run(trace=str(jl)).records[0]["finish_s"], rec["finish_s"])
+
+
+def test_reserve_admission_never_preempts_where_on_demand_does():
+    """Scarce KV blocks (40 of 16 tokens; a request holds ceil(160 / 16) = 10 at its end): on-demand admission
+    (vLLM) admits on the prompt's blocks, runs out mid-decode and preempts by recompute; reserve admission
+    (TensorRT-LLM's guaranteed-no-evict) admits a request only with blocks for its prompt and whole output, so at
+    most 4 run at once and none is ever preempted."""
+    kw = dict(rate=(2000.0,), requests=200, prompt_len="fixed:100", gen_len="fixed:60", max_num_seqs=64,
+              pricing=Pricing(rules=RULES, gpu_mem_util=_util_for_blocks(40, 100)))
+    lazy, held = _run(admission="on-demand", **kw), _run(admission="reserve", **kw)
+    assert lazy.points[0].preemptions > 0
+    assert held.points[0].preemptions == 0
+    assert np.all(np.isfinite(held.records[0]["finish_s"]))               # every request still finishes
+    assert max(held.timeline["running"]) <= 4
