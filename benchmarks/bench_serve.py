@@ -2,7 +2,7 @@
 requests, and the max-rate search time, for Llama-3-8B (zoo, built on meta) on one H100.
 
 Reference in the same run: the engine build plus ``Engine.estimate`` (what one static estimate costs) and the
-step-cost build.  The simulations reuse one engine (``graphroof.serve.api`` builds it per call, so each row's
+step-cost build.  The simulations reuse one engine (``graphroof.serving.api`` builds it per call, so each row's
 "wall" includes building the engine; "sim s" is the simulation alone).  Workload: Poisson arrivals at --rate
 requests/s, prompts lognormal(1024, 512), outputs lognormal(256, 128), vLLM defaults (8192 batched tokens, 256
 sequences).
@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=12.0)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    import graphroof.serve.api as api
+    import graphroof.serving.api as api
     from graphroof.llm import Engine, Pricing
 
     t = time.perf_counter()

@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     from graphroof.llm import estimate
-    from graphroof.sweep import sweep
+    from graphroof.sweeps import sweep
     from tests.llm.toy import RULES, toy_source
 
     rows = []

@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     from graphroof.llm import Pricing
-    from graphroof.serve import serve
+    from graphroof.serving import serve
 
     cfg = json.loads(ZOO.read_text(encoding="utf-8"))
     cfg["max_position_embeddings"] = 131072

@@ -54,14 +54,14 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.serve:
                 from graphroof.report import render
-                from graphroof.serve import serve
+                from graphroof.serving import serve
 
                 s = serve(args.model, hw=args.hw, rate=[1, 2, 4, 8, 16], requests=args.requests,
                           prompt_len="lognormal:1000:500", gen_len="lognormal:250:100", slo_ttft_s=2.0,
                           slo_tpot_s=0.05, target_rate=20.0, usd_per_hour=2.5)
                 write_output(render(s, "html"), html)
             elif args.whatif:
-                from graphroof.sweep.whatif_costs import analyze_whatif
+                from graphroof.sweeps.whatif_costs import analyze_whatif
 
                 a = analyze_whatif(args.model, hw=args.hw)
                 write_report(a, "html", html)

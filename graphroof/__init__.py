@@ -8,6 +8,8 @@ Public API::
         model(x)
     print(graphroof.render(a, "markdown"))
     c = graphroof.compare("model.onnx", hw=["a100", "h100"])
+    s = graphroof.sweep("llama-3-8b", hw=["a100", "h100"], batch=[1, 8, 64])   # LLM or batch sweep
+    r = graphroof.serve("llama-3-8b", hw="h100", rate=[1, 4, 16], slo_ttft_s=2.0)  # serving under traffic
 """
 
 from ._version import __version__
@@ -32,6 +34,7 @@ _LAZY = {
     "OpGraph": "graph", "OpNode": "graph", "Role": "graph", "TensorSpec": "graph", "bind": "graph",
     "HardwareProfile": "hardware", "list_profiles": "hardware", "load_hardware": "hardware",
     "render": "report", "Bound": "roofline", "evaluate": "roofline",
+    "sweep": "sweeps", "serve": "serving",
 }
 
 __all__ = [
@@ -39,7 +42,7 @@ __all__ = [
     "bind", "Cost",
     "CountSummary", "count", "register_rule", "REGISTRY", "FLOPS_PER_MAC", "HardwareProfile", "load_hardware",
     "list_profiles", "Bound", "evaluate", "GraphroofError", "InputError", "FrontendError", "UnsupportedOpError",
-    "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning", "llm",
+    "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning", "llm", "sweep", "serve",
 ]
 
 
@@ -62,8 +65,8 @@ def __dir__() -> list[str]:
 
 #: the results a notebook shows as their HTML report (module, class), registered by name: nothing is imported
 NOTEBOOK_RESULTS = (("graphroof.analysis", "Analysis"), ("graphroof.llm.result", "LLMEstimate"),
-                    ("graphroof.sweep.points", "SweepResult"), ("graphroof.sweep.batch", "BatchSweep"),
-                    ("graphroof.analysis", "DeviceComparison"))
+                    ("graphroof.sweeps.points", "SweepResult"), ("graphroof.sweeps.batch", "BatchSweep"),
+                    ("graphroof.analysis", "DeviceComparison"), ("graphroof.serving.result", "ServeResult"))
 
 
 def notebook_html(result: object) -> str:

@@ -53,7 +53,7 @@ class Analysis:
     runtime: str = "eager"
     #: launch cost paid once per step (a CUDA-graph replay) instead of per kernel
     step_launch_s: float = 0.0
-    #: the HTML page's what-if data (:func:`graphroof.sweep.whatif_costs.whatif_costs`); None: not computed
+    #: the HTML page's what-if data (:func:`graphroof.sweeps.whatif_costs.whatif_costs`); None: not computed
     whatif: dict[str, Any] | None = None
     #: what to change, quantified (plain dicts, the JSON ``next_steps``): set once by the engine that built the
     #: analysis (:func:`graphroof.api.count_graph` via :func:`graphroof.advice.analysis_advice`); empty otherwise

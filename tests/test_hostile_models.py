@@ -19,7 +19,7 @@ import pytest
 from graphroof.cli import main
 from graphroof.errors import FrontendError, GraphroofWarning, InputError
 from graphroof.frontends.hf.limits import check_config_values
-from graphroof.sweep.limits import check_grid
+from graphroof.sweeps.limits import check_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -268,7 +268,7 @@ def test_sweep_force_lifts_the_limit(tmp_path, capsys, monkeypatch):
 
 
 def test_llm_sweep_api_max_points():
-    from graphroof.sweep import sweep
+    from graphroof.sweeps import sweep
 
     with pytest.raises(InputError, match="more than 10"):
         sweep("nonexistent-model-never-opened", batch=[1, 2, 3, 4], prompt=[8, 16, 32], max_points=10)

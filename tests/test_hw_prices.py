@@ -44,7 +44,7 @@ def test_hw_show_prints_the_price(capsys):
 
 
 def test_sweep_prices_points_from_the_profile_unless_given():
-    from graphroof.sweep import sweep
+    from graphroof.sweeps import sweep
     from tests.llm.toy import RULES, toy_source
 
     r = sweep(toy_source(), hw=["a100", "h100", "l4"], batch=[1], prompt=[16], gen=[4], rules=RULES)

@@ -86,8 +86,8 @@ LEVELS: tuple[tuple[str, ...], ...] = (
     ("frontends",),   # model -> OpGraph (torch, onnx, hf, op tables, the trace store)
     ("api",),         # the single-model pipeline: analyze / capture / compare (frontend -> ... -> Analysis)
     ("llm",),         # LLM serving estimates, built on analyze
-    ("sweep",),       # batch / device sweeps
-    ("serve",),       # serving simulation: engine steps under a request stream
+    ("sweeps",),      # batch / device sweeps
+    ("serving",),     # serving simulation: engine steps under a request stream
     ("measure",),     # measured runs compared with the estimate
     ("report",),      # rendering
     ("diff",),        # comparing two reports

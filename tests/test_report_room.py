@@ -132,7 +132,7 @@ def test_analysis_json_is_to_dict_and_render_computes_nothing(no_engine, round_h
 
 
 def test_sweep_json_is_to_dict(no_engine):
-    from graphroof.sweep import sweep
+    from graphroof.sweeps import sweep
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     a = analyze(args.model, hw=hw, strict=args.strict, depth=args.depth, attention=args.attention,
                 causal=args.causal, runtime=args.runtime, progress=progress, **opts)
     if args.format == "html" and args.whatif:  # the page's what-if panel: only html pays for the extra counts
-        from ..sweep.whatif_costs import whatif_costs
+        from ..sweeps.whatif_costs import whatif_costs
 
         a.whatif = whatif_costs(args.model, a, progress=progress, attention=args.attention, causal=args.causal,
                                 **opts)
@@ -89,7 +89,7 @@ def _batch_sweep(args: argparse.Namespace, hw, batches: list[int]) -> int:
     """``--batch 1,4,16``: the model at every batch (bound, latency, throughput; the compute-bound batch
     solved), as ``graphroof sweep MODEL --batch ...`` on one device."""
     from ..report import render, write_output
-    from ..sweep import batch_sweep
+    from ..sweeps import batch_sweep
     from .progress import Progress
 
     for flag, given in (("--ops", args.ops), ("--kernels", args.kernels), ("--runtime", args.runtime),

@@ -4,7 +4,7 @@ lognormal:250:100 --slo-ttft 2s --slo-tpot 50ms``: a request-level simulation of
 Requests arrive at each offered rate, an engine (continuous batching, chunked prefill, paged KV cache) schedules
 them step by step, and every step is priced by graphroof's step cost: TTFT / TPOT / e2e percentiles, throughput,
 KV use and preemptions per rate, the goodput and the maximum rate meeting the SLO, the replicas for a target rate
-(:func:`graphroof.serve.serve`; docs/serve.md).  Everything checkable from the arguments is checked before the
+(:func:`graphroof.serving.serve`; docs/serve.md).  Everything checkable from the arguments is checked before the
 model is built or traced.
 """
 
@@ -61,10 +61,10 @@ def parse_seconds(text: str | None, flag: str) -> float | None:
 
 
 def length_cap(field: str, spec: str) -> int | None:
-    """*spec* parsed as :func:`graphroof.serve.inputs.parse_lengths` does (``fixed:N``, ``uniform:A:B``,
+    """*spec* parsed as :func:`graphroof.serving.inputs.parse_lengths` does (``fixed:N``, ``uniform:A:B``,
     ``lognormal:MEAN:STD``, ``file:PATH``); N of ``fixed:N`` (every request that long: checked against the model's
     positions before it is built), else None (the simulator clips the lengths it draws to the positions)."""
-    from ..serve.inputs import parse_lengths
+    from ..serving.inputs import parse_lengths
 
     if str(spec).strip().isdigit():
         raise InputError(f"{field} {spec!r}: name the distribution, e.g. {field} fixed:{spec.strip()}")
@@ -157,7 +157,7 @@ def _number(text: str | None, flag: str, *, low: float = 0.0, high: float = math
 
 
 def serve_kwargs(args: argparse.Namespace) -> dict:
-    """Every argument of :func:`graphroof.serve.serve` from the command line, checked (no model is built)."""
+    """Every argument of :func:`graphroof.serving.serve` from the command line, checked (no model is built)."""
     from ..llm import Pricing
 
     rates = parse_rates(args.rate)
@@ -166,7 +166,7 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
         seed = int(seed)
     except ValueError:
         raise InputError(f"--seed {args.seed!r}: expected an integer") from None
-    from ..serve.inputs import parse_arrivals, read_trace
+    from ..serving.inputs import parse_arrivals, read_trace
 
     parse_arrivals(args.arrival)
     prompt_max = length_cap("--prompt-len", args.prompt_len)
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     kw = serve_kwargs(args)
     rate_index = _csv_rate(args, kw["rate"])
     progress = Progress(quiet=args.quiet)
-    from ..serve import serve
+    from ..serving import serve
 
     r = serve(args.model, progress=progress, options=run_options(args), **kw)
     progress(f"writing the {args.format} report")

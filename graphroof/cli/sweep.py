@@ -2,8 +2,8 @@
 --max-tpot 50ms --usd-per-hour a100=1.8,h100=3.2``: every point, the frontier per device, the SLO picks.
 
 A language model (zoo LLM, decoder config.json, ONNX with a KV cache, or any model with ``--prompt`` / ``--gen``
-given) is swept as an LLM (:func:`graphroof.sweep.sweep_llm`); any other model over ``--batch`` only
-(:func:`graphroof.sweep.batch_sweep`: bound, latency, throughput per batch, the compute-bound batch solved).
+given) is swept as an LLM (:func:`graphroof.sweeps.sweep_llm`); any other model over ``--batch`` only
+(:func:`graphroof.sweeps.batch_sweep`: bound, latency, throughput per batch, the compute-bound batch solved).
 Everything checkable from the arguments is checked before the model is built or traced.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from ..sweep.limits import MAX_POINTS, check_grid
+from ..sweeps.limits import MAX_POINTS, check_grid
 from ..units import parse_quantity, parse_time_s, warn_implausible
 from .llm import parse_batches
 from .options import check_output_path, parse_int_list, run_options
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     opts: dict = {"dtype": args.dtype} if args.dtype else {}
     opts["options"] = run_options(args)
     limit = None if args.force else MAX_POINTS
-    from ..sweep import is_language_model, sweep
+    from ..sweeps import is_language_model, sweep
 
     llm = bool(prompts or gens) or is_language_model(args.model)
     sizes = {"--hw": len(set(devices)), "--batch": len(set(batches))}

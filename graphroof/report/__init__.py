@@ -45,7 +45,7 @@ FORMATS_BY_KIND = {
 
 def _kind(result: Any) -> str:
     """What kind of result *result* is, from what it holds (this package imports no engine)."""
-    if hasattr(result, "timeline") and hasattr(result, "records"):  # graphroof.serve.ServeResult: see report/serve.py
+    if hasattr(result, "timeline") and hasattr(result, "records"):  # graphroof.serving.ServeResult: see report/serve.py
         return "serve"
     if hasattr(result, "rows") and hasattr(result, "analyses"):  # graphroof.analysis.DeviceComparison
         return "compare"

@@ -1,4 +1,4 @@
-"""Renderers of a serving simulation (``graphroof.serve.ServeResult``): terminal / markdown tables (one row per
+"""Renderers of a serving simulation (``graphroof.serving.ServeResult``): terminal / markdown tables (one row per
 offered rate), the per-request records as CSV, and the HTML page (:mod:`.serve_html`).  JSON is the result's
 ``to_dict()``.
 

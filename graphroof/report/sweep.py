@@ -1,4 +1,4 @@
-"""Renderers of an LLM sweep (:class:`~graphroof.sweep.SweepResult`): terminal / markdown tables, CSV, and
+"""Renderers of an LLM sweep (:class:`~graphroof.sweeps.SweepResult`): terminal / markdown tables, CSV, and
 the throughput-latency frontier chart (one curve per device, points labelled batch / TP / dtype) as a
 self-contained HTML page (inline SVG) or a PNG (matplotlib).  JSON is the result's ``to_json()``."""
 
@@ -119,7 +119,7 @@ def render_sweep(r, fmt: str = "terminal") -> str | bytes:
 
 
 def render_batch_sweep(r, fmt: str = "terminal") -> str | bytes:
-    """A :class:`~graphroof.sweep.BatchSweep`: one row per (device, batch), the compute-bound batch per device."""
+    """A :class:`~graphroof.sweeps.BatchSweep`: one row per (device, batch), the compute-bound batch per device."""
     if fmt == "csv":
         return csv_text([p.to_dict() for p in r.points])
     if fmt in ("html", "png"):

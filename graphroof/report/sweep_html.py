@@ -123,7 +123,7 @@ def _n(v: float | None, spec: str = "{:,.1f}") -> str:
 
 
 def llm_sweep_html(r, chart_svg: str, marks: dict[int, str], slo_text: str) -> str:
-    """The page of an LLM :class:`~graphroof.sweep.SweepResult` (*marks*: ``id(point)`` -> ``*`` / ``>``)."""
+    """The page of an LLM :class:`~graphroof.sweeps.SweepResult` (*marks*: ``id(point)`` -> ``*`` / ``>``)."""
     cols: list[tuple[str, Callable[[Any], str], Callable[[Any], Any]]] = [("", lambda p: marks.get(id(p), ""),
                                                                         lambda p: marks.get(id(p), ""))]
     if len(r.devices) > 1:
@@ -163,7 +163,7 @@ def llm_sweep_html(r, chart_svg: str, marks: dict[int, str], slo_text: str) -> s
 
 
 def batch_sweep_html(r, chart_svg: str) -> str:
-    """The page of a :class:`~graphroof.sweep.BatchSweep` (one row per device and batch)."""
+    """The page of a :class:`~graphroof.sweeps.BatchSweep` (one row per device and batch)."""
     front = {id(p) for f in r.frontier().values() for p in f}
     cols: list[tuple[str, Callable[[Any], str], Callable[[Any], Any]]] = []
     if len(r.devices) > 1:

@@ -1,6 +1,6 @@
 """The analyze page's what-if panel: batch, sequence, dtypes, TP and device re-priced in the browser.
 
-The costs come from the result (``Analysis.whatif``, computed by :mod:`graphroof.sweep.whatif_costs` when the
+The costs come from the result (``Analysis.whatif``, computed by :mod:`graphroof.sweeps.whatif_costs` when the
 HTML format is asked for); this module only lays them out: the panel's fields, the kernel -> chart point map,
 the chart's axes, and the data as an inline JSON script (``<`` ``>`` ``&`` escaped, so a model's names cannot end
 it).  ``templates/whatif.js`` prices every kernel ``max(matrix / peak_m + vector / peak_v, bytes / bandwidth)``

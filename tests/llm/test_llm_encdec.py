@@ -146,7 +146,7 @@ def test_cli_encdec_and_decoder_prompt_on_a_decoder(tmp_path, capsys):
 
 
 def test_sweep_refuses_encoder_decoders_in_one_line():
-    from graphroof.sweep import sweep
+    from graphroof.sweeps import sweep
 
     with pytest.raises(InputError, match="encoder-decoder"):
         sweep(EncDecSource(BART, name="bart"), hw="h100", prompt=[8, 16], gen=[4], batch=[1])

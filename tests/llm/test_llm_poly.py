@@ -12,7 +12,7 @@ import pytest
 
 from graphroof.graph import OpGraph, OpNode, TensorSpec
 from graphroof.llm.poly import GraphGrid, GridPlan, NotPolynomial, grid_points, interp, lagrange
-from graphroof.sweep import sweep
+from graphroof.sweeps import sweep
 from tests.llm.toy import RULES, toy_source
 
 # -- helpers by hand ---------------------------------------------------------------------------------------------

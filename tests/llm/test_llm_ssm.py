@@ -201,7 +201,7 @@ def test_zoo_mamba_jamba_state_and_kv():
 
 
 def test_sweep_memory_counts_the_state(mamba):
-    from graphroof.sweep import sweep
+    from graphroof.sweeps import sweep
 
     point = sweep(mamba, hw="h100", batch=2, prompt=16, gen=4).points[0]
     c = estimate(mamba, hw="h100", prompt=16, gen=4, batch=[2]).configs[0]

@@ -12,8 +12,8 @@ from graphroof.cli import main
 from graphroof.errors import InputError
 from graphroof.llm import estimate
 from graphroof.report import render
-from graphroof.sweep import SweepPoint, pareto, pick_slo, sweep
-from graphroof.sweep.batch import BatchPoint, solve_critical
+from graphroof.sweeps import SweepPoint, pareto, pick_slo, sweep
+from graphroof.sweeps.batch import BatchPoint, solve_critical
 from tests.llm.toy import RULES, toy_source
 
 TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
@@ -164,7 +164,7 @@ def test_solve_critical_on_hand_built_lines():
 def test_batch_sweep_onnx_solved_batch_matches_direct_analyses(tmp_path):
     pytest.importorskip("onnx")
     import graphroof
-    from graphroof.sweep import batch_sweep
+    from graphroof.sweeps import batch_sweep
     from tests.frontends._onnx_build import F32, init, model, node, save, vi
 
     D = 1024
@@ -201,7 +201,7 @@ def test_cli_analyze_batch_list_is_a_batch_sweep(tmp_path, capsys):
     d = json.loads(out.read_text())
     assert [q["batch"] for q in d["points"]] == [1, 2, 64]
     # the same figures as the sweep API
-    from graphroof.sweep import batch_sweep
+    from graphroof.sweeps import batch_sweep
 
     r = batch_sweep(str(p), hw=["h100"], batch=[1, 2, 64])
     assert d["points"][2]["t_s"] == pytest.approx(r.points[2].t_s)
@@ -261,7 +261,7 @@ def test_streamed_sweep_writes_the_same_rows_and_keeps_the_same_frontier(tiny_co
 
 
 def test_running_frontier_equals_the_whole_computation():
-    from graphroof.sweep import RunningFrontier, SweepPoint, pareto, pick_slo
+    from graphroof.sweeps import RunningFrontier, SweepPoint, pareto, pick_slo
 
     def pt(b, ttft, tpot, mem=1.0):
         return SweepPoint(hw="d", batch=b, prompt=16, gen=8, tp=1, ttft_s=ttft, tpot_s=tpot, prefill_bound="memory",

@@ -13,7 +13,7 @@ from graphroof.llm import estimate
 from graphroof.llm.result import LLMEstimate
 from graphroof.report import render
 from graphroof.report.llm import settings_note
-from graphroof.sweep import SweepPoint
+from graphroof.sweeps import SweepPoint
 from tests.conftest import node
 from tests.llm.toy import RULES, toy_source
 

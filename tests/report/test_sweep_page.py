@@ -9,7 +9,7 @@ import pytest
 
 from graphroof.report import render
 from graphroof.report.sweep_html import nice_ticks, tick_label
-from graphroof.sweep import sweep
+from graphroof.sweeps import sweep
 from tests.llm.toy import RULES, toy_source
 from tools.headless import Browser, find_chromium
 

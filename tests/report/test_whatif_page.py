@@ -56,7 +56,7 @@ def test_cli_no_whatif_leaves_the_panel_out(tmp_path):
 
 
 def test_other_formats_do_not_count_the_whatif_shapes(tmp_path, monkeypatch):
-    import graphroof.sweep.whatif_costs as wc
+    import graphroof.sweeps.whatif_costs as wc
 
     def boom(*a, **k):
         raise AssertionError("what-if counted for a non-html format")

@@ -1,5 +1,5 @@
 """Issue 24: ``graphroof serve``: every argument checked before the model is built (one line on stderr, exit 1,
-no file written), and the options reaching :func:`graphroof.serve.serve`."""
+no file written), and the options reaching :func:`graphroof.serving.serve`."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def toy_result():
     import warnings
 
     from graphroof.llm import Pricing
-    from graphroof.serve import serve
+    from graphroof.serving import serve
     from tests.llm.toy import RULES, toy_source
 
     with warnings.catch_warnings():
@@ -133,7 +133,7 @@ def toy_result():
 
 @pytest.fixture
 def fake_serve(monkeypatch, toy_result):
-    import graphroof.serve
+    import graphroof.serving
 
     calls: list[dict] = []
 
@@ -141,7 +141,7 @@ def fake_serve(monkeypatch, toy_result):
         calls.append({"model": model, **kw})
         return toy_result
 
-    monkeypatch.setattr(graphroof.serve, "serve", run, raising=False)
+    monkeypatch.setattr(graphroof.serving, "serve", run, raising=False)
     return calls
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from graphroof.llm import Engine, Pricing
-from graphroof.serve import serve
+from graphroof.serving import serve
 from tests.llm.toy import RULES, toy_source
 
 TOY = dict(L=2, H=256, heads=4, kv_heads=2, I=512, V=1000)

@@ -12,8 +12,8 @@ import pytest
 
 from graphroof.errors import InputError
 from graphroof.llm import Pricing
-from graphroof.serve import serve
-from graphroof.serve.inputs import parse_lengths
+from graphroof.serving import serve
+from graphroof.serving.inputs import parse_lengths
 from tests.llm.toy import RULES, toy_source
 
 

@@ -1,5 +1,5 @@
 """Issue 24: the serve result's renderers (terminal, markdown, JSON, CSV of the records, the HTML page with its
-charts), on a hand-made result with every field of ``graphroof.serve.ServeResult`` and on a real simulation of the
+charts), on a hand-made result with every field of ``graphroof.serving.ServeResult`` and on a real simulation of the
 toy model; the page is checked in headless Chromium (skipped without Chromium)."""
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def test_report_imports_no_simulator():
                 mod = ("." * node.level) + (node.module or "")
                 assert not re.match(r"^(\.\.|graphroof\.)(serve|llm|fuse|roofline|layers)\b", mod), (path, mod)
             elif isinstance(node, ast.Import):
-                assert not any(a.name.startswith("graphroof.serve") for a in node.names), path
+                assert not any(a.name.startswith("graphroof.serving") for a in node.names), path
 
 
 def _check_page(path: Path, n_rates: int, with_slo: bool, tmp_png: Path | None = None) -> None:
@@ -271,7 +271,7 @@ def real():
     import warnings
 
     from graphroof.llm import Pricing
-    from graphroof.serve import serve
+    from graphroof.serving import serve
     from tests.llm.toy import RULES, toy_source
 
     with warnings.catch_warnings():

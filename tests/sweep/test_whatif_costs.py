@@ -1,4 +1,4 @@
-"""What-if costs (graphroof.sweep.whatif_costs): the per-kernel polynomials reproduce graphroof.analyze at other
+"""What-if costs (graphroof.sweeps.whatif_costs): the per-kernel polynomials reproduce graphroof.analyze at other
 shapes, a cost that is not polynomial falls back to linear scaling (said), models without shapes stay constant."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 import graphroof  # noqa: E402
-from graphroof.sweep.whatif_costs import BASIS, FIELDS, analyze_whatif, basis  # noqa: E402
+from graphroof.sweeps.whatif_costs import BASIS, FIELDS, analyze_whatif, basis  # noqa: E402
 
 TINY = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,

@@ -125,7 +125,7 @@ def serve(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int = 1
 
     Continuous mode is iteration-level scheduling with chunked prefill and paged KV blocks (vLLM v1); static mode
     runs batches of *max_num_seqs* in lockstep.  With SLOs, the max sustainable rate is searched; with
-    *target_rate*, the replicas it needs.  See :mod:`graphroof.serve.sim` and :mod:`graphroof.serve.static`.
+    *target_rate*, the replicas it needs.  See :mod:`graphroof.serving.sim` and :mod:`graphroof.serving.static`.
     """
     s = _settings(hw=hw, rate=rate, requests=requests, arrival=arrival, prompt_len=prompt_len, gen_len=gen_len,
                   trace=trace, prefix_share=prefix_share, seed=seed, mode=mode, max_batched_tokens=max_batched_tokens,

@@ -1,9 +1,9 @@
 """Sweeps: :func:`sweep` decides what a model is swept over.
 
 * a language model (a zoo LLM, a decoder's ``config.json``, an ONNX file with ``past`` inputs, or any model when
-  *prompt* / *gen* are given): every (device, dtypes, TP, batch, prompt, gen) point (:func:`~graphroof.sweep.llm.
+  *prompt* / *gen* are given): every (device, dtypes, TP, batch, prompt, gen) point (:func:`~graphroof.sweeps.llm.
   sweep_llm`, priced by :class:`graphroof.llm.price.PricedModel`);
-* any other model: the batch on several devices (:func:`~graphroof.sweep.batch.batch_sweep`).
+* any other model: the batch on several devices (:func:`~graphroof.sweeps.batch.batch_sweep`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def __getattr__(name: str) -> Any:
 
     mod = _LAZY.get(name)
     if mod is None:
-        raise AttributeError(f"module 'graphroof.sweep' has no attribute {name!r}")
+        raise AttributeError(f"module 'graphroof.sweeps' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{mod}", __name__), name)
     globals()[name] = value
     return value

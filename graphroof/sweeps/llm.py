@@ -15,7 +15,7 @@ Definitions (per point, ``n = batch`` sequences on ``tp`` GPUs):
   (the profile's ``board_power_w``); ``tokens_per_joule`` its inverse (None without a board power).
 
 The **frontier** of a device keeps the points that fit in memory and that no other such point beats on both
-tokens/s per GPU and tokens/s per user.  :func:`~graphroof.sweep.points.pick_slo` picks per device the fitting
+tokens/s per GPU and tokens/s per user.  :func:`~graphroof.sweeps.points.pick_slo` picks per device the fitting
 point with the most tokens/s per GPU among those meeting ``max_ttft_s`` / ``max_tpot_s``.
 """
 
@@ -113,7 +113,7 @@ def sweep_llm(
     *usd_per_hour*: price per GPU-hour by profile name (or the name as given in *hw*); a device not named there
     takes its profile's ``[price]`` list price when it has one.  Everything checkable
     from the arguments and the model's config is checked before the first trace, the grid's size included: more
-    than *max_points* points (default :data:`~graphroof.sweep.limits.MAX_POINTS`; None: no limit) is an
+    than *max_points* points (default :data:`~graphroof.sweeps.limits.MAX_POINTS`; None: no limit) is an
     :class:`~graphroof.errors.InputError`.
 
     *interpolate*: False prices every point from traces at its own batch and contexts (slow; the check of the

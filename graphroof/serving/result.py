@@ -1,4 +1,4 @@
-"""The result of :func:`graphroof.serve.serve`: plain data, no rendering (the reports are built on it).
+"""The result of :func:`graphroof.serving.serve`: plain data, no rendering (the reports are built on it).
 
 * :class:`RatePoint`: the figures of one request rate (latency percentiles, throughput, goodput, KV use,
   preemptions, Little's-law check);

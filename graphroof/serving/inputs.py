@@ -1,4 +1,4 @@
-"""The inputs of :func:`graphroof.serve.serve`, checked before any model is built.
+"""The inputs of :func:`graphroof.serving.serve`, checked before any model is built.
 
 Every bad value is an :class:`~graphroof.errors.InputError` with a one-line message naming the field and the fix.
 Length distributions and arrival processes are parsed into small frozen values (:class:`Lengths`,

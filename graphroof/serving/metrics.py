@@ -1,5 +1,5 @@
-"""A simulated rate's figures (:class:`~graphroof.serve.result.RatePoint`), its per-request records and a
-downsampled step timeline, from a :class:`~graphroof.serve.sim.SimOut`."""
+"""A simulated rate's figures (:class:`~graphroof.serving.result.RatePoint`), its per-request records and a
+downsampled step timeline, from a :class:`~graphroof.serving.sim.SimOut`."""
 
 from __future__ import annotations
 

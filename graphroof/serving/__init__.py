@@ -1,0 +1,30 @@
+"""Serving simulation: an LLM engine replica under a stream of requests (:func:`serve`).
+
+* :mod:`~graphroof.serving.inputs`: the inputs checked (one-line errors, before any model is built);
+* :mod:`~graphroof.serving.workload`: the requests of a rate (arrival processes, length distributions, traces);
+* :mod:`~graphroof.serving.sim`: continuous batching (vLLM v1's scheduler: chunked prefill, paged KV, preemption),
+  each step priced by :class:`graphroof.llm.stepcost.StepCost`;
+* :mod:`~graphroof.serving.static`: static batches priced by the engine's estimate path;
+* :mod:`~graphroof.serving.metrics`, :mod:`~graphroof.serving.search`: a rate's figures, the max rate under SLOs;
+* :mod:`~graphroof.serving.result`: :class:`ServeResult`, plain data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["serve", "ServeResult", "RatePoint"]
+
+#: public name -> the submodule defining it, imported on first use (the LLM engine loads with ``serve``)
+_LAZY = {"serve": "api", "ServeResult": "result", "RatePoint": "result"}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphroof.serving' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
