@@ -60,7 +60,7 @@ def main() -> None:
             break
         sim_time[0] = 0.0
         t = time.perf_counter()
-        r = api.serve("llama-3-8b", rate=(args.rate,), requests=n, **kw)
+        r = api.serve_one("llama-3-8b", rate=(args.rate,), requests=n, **kw)
         wall = time.perf_counter() - t
         p = r.points[0]
         rows.append([n, f"{wall:.2f}", f"{sim_time[0]:.2f}", f"{n / sim_time[0]:,.0f}", f"{rss_mb():.0f}",
@@ -71,7 +71,7 @@ def main() -> None:
                                   "throughput rps", "TTFT p50 ms", "TPOT p50 ms", "preemptions"]))
     sim_time[0] = 0.0
     t = time.perf_counter()
-    r = api.serve("llama-3-8b", rate=(args.rate,), requests=1000, slo_ttft_s=0.5, slo_tpot_s=0.05, **kw)
+    r = api.serve_one("llama-3-8b", rate=(args.rate,), requests=1000, slo_ttft_s=0.5, slo_tpot_s=0.05, **kw)
     wall = time.perf_counter() - t
     m = r.max_rate or {}
     print(f"max-rate search (p99 TTFT <= 0.5 s, TPOT <= 50 ms, 1,000 requests per trial): wall {wall:.1f} s, "

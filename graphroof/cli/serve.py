@@ -117,10 +117,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-rate", default=None, help="req/s to serve: the replicas needed (and $ per million "
                    "tokens with --usd-per-hour)")
     p.add_argument("--usd-per-hour", default=None, help="price of one GPU-hour, e.g. 2.5: $ per million tokens")
-    p.add_argument("--tp", default="1", help="tensor-parallel degree (default 1)")
-    p.add_argument("--weights", default=None, help="what-if dtype of the weights (int4, int8, fp8, bf16 ...)")
+    p.add_argument("--tp", default="1", help="tensor-parallel degree(s), comma-separated to compare (default 1)")
+    p.add_argument("--weights", default=None, help="what-if dtype(s) of the weights (int4, int8, fp8, bf16 ...), "
+                                                   "comma-separated to compare")
     p.add_argument("--activations", default=None, help="what-if dtype of the activations (bf16, fp8 ...)")
-    p.add_argument("--kv", default=None, help="what-if dtype of the KV cache (fp8, int8, bf16 ...)")
+    p.add_argument("--kv", default=None, help="what-if dtype(s) of the KV cache (fp8, int8, bf16 ...), "
+                                              "comma-separated to compare")
     p.add_argument("--runtime", default="serving", choices=("eager", "compiled", "serving"),
                    help="fusion + launch preset the steps are priced under (default serving)")
     p.add_argument("--gpu-mem-util", default="0.9", help="share of device memory the engine may use (default 0.9)")
@@ -174,9 +176,16 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
     if args.trace is not None:
         read_trace(str(Path(args.trace).expanduser()))  # read whole now: a bad row fails before the model
         prompt_max = gen_max = None
-    tp = _int(args.tp, "--tp")
+    tps = [_int(t.strip(), "--tp") for t in str(args.tp).split(",") if t.strip()] or [1]
+    hws = [h.strip() for h in str(args.hw).split(",") if h.strip()]
+    if not hws:
+        raise InputError("--hw needs at least one hardware profile")
+    weights = [w.strip() for w in args.weights.split(",") if w.strip()] if args.weights else [None]
+    kvs = [k.strip() for k in args.kv.split(",") if k.strip()] if args.kv else [None]
+    tp = tps[0]
     pct = _number(args.slo_percentile, "--slo-percentile", high=100.0)
-    kw = dict(hw=args.hw, rate=rates, requests=_int(args.requests, "--requests"), arrival=args.arrival,
+    kw = dict(hw=hws if len(hws) > 1 else hws[0], rate=rates, requests=_int(args.requests, "--requests"),
+              arrival=args.arrival,
               prompt_len=args.prompt_len, gen_len=args.gen_len, trace=args.trace,
               prefix_share=_fraction(args.prefix_share, "--prefix-share") or 0.0, seed=seed, mode=args.mode,
               max_batched_tokens=_int(args.max_batched_tokens, "--max-batched-tokens"),
@@ -185,13 +194,18 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
               slo_tpot_s=parse_seconds(args.slo_tpot, "--slo-tpot"), slo_percentile=pct,
               target_rate=_number(args.target_rate, "--target-rate"),
               usd_per_hour=_number(args.usd_per_hour, "--usd-per-hour", strict=False))
-    kw["pricing"] = Pricing(tp=tp, weights=args.weights, activations=args.activations, kv=args.kv,
+    for w in weights:  # every dtype checked before the model is built
+        for k in kvs:
+            Pricing(weights=w, activations=args.activations, kv=k)
+    if len(tps) > 1 or len(weights) > 1 or len(kvs) > 1:
+        kw.update(tp=tps, weights=weights, kv=kvs)
+    kw["pricing"] = Pricing(tp=tp, weights=weights[0], activations=args.activations, kv=kvs[0],
                             runtime=args.runtime, gpu_mem_util=_fraction(args.gpu_mem_util, "--gpu-mem-util", True) or 0.9,
                             kv_block=_int(args.kv_block, "--kv-block"))
     from .precheck import check_llm_args
 
     try:
-        check_llm_args(args.model, [prompt_max or 1], [gen_max or 1], [tp])
+        check_llm_args(args.model, [prompt_max or 1], [gen_max or 1], tps)
     except InputError as e:  # the loader's message names llm's flags
         raise InputError(str(e).replace("--prompt ", "--prompt-len ").replace("--gen ", "--gen-len ")) from None
     return kw

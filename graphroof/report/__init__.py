@@ -40,6 +40,7 @@ FORMATS_BY_KIND = {
     "measured": ("terminal", "markdown", "json", "html"),
     "sweep": ("terminal", "markdown", "json", "csv", "html", "png"),
     "serve": ("terminal", "markdown", "json", "csv", "html"),
+    "serve_comparison": ("terminal", "markdown", "json", "csv", "html"),
 }
 
 
@@ -47,6 +48,8 @@ def _kind(result: Any) -> str:
     """What kind of result *result* is, from what it holds (this package imports no engine)."""
     if hasattr(result, "timeline") and hasattr(result, "records"):  # graphroof.serving.ServeResult: see report/serve.py
         return "serve"
+    if hasattr(result, "results") and hasattr(result, "rows"):  # graphroof.serving.compare.ServeComparison
+        return "serve_comparison"
     if hasattr(result, "rows") and hasattr(result, "analyses"):  # graphroof.analysis.DeviceComparison
         return "compare"
     if hasattr(result, "configs") and hasattr(result, "quant"):  # graphroof.llm.result.LLMEstimate
@@ -76,6 +79,10 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str | bytes:
         return render_text(result, fmt, **opts)
     if fmt == "json":
         return result.to_json() + "\n"
+    if kind == "serve_comparison":
+        from .serve_compare import render_serve_comparison
+
+        return render_serve_comparison(result, fmt)
     if kind == "serve" and fmt == "html":
         from .serve_html import render_serve_html
 

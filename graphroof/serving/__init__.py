@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["serve", "ServeResult", "RatePoint"]
+__all__ = ["serve", "ServeResult", "RatePoint", "ServeComparison"]
 
 #: public name -> the submodule defining it, imported on first use (the LLM engine loads with ``serve``)
-_LAZY = {"serve": "api", "ServeResult": "result", "RatePoint": "result"}
+_LAZY = {"serve": "compare", "ServeResult": "result", "RatePoint": "result", "ServeComparison": "compare"}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from .sim import EngineModel, simulate
 from .static import simulate_static
 from .workload import Draws, draw, workload_at
 
-__all__ = ["serve"]
+__all__ = ["serve_one"]
 
 
 def _settings(**kw: Any) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def _check_fits(em: EngineModel, d: Draws, prefix_share: float) -> None:
                          f"the replica holds {room}: raise gpu_mem_util, use tp > 1, or shorten prompt_len / gen_len")
 
 
-def serve(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int = 1000, arrival: str = "poisson",
+def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int = 1000, arrival: str = "poisson",
           prompt_len: Any = "fixed:1024", gen_len: Any = "fixed:256", trace: Any = None, prefix_share: float = 0.0,
           seed: int = 0, mode: str = "continuous", max_batched_tokens: int = 8192, max_num_seqs: int = 256,
           policy: str = "decode-first", admission: str = "on-demand", slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,

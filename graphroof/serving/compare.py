@@ -1,0 +1,131 @@
+"""``serve()``: one configuration (:func:`~graphroof.serving.api.serve_one`), or one traffic on several
+configurations: devices x TP degrees x weight / KV dtypes (:func:`serve_compare`).
+
+Each configuration is one :func:`~graphroof.serving.api.serve_one` run on the same requests (the same seed draws the
+same workload); the model is traced once and its traces reused by every configuration (the trace store, as a
+sweep does).  :class:`ServeComparison` holds the results and one summary row per configuration: the max
+sustainable rate under the SLOs, the best output tokens/s per GPU among the rates that meet them, and the
+replicas, GPUs and $ per million output tokens for a target rate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._version import __version__
+from ..errors import InputError
+from .api import serve_one
+from .result import SCHEMA_VERSION, ServeResult, _clean
+
+__all__ = ["serve", "ServeComparison", "serve_compare", "as_list"]
+
+
+def as_list(name: str, v: Any) -> list[Any]:
+    """A value or a sequence of values, as a list of distinct values (None stays one value)."""
+    if v is None or isinstance(v, (str, int, float)):
+        return [v]
+    vals = list(dict.fromkeys(v))
+    if not vals:
+        raise InputError(f"{name} needs at least one value")
+    return vals
+
+
+@dataclass
+class ServeComparison:
+    """Every configuration's :class:`ServeResult`, in order (hw, then TP, weights, KV)."""
+
+    model: str
+    results: list[ServeResult]
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.results:
+            s = r.settings
+            ok = [p for p in r.points if p.slo_attainment is None or p.slo_attainment >= 1.0]
+            best = max((p.output_tokens_per_s_per_gpu for p in ok), default=None)
+            reps = r.replicas or {}
+            out.append({
+                "hw": r.hw, "hw_label": r.hw_label, "tp": s.get("tp"), "weights": s.get("weights"),
+                "kv": s.get("kv"), "max_rate_rps": (r.max_rate or {}).get("rate_rps"),
+                "binding_slo": (r.max_rate or {}).get("binding_slo"),
+                "best_output_tokens_per_s_per_gpu": best,
+                "replicas_needed": reps.get("replicas_needed"), "gpus": reps.get("gpus"),
+                "usd_per_million_tokens": reps.get("usd_per_million_tokens"),
+            })
+        return out
+
+    def label(self, i: int) -> str:
+        row = self.rows()[i]
+        dt = " ".join(f"{k}={row[k]}" for k in ("weights", "kv") if row[k]) or "native"
+        return f"{row['hw']} tp{row['tp']} {dt}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean({"schema_version": SCHEMA_VERSION, "kind": "serve_comparison", "model": self.model,
+                       "rows": self.rows(), "results": [r.to_dict() for r in self.results],
+                       "graphroof_version": __version__})
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def __repr__(self) -> str:
+        return f"<ServeComparison {self.model}: {len(self.results)} configurations>"
+
+
+def serve_compare(model: Any, *, hw: Any, tp: Any = None, weights: Any = None, kv: Any = None,
+                  pricing: Any = None, progress: Any = None, **kw: Any) -> ServeComparison:
+    """:func:`~graphroof.serving.api.serve_one` on every combination of *hw* x *tp* x *weights* x *kv* (each a value
+    or a list; None: *pricing*'s); the other keywords go to each run."""
+    from ..llm import Pricing
+
+    hws = as_list("hw", hw)
+    base = pricing or Pricing()
+    tps = as_list("tp", tp if tp is not None else base.tp)
+    ws = as_list("weights", weights if weights is not None else base.weights)
+    kvs = as_list("kv", kv if kv is not None else base.kv)
+    for t in tps:
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            raise InputError(f"tp values must be integers >= 1, got {t!r}")
+    configs = list(itertools.product(hws, tps, ws, kvs))
+    pricings = [base.with_(tp=t, weights=w, kv=k) for _, t, w, k in configs]  # dtypes checked before any run
+    results = []
+    for i, ((h, _t, _w, _k), p) in enumerate(zip(configs, pricings)):
+        if progress:
+            progress(f"configuration {i + 1}/{len(configs)}: {h}, TP {p.tp}, dtypes {p.quant.describe()}")
+        results.append(serve_one(model, hw=h, pricing=p, progress=progress, **kw))
+    name = results[0].model if results else str(model)
+    return ServeComparison(name, results)
+
+
+def is_multi(hw: Any, *lists: Any) -> bool:
+    """Whether the arguments ask for more than one configuration."""
+    def many(v: Any) -> bool:
+        return isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 1
+
+    return many(hw) or any(many(v) for v in lists)
+
+
+def serve(model: Any, *, hw: Any = "a100", tp: Any = None, weights: Any = None, kv: Any = None,
+          pricing: Any = None, **kw: Any) -> Any:
+    """Simulate serving *model* under traffic (see :func:`~graphroof.serving.api.serve_one` for every keyword).
+
+    *hw*, *tp*, *weights*, *kv*: one value each, or lists to compare configurations on the same requests (every
+    combination: a :class:`~graphroof.serving.compare.ServeComparison`); None: *pricing*'s.  One configuration
+    gives a :class:`ServeResult`."""
+    from ..llm import Pricing
+
+    if is_multi(hw, tp, weights, kv):
+        return serve_compare(model, hw=hw, tp=tp, weights=weights, kv=kv, pricing=pricing, **kw)
+
+    def one(v: Any) -> Any:
+        return v[0] if isinstance(v, (list, tuple)) and len(v) == 1 else v
+
+    changes = {k: one(v) for k, v in (("tp", tp), ("weights", weights), ("kv", kv)) if v is not None}
+    if changes:
+        if pricing is not None and not isinstance(pricing, Pricing):
+            raise InputError(f"pricing must be a graphroof.llm.Pricing, got {type(pricing).__name__}")
+        pricing = (pricing or Pricing()).with_(**changes)
+    return serve_one(model, hw=one(hw), pricing=pricing, **kw)
