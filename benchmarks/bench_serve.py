@@ -66,7 +66,7 @@ def main() -> None:
         rows.append([n, f"{wall:.2f}", f"{sim_time[0]:.2f}", f"{n / sim_time[0]:,.0f}", f"{rss_mb():.0f}",
                      f"{p.throughput_rps:.2f}", f"{p.ttft_s['p50'] * 1e3:.0f}", f"{p.tpot_s['p50'] * 1e3:.1f}",
                      p.preemptions])
-        print(rows[-1], flush=True)
+        print(f"{n:,} requests simulated in {rows[-1][2]} s", file=sys.stderr, flush=True)  # progress
     print(tabulate(rows, headers=["requests", "wall s", "sim s", "requests/s simulated", "peak RSS MB",
                                   "throughput rps", "TTFT p50 ms", "TPOT p50 ms", "preemptions"]))
     sim_time[0] = 0.0
