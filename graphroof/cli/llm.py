@@ -7,7 +7,7 @@ import argparse
 from .options import check_output_path, hw_from_args, parse_dims, parse_int_list, run_options
 from .outfile import resolve_output, say_written
 
-__all__ = ["parse_batches"]
+__all__ = ["parse_batches", "add_spec_arguments", "spec_kwargs"]
 
 NAME = "llm"
 HELP = "LLM serving estimate: TTFT, TPOT, throughput, KV cache, memory fit, per-layer prefill vs decode"
@@ -25,6 +25,47 @@ def _int(flag: str):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} expects an integer, got {text!r}") from None
     return conv
+
+
+def add_spec_arguments(p: argparse.ArgumentParser) -> None:
+    """``--spec-tokens``, ``--spec-acceptance``, ``--spec-draft``, ``--spec-draft-cost`` (``llm``, ``serve``, ``sweep``)."""
+    p.add_argument("--spec-tokens", default=None, metavar="K", help="speculative decoding / multi-token prediction: "
+                   "K drafted tokens per step (default 0: off)")
+    p.add_argument("--spec-acceptance", default=None, metavar="A", help="probability each drafted token is accepted, "
+                   "or a comma-separated profile of K values (position i accepted only if 1..i-1 were)")
+    p.add_argument("--spec-draft", default=None, metavar="MODEL", help="draft model (zoo name, config.json ...), "
+                   "priced from its own traces on the same device at TP 1")
+    p.add_argument("--spec-draft-cost", default=None, metavar="F", help="without --spec-draft (MTP heads, "
+                   "self-speculation): the draft's time per drafted token as a fraction of a target decode step")
+
+
+def spec_kwargs(args: argparse.Namespace) -> dict:
+    """The :class:`~graphroof.llm.engine.Pricing` spec fields given on the command line (checked by Pricing)."""
+    from ..errors import InputError
+
+    def num(text: str, flag: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise InputError(f"{flag} {text!r}: expected a number") from None
+
+    out: dict = {}
+    if args.spec_tokens is not None:
+        try:
+            out["spec_tokens"] = int(args.spec_tokens)
+        except ValueError:
+            raise InputError(f"--spec-tokens {args.spec_tokens!r}: expected an integer >= 0") from None
+    if args.spec_acceptance is not None:
+        parts = [v.strip() for v in str(args.spec_acceptance).split(",") if v.strip()]
+        vals = [num(v, "--spec-acceptance") for v in parts]
+        out["spec_acceptance"] = vals if len(parts) > 1 else (vals[0] if vals else None)
+    if args.spec_draft is not None:
+        out["spec_draft"] = args.spec_draft
+    if args.spec_draft_cost is not None:
+        out["spec_draft_cost"] = num(args.spec_draft_cost, "--spec-draft-cost")
+    if out and not out.get("spec_tokens"):
+        raise InputError("--spec-acceptance / --spec-draft / --spec-draft-cost need --spec-tokens K (K >= 1)")
+    return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,6 +109,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="mixture of experts: experts whose weights each step reads per MoE layer (default: the "
                    "expectation under uniform routing, E*(1-(1-k/E)^T) for T tokens in the step)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
+    add_spec_arguments(p)
     p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json", "html"),
                    help="terminal | markdown | json | html (default terminal; html: one page with the batch sweep "
                         "chart, memory bars and prefill / decode layer tables side by side)")
@@ -96,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         opts["decoder_prompt"] = args.decoder_prompt
     if args.experts_touched is not None:
         opts["experts_touched"] = args.experts_touched
+    opts.update(spec_kwargs(args))
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,

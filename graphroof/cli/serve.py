@@ -126,6 +126,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime", default="serving", choices=("eager", "compiled", "serving"),
                    help="fusion + launch preset the steps are priced under (default serving)")
     p.add_argument("--gpu-mem-util", default="0.9", help="share of device memory the engine may use (default 0.9)")
+    from .llm import add_spec_arguments
+
+    add_spec_arguments(p)
     p.add_argument("--kv-block", default="16", help="paged-KV block size in tokens (default 16)")
     p.add_argument("--csv-rate", default=None, metavar="RATE", help="with -f csv: the records of this rate only "
                    "(one of --rate; default: every rate, told apart by the rate_rps column)")
@@ -161,6 +164,7 @@ def _number(text: str | None, flag: str, *, low: float = 0.0, high: float = math
 def serve_kwargs(args: argparse.Namespace) -> dict:
     """Every argument of :func:`graphroof.serving.serve` from the command line, checked (no model is built)."""
     from ..llm import Pricing
+    from .llm import spec_kwargs
 
     rates = parse_rates(args.rate)
     seed = args.seed
@@ -201,7 +205,7 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
         kw.update(tp=tps, weights=weights, kv=kvs)
     kw["pricing"] = Pricing(tp=tp, weights=weights[0], activations=args.activations, kv=kvs[0],
                             runtime=args.runtime, gpu_mem_util=_fraction(args.gpu_mem_util, "--gpu-mem-util", True) or 0.9,
-                            kv_block=_int(args.kv_block, "--kv-block"))
+                            kv_block=_int(args.kv_block, "--kv-block"), **spec_kwargs(args))
     from .precheck import check_llm_args
 
     try:

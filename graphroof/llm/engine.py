@@ -33,6 +33,7 @@ from .phases import Pipeline
 from .price import Figures, PricedModel
 from .quant import Quant
 from .result import LLMEstimate
+from .specdec import SpecDec, check_spec, profile_of
 from .tp import DEFAULT_PLAN, TPPlan, check_tp
 
 __all__ = ["Engine", "Pricing", "estimate"]
@@ -50,6 +51,11 @@ class Pricing:
     gpu_mem_util, kv_block, max_batched_tokens : the serving memory model (:class:`~graphroof.llm.memory.
         ServingMemory`).
     depth, fold : layer-table depth (default: one level below the repeated block) and folding of blocks.
+    spec_tokens, spec_acceptance : speculative decoding / multi-token prediction (:mod:`graphroof.llm.specdec`):
+        *k* drafted tokens per step (0: off) and the probability each is accepted, or a per-position profile of
+        *k* values (position i accepted only if 1 .. i-1 were).
+    spec_draft, spec_draft_cost : the draft model (a zoo name, path or source graphroof can trace), else
+        (MTP heads, self-speculation) the draft's time per drafted token as a fraction of one target decode step.
     """
 
     weights: str | None = None
@@ -68,6 +74,10 @@ class Pricing:
     max_batched_tokens: int | None = None
     depth: int | None = None
     fold: bool = True
+    spec_tokens: int = 0
+    spec_acceptance: float | Sequence[float] = 0.0
+    spec_draft: Any = None
+    spec_draft_cost: float = 0.0
 
     def __post_init__(self) -> None:  # checked before any model is built
         self.serving  # noqa: B018 - ServingMemory checks its settings
@@ -77,6 +87,9 @@ class Pricing:
         get_runtime(self.runtime)
         if self.depth is not None and self.depth < 1:
             raise InputError(f"--depth must be >= 1, got {self.depth}")
+        check_spec(self.spec_tokens, self.spec_acceptance, self.spec_draft, self.spec_draft_cost)
+        if not isinstance(self.spec_acceptance, (int, float)):  # a profile: kept as a tuple (frozen, hashable)
+            object.__setattr__(self, "spec_acceptance", tuple(float(a) for a in self.spec_acceptance))
 
     @property
     def serving(self) -> ServingMemory:
@@ -133,6 +146,16 @@ class Engine:
                                  rules=p.rules, strict=p.strict, depth=p.depth, progress=progress,
                                  runtime=self.runtime)
         self._priced: dict[tuple, PricedModel] = {}
+        self.spec: SpecDec | None = None
+        if p.spec_tokens:
+            draft = None
+            if p.spec_draft is not None:  # the draft: its own engine on the same device, the target's pricing at TP 1
+                dp = p.with_(tp=1, spec_tokens=0, spec_acceptance=0.0, spec_draft=None)
+                draft = Engine(p.spec_draft, hw=self.hw, pricing=dp, options=options, progress=progress)
+                if not draft.source.kv_cache:
+                    raise InputError(f"--spec-draft {draft.source.name}: the draft model needs a KV cache")
+            self.spec = SpecDec(p.spec_tokens, profile_of(p.spec_tokens, p.spec_acceptance), p.spec_draft_cost,
+                                draft)
 
     def notes(self) -> list[str]:
         """The source's notes, the runtime preset, the no-cache warning (what every estimate states)."""
@@ -145,6 +168,8 @@ class Engine:
                    "over the steps; KV-cache bytes are 0")
             out.append(msg)
             warn_user(msg)
+        if self.spec is not None:
+            out.append(self.spec.note())
         return out
 
     def priced(self, batches: Sequence[int], prompts: Sequence[int], gens: Sequence[int], *,
@@ -158,8 +183,10 @@ class Engine:
     def price(self, batch: Any, prompt: Any, gen: Any) -> Figures:
         """Every figure of the points ``(batch[i], prompt[i], gen[i])`` (arrays; scalars broadcast)."""
         b, p, g = (np.asarray(v, dtype=np.int64).reshape(-1) for v in np.broadcast_arrays(batch, prompt, gen))
-        pm = self.priced(sorted(set(b.tolist())), sorted(set(p.tolist())), sorted(set(g.tolist())))
-        return pm.price(self.hw, b, p, g, ideal=self.pricing.ideal, serving=self.pricing.serving)
+        bs = sorted(set(b.tolist()))
+        grid = (bs[0], bs[0] + 1) if self.spec is not None and len(bs) == 1 else None  # the verify extrapolates in b
+        pm = self.priced(bs, sorted(set(p.tolist())), sorted(set(g.tolist())), grid_batches=grid)
+        return pm.price(self.hw, b, p, g, ideal=self.pricing.ideal, serving=self.pricing.serving, spec=self.spec)
 
     def estimate(self, *, prompt: int = 1024, gen: int = 256, batch: int | Sequence[int] = 1) -> Any:
         """The serving estimate at each batch (:class:`~graphroof.llm.result.LLMEstimate`)."""

@@ -125,9 +125,10 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
     src.check_context(prompt, gen)
     b2 = plan_grids(pipe, batches, prompt, gen)
     # one batch: priced from its own traces (the grid's second batch only serves the critical batch's line)
-    priced = eng.priced(batches, [prompt], [gen], grid_batches=b2 if len(set(batches)) > 1 else None)
+    spec = getattr(eng, "spec", None)  # speculative decoding: the verify step extrapolates along the batch
+    priced = eng.priced(batches, [prompt], [gen], grid_batches=b2 if len(set(batches)) > 1 or spec else None)
     serving = p.serving
-    figs = priced.price(prof, batches, prompt, gen, ideal=p.ideal, serving=serving)
+    figs = priced.price(prof, batches, prompt, gen, ideal=p.ideal, serving=serving, spec=spec)
     memo: dict = {}
     configs = []
     for i, b in enumerate(batches):
@@ -155,7 +156,11 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
     est = LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=p.tp, quant=p.quant, ideal=p.ideal,
                       kv_cache=src.kv_cache, spec=src.spec, configs=configs, notes=notes, settings=p.settings,
                       input=input_text(src, prompt))
-    est.next_steps = llm_advice(est, pipe)
+    if spec is None:
+        est.next_steps = llm_advice(est, pipe)
+    else:  # the what-ifs price plain decoding: their figures would not compare with the speculative TPOT
+        est.notes.append("next steps are not computed under speculative decoding (their what-ifs price plain "
+                         "decoding)")
     return est
 
 

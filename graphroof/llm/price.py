@@ -325,16 +325,22 @@ class PricedModel:
 
     # -- points -------------------------------------------------------------------------------------------
     def price(self, hw: HardwareProfile, batch, prompt, gen, *, ideal: bool = False,
-              serving: ServingMemory | None = None) -> Figures:
-        """Every figure of the points ``(batch[i], prompt[i], gen[i])`` on *hw* (scalars broadcast)."""
+              serving: ServingMemory | None = None, spec: Any = None) -> Figures:
+        """Every figure of the points ``(batch[i], prompt[i], gen[i])`` on *hw* (scalars broadcast); *spec*: a
+        :class:`~graphroof.llm.specdec.SpecDec` (the decode figures per output token of speculative steps)."""
         b, p, g = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (batch, prompt, gen)))
         b, p, g = b.reshape(-1), p.reshape(-1), g.reshape(-1)
         pre = self.phase_totals("prefill", hw, b, p, p)
         start = self.decode_start(p)
         lo, hi = decode_range(start, g, self.kv)
         dec = self.phase_totals("decode", hw, b, lo, hi) if self.kv else self._no_cache(hw, b, lo, hi)
+        notes = list(self.notes)
+        if spec is not None:
+            from .specdec import spec_decode
+
+            dec, notes = spec_decode(self, spec, hw, b, p, g, lo, hi, dec), notes + [spec.note()]
         mem = memory_fit(self, hw, b, p, g, serving or ServingMemory())
-        return Figures(hw, ideal, b, p, g, pre, dec, mem, list(self.notes))
+        return Figures(hw, ideal, b, p, g, pre, dec, mem, notes)
 
     def decode_start(self, prompt: np.ndarray) -> np.ndarray:
         """The decoder's prompt of each point (the prompt itself, but an encoder-decoder's decoder prompt)."""

@@ -16,6 +16,10 @@ every other LLM figure (:class:`~graphroof.llm.evaluator.PhasePricer`):
 * **mixed steps**: the groups that do not grow with the context (GEMMs, norms, collectives) run once over the
   ``m + n`` tokens of the pass (the decode step's groups at batch ``m + n``), the decode attention over the ``m``
   sequences' caches, and the chunk's attention-like groups (quadratic in the prompt) as above.
+* **speculative decoding** (the engine's :class:`~graphroof.llm.specdec.SpecDec`, ``k`` drafts): each decode
+  sequence feeds ``k + 1`` tokens to the verify pass (the context-free groups at batch ``m (k + 1)`` (+ ``n``),
+  the attention over the ``m`` caches), plus the draft: ``k`` decode steps of the draft's own step cost at batch
+  ``m``, or ``draft_cost * k`` plain target decode steps;
 * **launches**: a decode-only step replays one CUDA graph under a runtime preset that captures decode (one
   graph launch, no per-kernel launch); a step with prefill work launches each working kernel.
 
@@ -57,6 +61,10 @@ class StepCost:
                 raise InputError(f"{flag} must be an integer >= 2, got {v!r}")
         self.hw, self.pipe = engine.hw, pipe
         self.max_batch, self.max_chunk = max_batch, max_chunk
+        self.spec = spec = getattr(engine, "spec", None)
+        self.k = spec.k if spec is not None else 0
+        self._draft = (spec.draft.step_cost(max_batch=max_batch, max_context=max_context, max_chunk=2)
+                       if spec is not None and spec.draft is not None else None)
         dec = GridPlan((1, max_batch), (1, max_context), DEGREE["decode"])
         pre = GridPlan((1,), grid_points(range(1, max_chunk + 1), DEGREE["prefill"]), DEGREE["prefill"])
         counted = [pipe.counted("decode", b, x) for b, x in dec.points]
@@ -69,7 +77,7 @@ class StepCost:
                                       step_launch_s=step_launch_s(graphs, self.hw))
         self._dec_eager = PhasePricer(self.decode, self.hw)
         self._pre = PhasePricer(self.prefill, self.hw)
-        self._decode_tables(max_batch + max_chunk)
+        self._decode_tables(max_batch * (self.k + 1) + max_chunk)
         self._prefill_tables(max_chunk)
 
     # -- tables ----------------------------------------------------------------------------------------------
@@ -187,7 +195,8 @@ class StepCost:
         # tokens: the decode step at batch m (a CUDA graph when decode runs alone), or m + n with a chunk
         graph = self.d_table["graph"][row] + (0.0 if ideal else self._dec_graph.step_launch_s)
         eager = self.d_table["eager"][row]
-        t = np.where(dec & ~pre, graph[m], np.where(dec & pre, eager[m + n], 0.0))
+        mt = m * (self.k + 1)  # the pass's decode tokens: k + 1 per sequence under speculative decoding
+        t = np.where(dec & ~pre, graph[mt], np.where(dec & pre, eager[mt + n], 0.0))
         vary = [gi for gi in range(len(self.d_vary)) if self.d_vary[gi]]
         for pricer, rows in ((self._dec_graph, np.flatnonzero(dec & ~pre)), (self._dec_eager, np.flatnonzero(dec & pre))):
             if vary and len(rows):  # attention over the cache: the m decode sequences only
@@ -201,4 +210,23 @@ class StepCost:
             nn = n[rows].astype(float)
             cost = self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * attn[rows] + self.p[:, :, :1] * (m[rows] == 0)
             t[rows] += self._sum(self._pre, vary_p, cost, self._chunk_mnk(nn), None, None)[row]
+        if self.spec is not None and np.any(dec):  # the drafts of the m decode sequences
+            t += self._drafts(m, s, ideal)
         return t.reshape(shape)
+
+    def _drafts(self, m: np.ndarray, s: np.ndarray, ideal: bool) -> np.ndarray:
+        """The draft's time per step: k decode steps of the draft model at batch m, or ``draft_cost * k`` plain
+        decode steps of the target (0 where m = 0)."""
+        assert self.spec is not None
+        if self._draft is not None:
+            return self.k * self._draft(0, 0, m, s, ideal=ideal)
+        if not self.spec.draft_cost:
+            return np.zeros(len(m))
+        row, dec = (0 if ideal else 1), m > 0
+        t = np.where(dec, self.d_table["graph"][row][m] + (0.0 if ideal else self._dec_graph.step_launch_s), 0.0)
+        vary = [gi for gi in range(len(self.d_vary)) if self.d_vary[gi]]
+        rows = np.flatnonzero(dec)
+        if vary and len(rows):
+            xbar = s[rows] / m[rows]
+            t[rows] += self._sum(self._dec_graph, vary, self.dA, self.d_mnk, m[rows], xbar)[row]
+        return self.spec.draft_cost * self.k * t

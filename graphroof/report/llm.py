@@ -224,6 +224,10 @@ def time_parts_lines(c) -> list[str]:
         p = ph.analysis.time_parts()
         t = p["time_realistic_s"] or 1.0
         coll = p["time_collectives_s"]
+        if label == "TPOT" and c.tpot_s and not c.ideal and \
+                abs(c.tpot_s - p["time_realistic_s"]) > 1e-6 * p["time_realistic_s"]:
+            # speculative decoding: the breakdown is one plain decode step; the TPOT is per accepted token
+            label = f"plain decode step (TPOT {fmt_time(c.tpot_s)} with speculative decoding)"
         out.append(f"batch {c.batch} {label} {fmt_time(p['time_realistic_s'])} = roofline "
                    f"{fmt_time(p['time_roofline_s'])} + derating {fmt_time(p['time_derating_s'])} + launch "
                    f"{fmt_time(p['time_launch_s'])} ({p['time_launch_s'] / t:.1%}; {p['n_kernels']} kernels"

@@ -99,8 +99,13 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
     longest = max(int(d.prompt.max()) + int(d.gen.max()), 2)
     sc = eng.step_cost(max_batch=max(2, s["max_num_seqs"]), max_context=longest, max_chunk=max(2, mbt))
     attn = "prefill_attention" in inspect.signature(sc.__call__).parameters
+    spec = getattr(eng, "spec", None)
     em = EngineModel(sc, blocks, block, mbt, s["max_num_seqs"], s["policy"], p.ideal, attention_arg=attn,
-                     admission=s["admission"])
+                     admission=s["admission"], tokens=spec.tokens if spec is not None else 1.0)
+    if spec is not None:
+        notes.append(f"speculative decoding: a decode step emits E = {spec.tokens:.4g} tokens per sequence on average "
+                     "(the expected value, carried as whole tokens; no random acceptance draws) and costs the verify "
+                     "pass plus the drafts")
     return em, notes
 
 

@@ -19,11 +19,14 @@ its chunk's blocks are free.
 Skipping ahead: while every running sequence decodes and no waiting request can be admitted, consecutive steps
 differ only by their cached lengths, so a run of steps up to the next event (an arrival that could be admitted,
 the first completion, the first step without a free block) is priced with one vectorised StepCost call.
+Speculative decoding: a decode step emits E (``tokens``) per sequence on average, as ``floor(frac + E)`` whole
+tokens, the fraction carried (the expected value, no random draws); it takes KV blocks for the tokens it keeps.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..llm.specdec import step_tokens, steps_to_emit, tokens_after
 from .workload import Workload
 
 __all__ = ["EngineModel", "SimOut", "simulate", "STEP_FIELDS"]
@@ -58,6 +62,7 @@ class EngineModel:
     #: are free, which it holds from admission: never preempted
     admission: str = "on-demand"
     attention_arg: bool = True  # the step cost takes prefill_attention (several chunks priced exactly)
+    tokens: float = 1.0         # tokens a decode step emits per sequence on average (speculative decoding: E)
 
     def cost(self, n: Any, o: Any, m: Any, s: Any, attn: Any = None) -> np.ndarray:
         if self.attention_arg:
@@ -92,6 +97,7 @@ class _Sim:
         self.first = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.preempt = np.zeros(n, dtype=np.int64)
+        self.frac = np.zeros(n)  # the fraction of a token each sequence carries (speculative decoding)
         self.running: list[int] = []
         self.waiting: deque[int] = deque()
         self.next_arr = 0      # the next request not yet in the system
@@ -174,20 +180,24 @@ class _Sim:
             self.progress(f"simulating: {self.done}/{len(self.arr)} requests done, {self.now:.1f} s simulated")
 
     # -- one step --------------------------------------------------------------------------------------------
+    def _tok(self, d: np.ndarray) -> np.ndarray:  # tokens the decode sequences *d* emit in their next step
+        return step_tokens(self.frac[d], self.wl.gen[d] - self.out[d], self.em.tokens)
+
     def _decodes(self, d: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
         """Schedule the decode sequences *d* (running order) within *budget*: (scheduled, budget left)."""
         d = d[:budget]
-        need = np.maximum(0, -(-(self.comp[d] + 1) // self.em.block) - self.pblocks[d] - self.own[d])
+        tok = self._tok(d)
+        need = np.maximum(0, -(-(self.comp[d] + tok) // self.em.block) - self.pblocks[d] - self.own[d])
         total = int(need.sum())
         if total <= self.free:  # blocks for all: no preemption
             self.own[d] += need
             self.free -= total
             return d, budget - len(d)
         got = []
-        for i in d.tolist():  # blocks are short: one at a time, preempting the latest arrivals
+        for i, t in zip(d.tolist(), tok.tolist()):  # blocks are short: one at a time, preempting the latest arrivals
             if i in self.gone:
                 continue
-            if not self._grab(i, int(self.comp[i]) + 1):
+            if not self._grab(i, int(self.comp[i]) + t):
                 break
             got.append(i)
         return np.array(got, dtype=np.int64), budget - len(got)
@@ -252,9 +262,11 @@ class _Sim:
             if self.comp[i] == self.known[i]:
                 emitted.append(i)
         em_ids = np.concatenate([decodes, np.array(emitted, dtype=np.int64)])
-        self.comp[decodes] += 1
-        self.out[em_ids] += 1
-        self.known[em_ids] += 1
+        tok = np.r_[self._tok(decodes), np.ones(len(emitted), dtype=np.int64)]
+        self.frac[decodes] = np.maximum(0.0, self.frac[decodes] + em.tokens - tok[:len(decodes)])
+        self.comp[decodes] += tok[:len(decodes)]
+        self.out[em_ids] += tok
+        self.known[em_ids] += tok
         fresh = em_ids[np.isnan(self.first[em_ids])]
         self.first[fresh] = end
         self.rows.append((start, dt, len(self.running), len(self.waiting), n + len(decodes), len(decodes),
@@ -283,28 +295,29 @@ class _Sim:
             return False
         if self._head_admissible(em.budget - m):
             return False
-        c, rem = self.comp[ids], self.wl.gen[ids] - self.out[ids]  # cached tokens, decode steps left
+        c, rem = self.comp[ids], self.wl.gen[ids] - self.out[ids]  # cached tokens, tokens left
+        steps = rem if (e := em.tokens) == 1.0 else steps_to_emit(self.frac[ids], rem, e)  # decode steps left
         # an arrival can join when the seat cap and the blocks allow (a blocked queue stays blocked while decoding)
         can_join = m < em.max_seqs and not self.waiting and self.next_arr < self.next_unknown
         no_more = not self.waiting and self.next_arr >= self.next_unknown
         to_end = int(np.maximum(0, -(-(c + rem) // em.block) - self.pblocks[ids] - self.own[ids]).sum())
         if not self.wl.users and (can_join or no_more) and to_end <= self.free:
-            k = int(min(rem.max(), _RUN_CAP))
+            k = int(min(steps.max(), _RUN_CAP))
         else:
             r = np.sort((-c) % em.block)   # step j needs a new block for sequence i when (c_i + j) % block == 0
             q, left = divmod(self.free, m)
-            k = int(min(rem.min(), q * em.block + int(r[left]), _RUN_CAP))  # first completion / step without a block
+            k = int(min(steps.min(), (q * em.block + int(r[left])) // math.ceil(e), _RUN_CAP))  # completion / no block
         if k <= 0:
             return False
-        by_rem = np.argsort(rem, kind="stable")
-        rem_sorted, c_before = rem[by_rem], np.r_[0, np.cumsum(c[by_rem])]
+        by_rem = np.argsort(steps, kind="stable")
+        rem_sorted, c_before = steps[by_rem], np.r_[0, np.cumsum(c[by_rem])]
         total_c = int(c.sum())
 
         def active(j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """(sequences, their cached tokens summed) at step j: those with more than j steps left."""
             gone = np.searchsorted(rem_sorted, j, side="right")
             mj = m - gone
-            return mj, total_c - c_before[gone] + j * mj
+            return mj, total_c - c_before[gone] + (j * mj if e == 1.0 else np.floor(j * e * mj + 1e-9).astype(np.int64))
 
         t_next = float(self.arr[self.next_arr]) if can_join else np.inf
         spec = None
@@ -337,11 +350,12 @@ class _Sim:
         self.last_dt = float(dt[take - 1])
         dt, ends, mj = dt[:take], ends[:take], mj[:take]
         starts = ends - dt
-        steps = np.minimum(rem, take)
+        tok = np.minimum(rem, take if e == 1.0 else tokens_after(self.frac[ids], take, e))
+        self.frac[ids] = np.maximum(0.0, self.frac[ids] + take * e - tok)
         old = self.own[ids].copy()
-        self.comp[ids] += steps
-        self.out[ids] += steps
-        self.known[ids] += steps
+        self.comp[ids] += tok
+        self.out[ids] += tok
+        self.known[ids] += tok
         # blocks held: those of the computed tokens, or more when they were reserved at admission
         self.own[ids] = np.maximum(old, -(-self.comp[ids] // em.block) - self.pblocks[ids])
         used0 = em.blocks - self.free
@@ -353,8 +367,8 @@ class _Sim:
         kv = used0 + (used1 - used0) * (np.arange(1, take + 1) / take)  # linear between the run's ends
         self.runs.append(np.stack([starts, dt, mj, waiting, mj, mj, kv]))
         self.now = float(ends[-1])
-        done = rem <= take
-        self._finish(ids[done].tolist(), ends[rem[done] - 1])
+        done = steps <= take
+        self._finish(ids[done].tolist(), ends[steps[done] - 1])
         return True
 
     def run(self) -> SimOut:
