@@ -199,3 +199,17 @@ def frontend_opts(args: argparse.Namespace) -> dict:
 
         opts["dtype"] = canonical_dtype(args.dtype)
     return opts
+
+
+def parse_seconds(text: str | None, flag: str) -> float | None:
+    """``2s``, ``50ms``, ``200us`` -> seconds (> 0); a bare number is refused (``50`` would be 50 s); None stays
+    None."""
+    if text is None:
+        return None
+    from ..units import parse_time_s, warn_implausible
+
+    v = parse_time_s(text, flag)
+    if not v > 0:
+        raise InputError(f"{flag} must be > 0, got {text!r}")
+    warn_implausible(v, flag, "time")
+    return v

@@ -15,8 +15,8 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
-from ..units import parse_quantity, parse_time_s, warn_implausible
-from .options import check_output_path, parse_int_list, run_options
+from ..units import parse_quantity
+from .options import check_output_path, parse_int_list, parse_seconds, run_options
 from .outfile import resolve_output, say_written
 
 __all__ = ["parse_rates", "parse_seconds", "length_cap", "serve_kwargs", "FORMATS"]
@@ -47,17 +47,6 @@ def parse_rates(text: str, flag: str = "--rate") -> list[float]:
     if not out:
         raise InputError(f"{flag} needs at least one rate in req/s, e.g. {flag} 1,2,4,8")
     return out
-
-
-def parse_seconds(text: str | None, flag: str) -> float | None:
-    """``2s``, ``50ms`` -> seconds (> 0); a bare number is refused (``50`` would be 50 s); None stays None."""
-    if text is None:
-        return None
-    v = parse_time_s(text, flag)
-    if not v > 0:
-        raise InputError(f"{flag} must be > 0, got {text!r}")
-    warn_implausible(v, flag, "time")
-    return v
 
 
 def length_cap(field: str, spec: str) -> int | None:

@@ -13,9 +13,9 @@ import argparse
 
 from ..errors import InputError
 from ..sweeps.limits import MAX_POINTS, check_grid
-from ..units import parse_quantity, parse_time_s, warn_implausible
+from ..units import parse_quantity
 from .llm import parse_batches
-from .options import check_output_path, parse_int_list, run_options
+from .options import check_output_path, parse_int_list, parse_seconds, run_options
 from .outfile import resolve_output, say_written
 
 NAME = "sweep"
@@ -30,17 +30,6 @@ def _csv(text: str | None) -> list[str]:
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
     return None if text is None else parse_int_list(text, flag)
-
-
-def _seconds(text: str | None, flag: str) -> float | None:
-    """``50ms``, ``0.05s``, ``200us``, ``2s`` -> seconds; a bare number is refused (``50`` would be 50 s)."""
-    if text is None:
-        return None
-    v = parse_time_s(text, flag)
-    if not v > 0:
-        raise InputError(f"{flag} must be > 0, got {text!r}")
-    warn_implausible(v, flag, "time")
-    return v
 
 
 def parse_prices(text: str | None, devices: list[str]) -> dict[str, float]:
@@ -103,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     batches = parse_batches(args.batch)
     tps = _ints(args.tp, "--tp")
     prompts, gens = _ints(args.prompt, "--prompt"), _ints(args.gen, "--gen")
-    max_ttft, max_tpot = _seconds(args.max_ttft, "--max-ttft"), _seconds(args.max_tpot, "--max-tpot")
+    max_ttft, max_tpot = parse_seconds(args.max_ttft, "--max-ttft"), parse_seconds(args.max_tpot, "--max-tpot")
     prices = parse_prices(args.usd_per_hour, devices)
     progress = Progress(quiet=args.quiet)
     opts: dict = {"dtype": args.dtype} if args.dtype else {}

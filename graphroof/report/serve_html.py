@@ -17,6 +17,7 @@ from ..units import fmt_time
 from .columns import Column
 from .content import generated_stamp
 from .serve import get, has_slo, header_lines, max_rate_text, num, pct, rate_str, replicas_text, serve_columns, slo_text
+from .sweep_html import _JS as SORT_JS
 from .sweep_html import nice_ticks, sortable_table, tick_label
 
 __all__ = ["render_serve_html", "line_chart", "Series", "MAX_TIMELINE_POINTS"]
@@ -41,25 +42,7 @@ table.sweep th[aria-sort=descending]::after { content: " \\25BC"; }
 table.sweep tr:nth-child(even) td { background: #fafafa; } table.sweep tr.miss td { color: #b00; }
 """
 
-_JS = """
-document.querySelectorAll('table.sweep').forEach(function (t) {
-  t.querySelectorAll('th').forEach(function (th, i) {
-    th.addEventListener('click', function () {
-      var desc = th.getAttribute('aria-sort') !== 'descending';
-      t.querySelectorAll('th').forEach(function (h) { h.removeAttribute('aria-sort'); });
-      th.setAttribute('aria-sort', desc ? 'descending' : 'ascending');
-      var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-      function key(r) { var c = r.cells[i], v = c.getAttribute('data-v'); return v === null ? c.textContent : v; }
-      rows.sort(function (a, b) {
-        var x = parseFloat(key(a)), y = parseFloat(key(b));
-        var d = (!isNaN(x) && !isNaN(y)) ? x - y : String(key(a)).localeCompare(String(key(b)));
-        return desc ? -d : d;
-      });
-      rows.forEach(function (r) { body.appendChild(r); });
-    });
-  });
-});
-"""
+_JS = SORT_JS  # the sweep page's sortable tables (same table class)
 
 PCT_STYLE = {"p50": ("#0072B2", ""), "p90": ("#E69F00", "6 3"), "p99": ("#D55E00", "2 2")}
 

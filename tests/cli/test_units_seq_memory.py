@@ -56,7 +56,7 @@ def test_implausible_values_are_warned_and_used(capsys):
 
 
 def test_slo_time_range_warning():
-    from graphroof.cli.sweep import _seconds
+    from graphroof.cli.options import parse_seconds as _seconds
 
     with pytest.warns(GraphroofWarning, match=r"--max-tpot 7.2e\+03 s is outside the plausible range \(1 us to 1 h\)"):
         assert _seconds("7200s", "--max-tpot") == 7200.0
