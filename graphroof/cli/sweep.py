@@ -14,7 +14,7 @@ import argparse
 from ..errors import InputError
 from ..sweeps.limits import MAX_POINTS, check_grid
 from ..units import parse_quantity
-from .llm import parse_batches
+from .llm import add_spec_arguments, parse_batches, spec_kwargs
 from .options import check_output_path, parse_int_list, parse_seconds, run_options
 from .outfile import resolve_output, say_written
 
@@ -71,6 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream", action="store_true", help="with -f csv: write each point's row as it is priced "
                    "(constant memory for any grid; no frontier / slo_pick columns: the frontier and the SLO picks "
                    "are printed on stderr at the end)")
+    add_spec_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         kw = dict(hw=devices, batch=batches, prompt=prompts or [1024], gen=gens or [256],
                   weights=_csv(args.weights) or None, activations=_csv(args.activations) or None,
                   kv=_csv(args.kv) or None, tp=tps, ideal=args.ideal, usd_per_hour=prices, max_ttft_s=max_ttft,
-                  max_tpot_s=max_tpot, strict=args.strict, progress=progress, max_points=limit, **opts)
+                  max_tpot_s=max_tpot, strict=args.strict, progress=progress, max_points=limit, **opts,
+                  **spec_kwargs(args))
         if args.stream:
             return _streamed(args, sweep, kw, progress)
         r = sweep(args.model, **kw)

@@ -34,7 +34,8 @@ __all__ = ["sweep", "is_language_model", "sweep_llm", "batch_sweep", "BatchPoint
 
 #: options that only an LLM sweep takes
 _LLM_ONLY = ("prompt", "gen", "weights", "activations", "kv", "tp", "max_ttft_s", "max_tpot_s", "usd_per_hour",
-             "on_point", "gpu_mem_util", "kv_block", "max_batched_tokens")
+             "on_point", "gpu_mem_util", "kv_block", "max_batched_tokens", "spec_tokens", "spec_acceptance",
+             "spec_draft", "spec_draft_cost")
 
 
 def is_language_model(model: Any) -> bool:

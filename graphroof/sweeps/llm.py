@@ -106,6 +106,10 @@ def sweep_llm(
     max_batched_tokens: int | None = None,
     options: Any = None,
     interpolate: bool = True,
+    spec_tokens: int = 0,
+    spec_acceptance: Any = 0.0,
+    spec_draft: Any = None,
+    spec_draft_cost: float = 0.0,
     **frontend_opts: Any,
 ) -> SweepResult:
     """Every combination of *hw* x dtypes x *tp* x *prompt* x *gen* x *batch* (see the module docstring).
@@ -140,6 +144,9 @@ def sweep_llm(
                                    _ints(tp, "--tp"))
     for p_, g_ in itertools.product(prompts, gens):
         check_lengths(p_, g_)
+    from ..llm.specdec import SpecDec, check_spec, profile_of
+
+    check_spec(spec_tokens, spec_acceptance, spec_draft, spec_draft_cost)
     for t in tps:
         check_tp(t)
     quants = [(w, a, k, Quant.parse(w, a, k)) for w, a, k in
@@ -184,6 +191,7 @@ def sweep_llm(
     for t in tps:
         check_tp(t, raw_src.spec.heads, raw_src.spec.kv_heads, raw_src.spec.intermediate)
     src: Any = _SharedTraces(raw_src)
+    drafts: dict[str, Any] = {}  # the draft model's engine per device
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     running = RunningFrontier(max_ttft_s, max_tpot_s)  # with on_point: the frontier and picks, point by point
     notes = list(getattr(raw_src, "notes", []) or [])
@@ -198,11 +206,17 @@ def sweep_llm(
     for (w, a, k, quant), t in itertools.product(quants, tps):
         pipe = Pipeline(src, profs[0], quant=quant, tp=t, settings=settings, rules=rules, strict=strict,
                         progress=progress)
-        priced = PricedModel(pipe, batches, prompts, gens, interpolate=interpolate)
+        # speculative decoding: the verify step extrapolates along the batch (a second grid batch when one is swept)
+        spec_grid = (batches[0], batches[0] + 1) if spec_tokens and len(batches) == 1 else None
+        priced = PricedModel(pipe, batches, prompts, gens, interpolate=interpolate, grid_batches=spec_grid)
         for pr in profs:
+            spec = _spec(SpecDec, profile_of, spec_tokens, spec_acceptance, spec_draft, spec_draft_cost, pr, quant,
+                         drafts, progress)
+            if spec is not None and spec.note() not in notes:
+                notes.append(spec.note())
             if progress:
                 progress(f"evaluating {len(grid)} points on {pr.name}, TP {t}, dtypes {quant.describe()}")
-            f = priced.price(pr, B, P, G, ideal=ideal, serving=serving)
+            f = priced.price(pr, B, P, G, ideal=ideal, serving=serving, spec=spec)
             n = len(f)
             part = {"hw": [pr.name] * n, "batch": B, "prompt": P, "gen": G, "tp": np.full(n, t),
                     "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "prefill_bound": f.prefill.bound,
@@ -236,3 +250,19 @@ def _no_decode_none(bound: np.ndarray, gen: np.ndarray) -> np.ndarray:
     out = bound.astype(object)
     out[gen <= 1] = None
     return out
+
+
+def _spec(spec_cls: Any, profile_of: Any, k: int, acceptance: Any, draft: Any, draft_cost: float, hw: Any,
+          quant: Any, drafts: dict[str, Any], progress: Any) -> Any:
+    """The speculative setting on device *hw* (None: off); a draft model gets one engine per device."""
+    if not k:
+        return None
+    eng = None
+    if draft is not None:
+        if hw.name not in drafts:
+            from ..llm import Engine, Pricing
+
+            dp = Pricing(weights=quant.weights, activations=quant.activations, kv=quant.kv)
+            drafts[hw.name] = Engine(draft, hw=hw, pricing=dp, progress=progress)
+        eng = drafts[hw.name]
+    return spec_cls(k, profile_of(k, acceptance), draft_cost, eng)

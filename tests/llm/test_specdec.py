@@ -136,3 +136,18 @@ def test_no_next_steps_compare_plain_what_ifs_with_a_speculative_tpot():
     r = estimate(toy_source(), hw="a100", prompt=16, gen=8, batch=1, rules=RULES, spec_tokens=2,
                  spec_acceptance=0.5, spec_draft_cost=0.1)
     assert r.next_steps == [] and any("not computed under speculative decoding" in n for n in r.notes)
+
+
+def test_sweep_prices_speculation_as_the_estimate_does():
+    """A sweep point under speculative decoding equals the estimate of the same configuration (one evaluator)."""
+    from graphroof.llm import estimate
+    from graphroof.sweeps import sweep
+    from tests.llm.toy import RULES, toy_source
+
+    kw = dict(spec_tokens=3, spec_acceptance=0.7, spec_draft_cost=0.1)
+    s = sweep(toy_source(), hw=["a100"], batch=[1, 4], prompt=[16], gen=[8], rules=RULES, **kw)
+    for p in s.points:
+        e = estimate(toy_source(), hw="a100", prompt=16, gen=8, batch=p.batch, rules=RULES, **kw).configs[0]
+        assert p.tpot_s == pytest.approx(e.tpot_s, rel=1e-9)
+        assert p.ttft_s == pytest.approx(e.ttft_s, rel=1e-9)
+    assert any("speculative decoding: k = 3" in n for n in s.notes)
