@@ -7,6 +7,9 @@ step-cost build.  The simulations reuse one engine (``graphroof.serving.api`` bu
 requests/s, prompts lognormal(1024, 512), outputs lognormal(256, 128), vLLM defaults (8192 batched tokens, 256
 sequences).
 
+A disaggregated 1p1d row (one H100 per pool, the profile's inter-node KV link) beside the aggregated run of as many
+requests (``min(10,000, --max-requests)``): wall, peak RSS, figures and the wall ratio.
+
 Run: ``python benchmarks/bench_serve.py [--max-requests 100000] [--rate 12]``.
 """
 
@@ -69,6 +72,26 @@ def main() -> None:
         print(f"{n:,} requests simulated in {rows[-1][2]} s", file=sys.stderr, flush=True)  # progress
     print(tabulate(rows, headers=["requests", "wall s", "sim s", "requests/s simulated", "peak RSS MB",
                                   "throughput rps", "TTFT p50 ms", "TPOT p50 ms", "preemptions"]))
+    # disaggregated 1p1d (each pool one H100, the profile's inter-node link) vs the aggregated row of as many requests
+    from graphroof.serving import serve
+
+    n = min(10_000, args.max_requests)
+    t = time.perf_counter()
+    agg = api.serve_one("llama-3-8b", rate=(args.rate,), requests=n, **kw)
+    agg_wall = time.perf_counter() - t
+    t = time.perf_counter()
+    dis = serve("llama-3-8b", rate=(args.rate,), requests=n, disagg="1p1d", **kw)
+    dis_wall = time.perf_counter() - t
+    rows = []
+    for name, r, wall in (("aggregated, 1 x H100", agg, agg_wall), ("disaggregated 1p1d, 2 x H100", dis, dis_wall)):
+        p = r.points[0]
+        xfer = p.transfer_s["p50"] * 1e3 if p.transfer_s else None
+        rows.append([name, n, f"{wall:.2f}", f"{rss_mb():.0f}", f"{p.throughput_rps:.2f}",
+                     f"{p.ttft_s['p50'] * 1e3:.0f}", f"{p.tpot_s['p50'] * 1e3:.1f}",
+                     "-" if xfer is None else f"{xfer:.2f}"])
+    print(tabulate(rows, headers=["configuration", "requests", "wall s", "peak RSS MB", "throughput rps",
+                                  "TTFT p50 ms", "TPOT p50 ms", "transfer p50 ms"]))
+    print(f"disaggregated / aggregated wall: {dis_wall / agg_wall:.2f}x")
     sim_time[0] = 0.0
     t = time.perf_counter()
     r = api.serve_one("llama-3-8b", rate=(args.rate,), requests=1000, slo_ttft_s=0.5, slo_tpot_s=0.05, **kw)

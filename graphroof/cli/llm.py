@@ -1,4 +1,5 @@
-"""``graphroof llm MODEL --hw a100 --prompt 1024 --gen 256 --batch 1,8,32 [--weights int4 --kv fp8] [--tp 2]``."""
+"""``graphroof llm MODEL --hw a100 --prompt 1024 --gen 256 --batch 1,8,32 [--weights int4 --kv fp8] [--tp 2]
+[--pp 2 --dp 2 --ep 4 --system dgx-h100 --nodes 2]``."""
 
 from __future__ import annotations
 
@@ -37,6 +38,41 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
                    "priced from its own traces on the same device at TP 1")
     p.add_argument("--spec-draft-cost", default=None, metavar="F", help="without --spec-draft (MTP heads, "
                    "self-speculation): the draft's time per drafted token as a fraction of a target decode step")
+
+
+def add_parallel_arguments(p: argparse.ArgumentParser) -> None:
+    """``--pp``, ``--dp``, ``--ep``, ``--ep-imbalance``, ``--microbatches``, ``--system``, ``--nodes`` (the parallel
+    layout beside ``--tp``; :mod:`graphroof.llm.parallel`)."""
+    p.add_argument("--pp", type=_int("--pp"), default=1, help="pipeline-parallel stages (decoder blocks split evenly; "
+                   "default 1)")
+    p.add_argument("--dp", type=_int("--dp"), default=1, help="attention data-parallel ranks, each with batch/dp "
+                   "sequences (default 1); the layout is tp x pp x dp GPUs")
+    p.add_argument("--ep", type=_int("--ep"), default=1, help="expert-parallel ranks of a MoE model: 1 (experts "
+                   "tensor-split) or tp x dp (experts spread over every rank of a stage, all-to-all dispatch/combine)")
+    p.add_argument("--ep-imbalance", type=float, default=None, metavar="X", help="busiest EP rank's routed tokens "
+                   "over the mean (default: the expected maximum of a uniform multinomial load at the step's tokens)")
+    p.add_argument("--microbatches", type=_int("--microbatches"), default=None, metavar="M",
+                   help="micro-batches a prefill batch is split into under --pp (default: pp)")
+    p.add_argument("--system", default=None, metavar="NAME", help="system profile (hw_profiles/systems: dgx-h100, "
+                   "dgx-a100, gb200-nvl72, mi300x-8, or a .toml): NVLink domain size and the network between nodes; "
+                   "--hw defaults to its device")
+    p.add_argument("--nodes", type=_int("--nodes"), default=None, metavar="N",
+                   help="nodes of --system (default: as many as tp x pp x dp GPUs need)")
+
+
+def parallel_kwargs(args: argparse.Namespace) -> dict:
+    """The :class:`~graphroof.llm.engine.Pricing` layout fields given on the command line (checked by Pricing);
+    with ``--system`` and no ``--hw``, ``args.hw`` becomes the system's device."""
+    out: dict = {}
+    for k in ("pp", "dp", "ep", "ep_imbalance", "microbatches", "system", "nodes"):
+        v = getattr(args, k, None)
+        if v is not None and not (k in ("pp", "dp", "ep") and v == 1):
+            out[k] = v
+    if out.get("system") is not None and getattr(args, "hw", None) is None:
+        from ..hardware.system import load_system
+
+        args.hw = load_system(out["system"]).device
+    return out
 
 
 def spec_kwargs(args: argparse.Namespace) -> dict:
@@ -89,7 +125,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-block", type=int, default=16, help="paged-KV block size in tokens (default 16, as vLLM)")
     p.add_argument("--max-batched-tokens", type=int, default=None,
                    help="prefill chunk budget in tokens (chunked prefill; default: the whole prompt batch at once)")
-    p.add_argument("--runtime", default="serving", choices=("eager", "compiled", "serving"),
+    p.add_argument("--runtime", default="serving", metavar="PRESET",
                    help="fusion + launch preset the kernels are priced under (default serving: fused norms, rotary, "
                    "activations, QKV and gate+up GEMMs, decode under CUDA graphs)")
     p.add_argument("--ideal", action="store_true", help="report the ideal roofline only (100%% of peaks, no launch "
@@ -110,6 +146,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "expectation under uniform routing, E*(1-(1-k/E)^T) for T tokens in the step)")
     p.add_argument("--strict", action="store_true", help="fail when an op has no counting rule")
     add_spec_arguments(p)
+    add_parallel_arguments(p)
     p.add_argument("--format", "-f", default="terminal", choices=("terminal", "markdown", "json", "html"),
                    help="terminal | markdown | json | html (default terminal; html: one page with the batch sweep "
                         "chart, memory bars and prefill / decode layer tables side by side)")
@@ -127,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     batches = parse_batches(args.batch)
     check_llm_args(args.model, [args.prompt], [args.gen], [args.tp])
     progress = Progress(quiet=args.quiet)
+    layout = parallel_kwargs(args)  # before hw_from_args: --system names the default device
     hw = hw_from_args(args)
     opts: dict = {}
     dims = parse_dims(args.dim)
@@ -139,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if args.experts_touched is not None:
         opts["experts_touched"] = args.experts_touched
     opts.update(spec_kwargs(args))
+    opts.update(layout)
     r = estimate(args.model, hw=hw, prompt=args.prompt, gen=args.gen, batch=batches,
                  weights=args.weights, activations=args.activations, kv=args.kv, tp=args.tp, ideal=args.ideal,
                  depth=args.depth, fold=not args.no_fold, attention=args.attention, causal=args.causal,

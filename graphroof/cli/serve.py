@@ -77,7 +77,8 @@ def _fraction(text: str | None, flag: str, low_open: bool = False) -> float | No
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo name (llama-3-8b), transformers config.json (or its folder), Hugging Face "
                    "model id (org/name: its config.json only), or 'pkg.module:factory'")
-    p.add_argument("--hw", default="a100", help="hardware profile name, alias or file (default a100)")
+    p.add_argument("--hw", default=None, help="hardware profile name, alias or file (default a100, or --system's "
+                   "device)")
     p.add_argument("--rate", default="1", help="offered request rates in req/s, comma-separated: one simulation "
                    "each (default 1)")
     p.add_argument("--requests", default="1000", help="requests simulated per rate (default 1000)")
@@ -112,13 +113,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--activations", default=None, help="what-if dtype of the activations (bf16, fp8 ...)")
     p.add_argument("--kv", default=None, help="what-if dtype(s) of the KV cache (fp8, int8, bf16 ...), "
                                               "comma-separated to compare")
-    p.add_argument("--runtime", default="serving", choices=("eager", "compiled", "serving"),
+    p.add_argument("--runtime", default="serving", metavar="PRESET",
                    help="fusion + launch preset the steps are priced under (default serving)")
     p.add_argument("--gpu-mem-util", default="0.9", help="share of device memory the engine may use (default 0.9)")
-    from .llm import add_spec_arguments
+    from .llm import add_parallel_arguments, add_spec_arguments
 
     add_spec_arguments(p)
+    add_parallel_arguments(p)
     p.add_argument("--kv-block", default="16", help="paged-KV block size in tokens (default 16)")
+    p.add_argument("--replicas", default="1", help="aggregated replicas sharing the traffic, round robin (default 1)")
+    g = p.add_argument_group("disaggregated prefill / decode (docs/serve.md)")
+    g.add_argument("--disagg", default=None, metavar="XpYd", help="x prefill and y decode replicas, e.g. 1p1d, 2p1d; "
+                   "auto: the fewest-GPU x:y meeting --slo-ttft and --slo-tpot at --target-rate")
+    for pool in ("prefill", "decode"):
+        g.add_argument(f"--{pool}-hw", default=None, help=f"the {pool} pool's hardware (default --hw)")
+        g.add_argument(f"--{pool}-tp", default=None, help=f"the {pool} pool's TP degree (default --tp)")
+        g.add_argument(f"--{pool}-weights", default=None, help=f"the {pool} pool's weight dtype (default --weights)")
+        g.add_argument(f"--{pool}-kv", default=None, help=f"the {pool} pool's KV dtype (default --kv)")
+    g.add_argument("--kv-link-bw", default=None, help="KV link bandwidth per prefill replica, e.g. 400GB/s or inf "
+                   "(default: the profiles' [collectives] inter_bw_bytes_per_s_per_nic x nics_per_node)")
+    g.add_argument("--kv-link-latency", default=None, help="KV link latency, e.g. 10us or 0 (default: the profiles' "
+                   "inter_hop_latency_s)")
+    g.add_argument("--max-pool-replicas", default="8", help="--disagg auto: the most replicas tried per pool "
+                   "(default 8)")
+    g.add_argument("--config", action="append", default=None, metavar="KEY=VAL ...",
+                   help="one configuration to compare (repeat the flag), keys tp, hw, weights, kv, replicas, disagg, "
+                   "prefill-tp ... e.g. --config tp=8 --config 'tp=4 replicas=2' --config 'disagg=1p1d prefill-tp=4 "
+                   "decode-tp=4'")
     p.add_argument("--csv-rate", default=None, metavar="RATE", help="with -f csv: the records of this rate only "
                    "(one of --rate; default: every rate, told apart by the rate_rps column)")
     p.add_argument("--format", "-f", default="terminal", choices=FORMATS,
@@ -153,8 +174,11 @@ def _number(text: str | None, flag: str, *, low: float = 0.0, high: float = math
 def serve_kwargs(args: argparse.Namespace) -> dict:
     """Every argument of :func:`graphroof.serving.serve` from the command line, checked (no model is built)."""
     from ..llm import Pricing
-    from .llm import spec_kwargs
+    from .llm import parallel_kwargs, spec_kwargs
 
+    layout = parallel_kwargs(args)  # with --system and no --hw: the system's device
+    if args.hw is None:
+        args.hw = "a100"
     rates = parse_rates(args.rate)
     seed = args.seed
     try:
@@ -194,13 +218,91 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
         kw.update(tp=tps, weights=weights, kv=kvs)
     kw["pricing"] = Pricing(tp=tp, weights=weights[0], activations=args.activations, kv=kvs[0],
                             runtime=args.runtime, gpu_mem_util=_fraction(args.gpu_mem_util, "--gpu-mem-util", True) or 0.9,
-                            kv_block=_int(args.kv_block, "--kv-block"), **spec_kwargs(args))
+                            kv_block=_int(args.kv_block, "--kv-block"), **spec_kwargs(args), **layout)
+    kw.update(_disagg_kwargs(args))
+    if kw.get("configs"):
+        for c in kw["configs"]:
+            tps += [v for k, v in c.items() if k.endswith("tp") and isinstance(v, int)]
+    tps += [kw[k] for k in ("prefill_tp", "decode_tp") if kw.get(k)]
     from .precheck import check_llm_args
 
     try:
-        check_llm_args(args.model, [prompt_max or 1], [gen_max or 1], tps)
+        check_llm_args(args.model, [prompt_max or 1], [gen_max or 1], sorted(set(tps)))
     except InputError as e:  # the loader's message names llm's flags
         raise InputError(str(e).replace("--prompt ", "--prompt-len ").replace("--gen ", "--gen-len ")) from None
+    return kw
+
+
+def _link_bw(text: str | None) -> float | None:
+    if text is None:
+        return None
+    if str(text).strip().lower() in ("inf", "infinite"):
+        return math.inf
+    v = parse_quantity(text, "--kv-link-bw")
+    if not (v > 0 and math.isfinite(v)):
+        raise InputError(f"--kv-link-bw {text!r}: must be > 0 bytes/s, e.g. 400GB/s, or inf")
+    return v
+
+
+def _latency(text: str | None) -> float | None:
+    if text is not None and str(text).strip() in ("0", "0s"):
+        return 0.0
+    return parse_seconds(text, "--kv-link-latency")
+
+
+_CONFIG_INT = ("tp", "replicas", "prefill-tp", "decode-tp")
+_CONFIG_KEYS = ("hw", "weights", "kv", "disagg", "prefill-hw", "decode-hw", "prefill-weights", "decode-weights",
+                "prefill-kv", "decode-kv", *_CONFIG_INT)
+
+
+def _config(text: str) -> dict:
+    """``"tp=4 replicas=2"`` (or comma-separated) -> ``{"tp": 4, "replicas": 2}``."""
+    out: dict = {}
+    for part in str(text).replace(",", " ").split():
+        key, eq, val = part.partition("=")
+        key = key.strip().lstrip("-")
+        if not eq or key not in _CONFIG_KEYS or not val:
+            raise InputError(f"--config {text!r}: expected KEY=VAL pairs with keys {', '.join(_CONFIG_KEYS)}")
+        out[key.replace("-", "_")] = _int(val, f"--config {key}") if key in _CONFIG_INT else val
+    if not out:
+        raise InputError("--config needs KEY=VAL pairs, e.g. --config 'disagg=1p1d prefill-tp=4 decode-tp=4'")
+    return out
+
+
+def _disagg_kwargs(args: argparse.Namespace) -> dict:
+    """The disaggregation, replica and --config keywords of :func:`graphroof.serving.serve`, checked."""
+    from ..serving.disagg_api import parse_disagg
+
+    kw: dict = {}
+    if args.disagg is not None:
+        parse_disagg(args.disagg)
+        kw["disagg"] = args.disagg
+    for pool in ("prefill", "decode"):
+        for key in ("hw", "tp", "weights", "kv"):
+            v = getattr(args, f"{pool}_{key}")
+            if v is not None:
+                if args.disagg is None and not args.config:
+                    raise InputError(f"--{pool}-{key} sets a pool of disaggregated serving: give --disagg too "
+                                     "(e.g. --disagg 1p1d)")
+                kw[f"{pool}_{key}"] = _int(v, f"--{pool}-{key}") if key == "tp" else v
+    for key, flag, val in (("kv_link_bw_bytes_per_s", "--kv-link-bw", _link_bw(args.kv_link_bw)),
+                           ("kv_link_latency_s", "--kv-link-latency", _latency(args.kv_link_latency))):
+        if val is not None:
+            if args.disagg is None and not args.config:
+                raise InputError(f"{flag} sets the link of disaggregated serving: give --disagg too")
+            kw[key] = val
+    pool_max = _int(args.max_pool_replicas, "--max-pool-replicas")
+    if pool_max != 8:
+        kw["max_pool_replicas"] = pool_max
+    reps = _int(args.replicas, "--replicas")
+    if reps != 1:
+        kw["replicas"] = reps
+    if args.config:
+        configs = [_config(c) for c in args.config]
+        for c in configs:
+            if "disagg" in c:
+                parse_disagg(c["disagg"])
+        kw["configs"] = configs
     return kw
 
 

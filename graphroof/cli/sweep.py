@@ -72,6 +72,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(constant memory for any grid; no frontier / slo_pick columns: the frontier and the SLO picks "
                    "are printed on stderr at the end)")
     add_spec_arguments(p)
+    g = p.add_argument_group("disaggregated prefill / decode pairs (graphroof.sweeps.disagg)")
+    g.add_argument("--disagg", default=None, metavar="XpYd", help="every point as x prefill replicas (the point's "
+                   "device and TP) and y decode replicas, e.g. 1p1d, 2p1d: TTFT from the prefill engine, TPOT from "
+                   "the decode engine plus the KV transfer, tokens/s per GPU over both pools")
+    g.add_argument("--decode-hw", default=None, help="the decode pool's hardware (default: the point's)")
+    g.add_argument("--decode-tp", default=None, help="the decode pool's TP degree (default: the point's)")
+    g.add_argument("--kv-link-bw", default=None, help="KV link bandwidth per prefill replica, e.g. 400GB/s or inf "
+                   "(default: the profiles' [collectives] inter_bw_bytes_per_s_per_nic x nics_per_node)")
+    g.add_argument("--kv-link-latency", default=None, help="KV link latency, e.g. 10us or 0 (default: the "
+                   "profiles' inter_hop_latency_s)")
+
+
+def _disagg_kwargs(args: argparse.Namespace, llm: bool) -> dict:
+    """--disagg and its pool / link flags as sweep keywords, checked (no model built)."""
+    from ..sweeps.disagg import parse_pair
+    from .serve import _latency, _link_bw
+
+    kw = {"decode_hw": args.decode_hw, "decode_tp": None if args.decode_tp is None else
+          parse_int_list(args.decode_tp, "--decode-tp")[0], "kv_link_bw_bytes_per_s": _link_bw(args.kv_link_bw),
+          "kv_link_latency_s": _latency(args.kv_link_latency)}
+    given = [k for k, v in kw.items() if v is not None]
+    if args.disagg is None:
+        if given:
+            flag = {"decode_hw": "--decode-hw", "decode_tp": "--decode-tp", "kv_link_bw_bytes_per_s": "--kv-link-bw",
+                    "kv_link_latency_s": "--kv-link-latency"}[given[0]]
+            raise InputError(f"{flag} sets a disaggregated pair: give --disagg too (e.g. --disagg 1p1d)")
+        return {}
+    if not llm:
+        raise InputError(f"--disagg applies to language models; {args.model} is swept over --batch only")
+    parse_pair(args.disagg)
+    return {"disagg": args.disagg, **{k: v for k, v in kw.items() if v is not None}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                       "--weights": len(set(_csv(args.weights))), "--activations": len(set(_csv(args.activations))),
                       "--kv": len(set(_csv(args.kv))), "--tp": len(set(tps or [1]))})
     check_grid(sizes, limit)
+    pair = _disagg_kwargs(args, llm)
     if llm:
         from .precheck import check_llm_args
 
@@ -116,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
                   weights=_csv(args.weights) or None, activations=_csv(args.activations) or None,
                   kv=_csv(args.kv) or None, tp=tps, ideal=args.ideal, usd_per_hour=prices, max_ttft_s=max_ttft,
                   max_tpot_s=max_tpot, strict=args.strict, progress=progress, max_points=limit, **opts,
-                  **spec_kwargs(args))
+                  **spec_kwargs(args), **pair)
         if args.stream:
             return _streamed(args, sweep, kw, progress)
         r = sweep(args.model, **kw)

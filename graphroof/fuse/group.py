@@ -99,6 +99,8 @@ class KernelGraph:
             if k.kind == "comm":
                 first = op_of[k.ops[0]]
                 attrs.update(world_size=first.attrs.get("world_size"), collective=first.op)
+                if first.attrs.get("gpus_per_node"):  # placed on a system's nodes (llm/parallel.py)
+                    attrs["gpus_per_node"] = first.attrs["gpus_per_node"]
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
                           attrs, k.scope)
             yield node, [t for t, _ in k.inputs], [t for t, _ in k.outputs], {COST: k.cost}
@@ -143,7 +145,7 @@ class _Grouper:
         self.kernel_of[n] = k
         self.members[k].add(n)
         self.last[k] = max(self.last[k], self.df.topo[n])
-        if self.df.cls[n] == "reduction":
+        if self.df.cls[n] == "reduction" and n not in self.folded:  # a folded batch-norm is no reduction at run time
             self.reduces[k] = True
 
     def _can_join(self, n: str, k: int) -> bool:
@@ -202,8 +204,8 @@ class _Grouper:
             p = src[0]
             if p is not None and df.cls[p] == "gemm" and is_conv(df.nodes[p]) \
                     and df.consumers.get((p, src[1] or ""), set()) == {n}:
-                self._join(n, self.kernel_of[p])
                 self.folded.add(n)
+                self._join(n, self.kernel_of[p])
                 return True
         preds = self._pred_kernels(n)
         if rt.fuse_vector_chains:

@@ -29,7 +29,9 @@ from ..graph import OpGraph
 from ..hardware import HardwareProfile
 from .estimate import batches_of, build_estimate, check_lengths, open_source
 from .memory import ServingMemory
+from .parallel import Layout, ParallelPipeline, check_layout
 from .phases import Pipeline
+from .pp import ParallelStepCost, check_no_spec, layout_note, parallel_figures
 from .price import Figures, PricedModel
 from .quant import Quant
 from .result import LLMEstimate
@@ -56,6 +58,13 @@ class Pricing:
         *k* values (position i accepted only if 1 .. i-1 were).
     spec_draft, spec_draft_cost : the draft model (a zoo name, path or source graphroof can trace), else
         (MTP heads, self-speculation) the draft's time per drafted token as a fraction of one target decode step.
+    pp, dp, ep : pipeline stages, attention-data-parallel ranks, expert-parallel ranks (1 or ``tp x dp``); the
+        layout is ``tp x pp x dp`` GPUs (:mod:`graphroof.llm.parallel`, schedule in :mod:`graphroof.llm.pp`).
+    ep_imbalance : the busiest EP rank's routed tokens over the mean (None: the expected multinomial maximum,
+        :func:`graphroof.llm.ep.expected_imbalance`).
+    microbatches : micro-batches a prefill batch is split into under PP (None: ``pp``).
+    system, nodes : a system profile (``hw_profiles/systems``: NVLink domain size, network between nodes) and its
+        node count (None: as many as the layout needs); without one every GPU shares one NVLink domain.
     """
 
     weights: str | None = None
@@ -78,6 +87,13 @@ class Pricing:
     spec_acceptance: float | Sequence[float] = 0.0
     spec_draft: Any = None
     spec_draft_cost: float = 0.0
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    ep_imbalance: float | None = None
+    microbatches: int | None = None
+    system: Any = None
+    nodes: int | None = None
 
     def __post_init__(self) -> None:  # checked before any model is built
         self.serving  # noqa: B018 - ServingMemory checks its settings
@@ -90,6 +106,14 @@ class Pricing:
         check_spec(self.spec_tokens, self.spec_acceptance, self.spec_draft, self.spec_draft_cost)
         if not isinstance(self.spec_acceptance, (int, float)):  # a profile: kept as a tuple (frozen, hashable)
             object.__setattr__(self, "spec_acceptance", tuple(float(a) for a in self.spec_acceptance))
+        if not self.layout.plain:
+            check_no_spec(self)
+
+    @property
+    def layout(self) -> Layout:
+        """The parallel layout of the TP / PP / DP / EP flags on the system (checked)."""
+        return check_layout(self.tp, self.pp, self.dp, self.ep, system=self.system, nodes=self.nodes,
+                            microbatches=self.microbatches, ep_imbalance=self.ep_imbalance)
 
     @property
     def serving(self) -> ServingMemory:
@@ -129,6 +153,8 @@ class Engine:
         from ..api import resolve_hardware
 
         p = self.pricing = pricing or Pricing()
+        if hw is None and p.system is not None:  # the system's device
+            hw = p.layout.system.device  # type: ignore[union-attr]  # a system is set
         self.hw = resolve_hardware(hw, peak_flops_per_s=peak_flops_per_s, mem_bw_bytes_per_s=mem_bw_bytes_per_s,
                                    ideal=p.ideal)
         if progress and not isinstance(model, (LLMSource, OpGraph, tuple)):
@@ -142,9 +168,13 @@ class Engine:
                              "bw_bytes_per_s_per_direction to cost the collectives on; pick a profile with an "
                              "interconnect")
         self.runtime = get_runtime(p.runtime)
-        self.pipeline = Pipeline(src, self.hw, quant=p.quant, tp=p.tp, plan=p.plan, settings=p.settings,
-                                 rules=p.rules, strict=p.strict, depth=p.depth, progress=progress,
-                                 runtime=self.runtime)
+        self.layout = lay = p.layout
+        if lay.system is not None:  # the system's network between nodes in the device's collectives
+            self.hw = lay.system.apply(self.hw)
+        kw: dict[str, Any] = dict(quant=p.quant, tp=p.tp, plan=p.plan, settings=p.settings, rules=p.rules,
+                                  strict=p.strict, depth=p.depth, progress=progress, runtime=self.runtime)
+        self.pipeline = (Pipeline(src, self.hw, **kw) if lay.plain
+                         else ParallelPipeline(src, self.hw, layout=lay, **kw))
         self._priced: dict[tuple, PricedModel] = {}
         self.spec: SpecDec | None = None
         if p.spec_tokens:
@@ -170,6 +200,8 @@ class Engine:
             warn_user(msg)
         if self.spec is not None:
             out.append(self.spec.note())
+        if not self.layout.plain:
+            out.append(layout_note(self.layout))
         return out
 
     def priced(self, batches: Sequence[int], prompts: Sequence[int], gens: Sequence[int], *,
@@ -180,8 +212,21 @@ class Engine:
             self._priced[key] = PricedModel(self.pipeline, batches, prompts, gens, grid_batches=grid_batches)
         return self._priced[key]
 
+    def stage_priced(self, stage: int, batches: Sequence[int], prompts: Sequence[int], gens: Sequence[int]
+                     ) -> PricedModel:
+        """The priced model of one pipeline stage's rank under the layout (kept per request)."""
+        key = ("stage", stage, tuple(batches), tuple(prompts), tuple(gens))
+        if key not in self._priced:
+            pipe = self.pipeline
+            view = pipe.stage_view(stage) if isinstance(pipe, ParallelPipeline) else pipe
+            self._priced[key] = PricedModel(view, batches, prompts, gens)
+        return self._priced[key]
+
     def price(self, batch: Any, prompt: Any, gen: Any) -> Figures:
-        """Every figure of the points ``(batch[i], prompt[i], gen[i])`` (arrays; scalars broadcast)."""
+        """Every figure of the points ``(batch[i], prompt[i], gen[i])`` (arrays; scalars broadcast); under a
+        parallel layout *batch* is the whole layout's (:func:`graphroof.llm.pp.parallel_figures`)."""
+        if not self.layout.plain:
+            return parallel_figures(self, batch, prompt, gen)
         b, p, g = (np.asarray(v, dtype=np.int64).reshape(-1) for v in np.broadcast_arrays(batch, prompt, gen))
         bs = sorted(set(b.tolist()))
         grid = (bs[0], bs[0] + 1) if self.spec is not None and len(bs) == 1 else None  # the verify extrapolates in b
@@ -201,6 +246,8 @@ class Engine:
         """The step-cost function of a serving simulation (:class:`~graphroof.llm.stepcost.StepCost`)."""
         from .stepcost import StepCost
 
+        if not self.layout.plain:
+            return ParallelStepCost(self, **kw)
         return StepCost(self, **kw)
 
 

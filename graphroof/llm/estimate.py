@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import InputError
 from ..frontends.source import GraphSource, LLMSource
 from ..graph import OpGraph
+from ..hardware.bands import band_for
 from ..layers import fold_key, fold_name, layer_row, rollup, scope_at
 from .critical import critical_table
 from .evaluator import decode_range
@@ -123,6 +124,8 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
     batches = batches_of(batch)
     p, pipe, src, prof = eng.pricing, eng.pipeline, eng.source, eng.hw
     src.check_context(prompt, gen)
+    if not eng.layout.plain:
+        return parallel_estimate(eng, prompt, gen, batches)
     b2 = plan_grids(pipe, batches, prompt, gen)
     # one batch: priced from its own traces (the grid's second batch only serves the critical batch's line)
     spec = getattr(eng, "spec", None)  # speculative decoding: the verify step extrapolates along the batch
@@ -156,12 +159,25 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
     est = LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=p.tp, quant=p.quant, ideal=p.ideal,
                       kv_cache=src.kv_cache, spec=src.spec, configs=configs, notes=notes, settings=p.settings,
                       input=input_text(src, prompt))
+    attach_bands(est, pipe.runtime.name)
     if spec is None:
         est.next_steps = llm_advice(est, pipe)
     else:  # the what-ifs price plain decoding: their figures would not compare with the speculative TPOT
         est.notes.append("next steps are not computed under speculative decoding (their what-ifs price plain "
                          "decoding)")
     return est
+
+
+def attach_bands(est: LLMEstimate, runtime: str) -> None:
+    """Each configuration's error bands (TTFT, TPOT, throughput) from the validation table of the regime: the
+    device (its vendor) and the runtime preset (:mod:`graphroof.hardware.bands`); none for the ideal roofline."""
+    est.runtime = runtime
+    if est.ideal:
+        return
+    hw = est.hw
+    bands = {k: band_for(k, hw.name, hw.vendor, runtime) for k in ("ttft", "tpot", "throughput")}
+    for c in est.configs:
+        c.bands = dict(bands)
 
 
 def input_text(src: Any, prompt: int) -> str:
@@ -177,3 +193,44 @@ def input_text(src: Any, prompt: int) -> str:
         pos = f" ({enc} encoder positions)" if enc else ""
         return f"audio: {feats[1]} log-mel frames of {feats[0]} bins{pos}, {dec}"
     return f"encoder input {prompt} tokens, {dec}"
+
+
+def parallel_estimate(eng: Any, prompt: int, gen: int, batches: list[int]) -> LLMEstimate:
+    """:meth:`Engine.estimate` under a parallel layout: the figures of :func:`graphroof.llm.pp.parallel_figures`;
+    the breakdown tables are one rank's step of the last stage (it runs the LM head) at its micro-batch (prefill:
+    ``ceil(b_dp / m)`` sequences, decode: ``ceil(b_dp / pp)``); no critical batches, no next steps (their what-ifs
+    price a plain replica)."""
+    p, src, prof, lay = eng.pricing, eng.source, eng.hw, eng.layout
+    last = eng.pipeline.stage_view(lay.pp - 1)
+    b_dp = [-(-b // lay.dp) for b in batches]
+    b_pre = [-(-d // min(d, lay.microbatches or lay.pp)) for d in b_dp]
+    b_dec = [-(-d // lay.pp) for d in b_dp]
+    plan_grids(last, sorted(set(b_pre + b_dec + b_dp)), prompt, gen)
+    figs = eng.price(batches, prompt, gen)
+    meta = {"model": src.name}
+    configs = []
+    for i, b in enumerate(batches):
+        prefill = last.phase("prefill", "prefill", b_pre[i], prompt, prompt, 0, meta)
+        if src.kv_cache:
+            lo, hi = decode_range(src.decode_start(prompt), gen)
+            decode = last.phase("decode", "decode", b_dec[i], lo, hi, 1, meta)
+        else:
+            lo, hi = decode_range(prompt, gen, False)
+            decode = last.phase("decode", "prefill", b_dec[i], lo, hi, 2, meta)
+        d = p.depth or table_depth(decode.analysis)
+        configs.append(LLMConfig(batch=b, prompt=prompt, gen=gen, tp=p.tp, prefill=prefill, decode=decode,
+                                 memory=memory_of(None, figs.memory, b_dp[i], prompt, i, p.serving, min_tp=False),
+                                 figures=figure_row(figs, i), critical=[], table_depth=d, fold=p.fold,
+                                 ideal=p.ideal, layout=lay.to_dict()))
+    notes = eng.notes()
+    for c in configs:
+        for n in c.prefill.notes + c.decode.notes + last.poly_notes + figs.notes:
+            if n not in notes:
+                notes.append(n)
+    notes.append(f"breakdown tables: one rank of the last pipeline stage (of {lay.pp}) at its micro-batch; no next "
+                 "steps or critical batches under a parallel layout")
+    est = LLMEstimate(model=src.name, hw=prof, prompt=prompt, gen=gen, tp=p.tp, quant=p.quant, ideal=p.ideal,
+                      kv_cache=src.kv_cache, spec=src.spec, configs=configs, notes=notes, settings=p.settings,
+                      input=input_text(src, prompt), layout=lay.to_dict())
+    attach_bands(est, eng.pipeline.runtime.name)
+    return est

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..counters.cost import Cost
 from ..errors import HardwareProfileError
+from ..fuse.runtimes import Runtime
 from ..graph import REPEAT
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate
@@ -117,13 +118,19 @@ class PhasePricer:
     """
 
     def __init__(self, grid: KernelGrid, hw: HardwareProfile, *, cuda_graphs: bool = False,
-                 step_launch_s: float = 0.0):
+                 step_launch_s: float = 0.0, runtime: Runtime | None = None):
         self.grid, self.hw, self.cuda_graphs, self.step_launch_s = grid, hw, cuda_graphs, step_launch_s
+        self.runtime = runtime  # the engine preset the kernels run under (kernel capabilities)
         self.mult = np.asarray(grid.mult, dtype=float)
         self.nodes = [nodes[0] for nodes in grid.nodes]
         self.dtypes = [compute_dtype(n) for n in self.nodes]
         self.timing = timing_of(hw) if hw.timing is not None else None
         self.launch_s = (self.timing.launch_overhead_s if self.timing is not None else hw.launch_overhead_s)
+        #: the host dispatches kernels ahead of the device (a preset with [launch].overlap): a step is the pipeline
+        #: of host dispatches and kernels, at least max(Σ device + one dispatch, Σ dispatches) (see _overlap)
+        self.overlap = bool(runtime is not None and runtime.overlap_launch and self.launch_s and not cuda_graphs)
+        if self.overlap:
+            self.launch_s += runtime.host_overhead_per_kernel_s  # type: ignore[union-attr]
         self._peaks = [(hw.peak("matrix", d)[0], hw.peak("vector", d)[0]) for d in self.dtypes]
         self._curves: dict[int, tuple[int, np.ndarray]] = {}   # batch -> (first x, per-x sums [6, n])
 
@@ -140,7 +147,18 @@ class PhasePricer:
             c, rep = cost_of(gi)
             rows = self._group_rows(gi, c, mnk_of(gi), _bind(node_of, rep))
             out += self.mult[gi] * (np.repeat(rows, rep, axis=1) if rep > 1 else rows)
+        if self.overlap and groups is None:
+            out[1], out[5] = self._overlap(out[1] - out[5], out[5])
         return out
+
+    def _overlap(self, device: np.ndarray, host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(step time, the part of it the device waits on the host) of a step whose host dispatches its kernels
+        ahead of the device, from the summed kernel times and dispatches: the pipeline's bound without the kernel
+        order, max(Σ device + the first dispatch, Σ dispatches) (the ordered pipeline of
+        :func:`graphroof.timing.stream.host_pipeline` is at most the last kernel's time above it)."""
+        first = np.minimum(self.launch_s, host)
+        step = np.maximum(device + first, host)
+        return step, step - device
 
     def _group_rows(self, gi: int, c: np.ndarray, mnk: tuple | None, node_of: Callable[[int, int], Any]) -> np.ndarray:
         """One kernel of group *gi* at each column of its costs *c* ``[fields, m]``: ``[6, m]`` ideal, realistic
@@ -179,7 +197,7 @@ class PhasePricer:
         if kind and not (isinstance(repeat, int) and repeat > 1):
             costs = {f: c[_F[f]] for f in FIELDS}
             v = kernel_times(str(kind), head.attrs.get("op_keys") or (head.op,), self.dtypes[gi], costs, mnk,
-                             self.hw)  # type: ignore[arg-type]
+                             self.hw, self.runtime, node=head)  # type: ignore[arg-type]
             if v is not None:
                 return v
         n = c.shape[-1]
@@ -194,7 +212,7 @@ class PhasePricer:
                 if shape is not None:
                     nd = replace(nd, attrs={**nd.attrs, "gemm_mnk": shape})
                 cost = Cost(**{f: v for f, v in zip(FIELDS, vals)})  # type: ignore[arg-type]
-                b = evaluate(cost, self.hw, self.dtypes[gi], node=nd)
+                b = evaluate(cost, self.hw, self.dtypes[gi], node=nd, runtime=self.runtime)
                 memo[key] = b.t_realistic_s - b.t_launch_s
             out[j] = memo[key]
         return out
@@ -274,7 +292,7 @@ class PhasePricer:
             cost, mnks = grid.costs_many(np.array([b]), np.array([lo]))
             rows = np.stack([self._group_rows(gi, cost[gi], mnks[gi], lambda g, j: grid.node_at(g, b, lo))[:, 0]
                              for gi in range(len(self.mult))])
-            return cost[:, :, 0], rows
+            return cost[:, :, 0], self._overlap_rows(rows)
         xs = np.asarray(grid.plan.xs, dtype=float)
         cost, mnks = grid.costs_many(np.full(len(xs), b), np.asarray(grid.plan.xs))
         inv = np.linalg.inv(np.vander(xs, increasing=True))
@@ -297,7 +315,22 @@ class PhasePricer:
             rows[gi] = r.mean(axis=1)
             if idx is not None:
                 rows[gi, 1] = (r[1] - r[5])[idx].mean() + r[5][0]
-        return means, rows
+        return means, self._overlap_rows(rows)
+
+    def _overlap_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Per-group rows of an overlapped step: each group's launch scaled to its share of the exposed host time,
+        so the rows still sum (``mult @ rows``) to the step :meth:`_steps` prices."""
+        if not self.overlap:
+            return rows
+        dev = self.mult @ (rows[:, 1] - rows[:, 5])
+        host = self.mult @ rows[:, 5]
+        if host <= 0:
+            return rows
+        _, exposed = self._overlap(np.asarray([dev]), np.asarray([host]))
+        out = rows.copy()
+        out[:, 5] = rows[:, 5] * float(exposed[0]) / host
+        out[:, 1] = rows[:, 1] - rows[:, 5] + out[:, 5]
+        return out
 
     # -- phases -----------------------------------------------------------------------------------------------
     def totals(self, b: Sequence[int] | np.ndarray, lo: Sequence[int] | np.ndarray,

@@ -95,6 +95,15 @@ class Pipeline:
         g = requantize(mark_kv_cache(graph), self.quant)
         return shard(g, self.tp if tp is None else tp, self.plan)
 
+    def scale(self, graph: OpGraph) -> None:
+        """Counted costs -> per-device costs (the TP split; :class:`~graphroof.llm.parallel.ParallelPipeline`
+        adds expert parallelism)."""
+        scale_costs(graph)
+
+    def rank_params(self, params: list) -> list:
+        """The parameters one device holds (all of them here; a pipeline stage holds its layers')."""
+        return params
+
     def raw(self, phase: str, batch: int, x: int) -> OpGraph:
         """The source's graph (traced once per key and kept: tracing is the slow part)."""
         key = (phase, batch, x)
@@ -158,7 +167,7 @@ class Pipeline:
             c = g.map_ops(lambda op: op)
             summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
             self._warned = True
-            scale_costs(c)
+            self.scale(c)
             k = fuse(c, self.runtime).as_opgraph(c)
             self._cache[key] = Counted(g, c, summary, k)
         return self._cache[key]
@@ -199,8 +208,8 @@ class Pipeline:
         try:
             g = _priced_view(counted, "counted", ogrid, PhasePricer(ogrid, self.hw).group_means(batch, lo, hi), w,
                              self.hw)
-            kp = PhasePricer(kgrid, self.hw, cuda_graphs=graphs, step_launch_s=launch)
-            kg = _priced_view(counted, "kernels", kgrid, kp.group_means(batch, lo, hi), w, self.hw)
+            kp = PhasePricer(kgrid, self.hw, cuda_graphs=graphs, step_launch_s=launch, runtime=self.runtime)
+            kg = _priced_view(counted, "kernels", kgrid, kp.group_means(batch, lo, hi), w, self.hw, self.runtime)
         except NotPolynomial:
             return None
         return Analysis(g, self.hw, counted[0].summary, depth=self.depth, meta=dict(meta or {}), kernels=kg,
@@ -248,7 +257,7 @@ class Pipeline:
             kg = c.kernels.map_ops(lambda op: op)
             for op in c.kernels.ops():
                 kg.set(op.name, COST, c.kernels.get(op.name, COST))
-            evaluate_graph(kg, self.hw)
+            evaluate_graph(kg, self.hw, self.runtime)
             if self.cuda_graphs(phase):
                 for n in kg.nx.nodes:
                     b = kg.get(n, BOUND)
@@ -258,7 +267,7 @@ class Pipeline:
 
 
 def _priced_view(counted: list, which: str, grid: KernelGrid, priced: tuple, w: list[float],
-                 hw: HardwareProfile) -> OpGraph:
+                 hw: HardwareProfile, runtime: Runtime | None = None) -> OpGraph:
     """The counted op graph (*which* ``counted``) or kernel graph (``kernels``) of the grid's first point, its
     nodes interpolated at the weights *w* (shapes as at the breakdown's first step) and every node's cost and
     bound set to its group's mean step (*priced*: :meth:`PhasePricer.group_means`)."""
@@ -282,7 +291,7 @@ def _priced_view(counted: list, which: str, grid: KernelGrid, priced: tuple, w: 
     for gi, members in enumerate(grid.names):
         mean = Cost(**{f: float(v) for f, v in zip(FIELDS, means[gi])}, estimated=grid.estimated[gi])
         node = g.node(members[0])
-        b = evaluate(mean, hw, compute_dtype(node), node=node)
+        b = evaluate(mean, hw, compute_dtype(node), node=node, runtime=runtime)
         r = rows[gi]
         b = replace(b, t_s=float(r[0]), t_realistic_s=float(r[1]), t_launch_s=float(r[5]))
         for n in members:

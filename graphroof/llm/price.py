@@ -114,14 +114,12 @@ def _recounter(pipe: Any, meta: dict):
     """Counts op nodes as *pipe* counts its graphs (its rules and settings, then the per-device TP costs)."""
     from ..counters.count import count
     from ..graph import COST, OpGraph
-    from .tp import scale_costs
-
     def recount(nodes):
         g = OpGraph("ops", {"dims": meta.get("dims", {})})
         for nd in nodes:
             g.add_op(nd)
         count(g, rules=pipe.rules, settings=pipe.settings, warn=False)
-        scale_costs(g)
+        pipe.scale(g)
         return [g.get(nd.name, COST) for nd in nodes]
 
     return recount
@@ -211,7 +209,8 @@ class PricedModel:
         key = (id(grid), hw.name, id(hw))
         if key not in self._pricers:
             graphs = phase == "decode" and self.pipe.runtime.decode_launch == "step"
-            self._pricers[key] = PhasePricer(grid, hw, cuda_graphs=graphs, step_launch_s=step_launch_s(graphs, hw))
+            self._pricers[key] = PhasePricer(grid, hw, cuda_graphs=graphs, step_launch_s=step_launch_s(graphs, hw),
+                                             runtime=self.pipe.runtime)
         return self._pricers[key]
 
     def phase_totals(self, phase: str, hw: HardwareProfile, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> PhaseTotals:
@@ -245,7 +244,8 @@ class PricedModel:
         src = self.src
         p = getattr(self, "_params", None)
         if p is None:
-            p = self._params = src.params() or params_from_graph(self.pipe.raw("prefill", 1, self._first_prompt))
+            p = src.params() or params_from_graph(self.pipe.raw("prefill", 1, self._first_prompt))
+            p = self._params = self.pipe.rank_params(p)
         return p
 
     def memory_inputs(self, b: int, prompt: int) -> tuple[float, float, float, float, int]:
@@ -358,7 +358,7 @@ class PricedModel:
         return self.phase_totals("prefill", hw, b, lo, hi)
 
 
-def memory_of(priced: PricedModel, mem: dict[str, np.ndarray], b: int, prompt: int, i: int, serving: ServingMemory,
+def memory_of(priced: PricedModel | None, mem: dict[str, np.ndarray], b: int, prompt: int, i: int, serving: ServingMemory,
               *, min_tp: bool = True) -> MemoryFit:
     """Point *i* of :func:`memory_fit`'s arrays *mem* (batch *b*, *prompt*) as a :class:`MemoryFit` (*min_tp*:
     search the smallest TP degree that fits)."""
@@ -367,7 +367,7 @@ def memory_of(priced: PricedModel, mem: dict[str, np.ndarray], b: int, prompt: i
     cap = None if np.isnan(m["capacity_bytes"]) else m["capacity_bytes"]
     mb = None if np.isnan(m["max_concurrent"]) else int(m["max_concurrent"])
     tp_min = None
-    if usable and min_tp:
+    if usable and min_tp and priced is not None:
         tp_min = priced.min_tp(b, prompt, usable, m["kv_reserved_bytes"] / b, m["activation_peak_bytes"], serving)
     return MemoryFit(m["weight_bytes"], m["kv_cache_bytes"], m["activation_peak_bytes"], cap, mb, tp_min, usable,
                      serving, m["kv_reserved_bytes"], m["state_bytes"])

@@ -44,6 +44,19 @@ __all__ = ["StepCost"]
 _SUMS = ("ideal", "realistic", "compute", "memory", "network", "launch")
 
 
+
+def step_arrays(prefill_tokens: Any, prefill_offset: Any, decode_seqs: Any, decode_context: Any,
+                prefill_attention: Any = None) -> tuple[Any, ...]:
+    """A step call's arguments broadcast and flattened: ``(n, o, m, s, attention work, shape)``; the attention
+    work defaults to ``2 o n + n^2`` (one causal chunk of n tokens after o cached ones)."""
+    n, o, m, s = (np.asarray(v, dtype=np.int64) for v in np.broadcast_arrays(prefill_tokens, prefill_offset,
+                                                                              decode_seqs, decode_context))
+    shape = n.shape
+    n, o, m, s = (v.reshape(-1) for v in (n, o, m, s))
+    attn = (2.0 * o * n + n.astype(float) ** 2 if prefill_attention is None
+            else np.broadcast_to(np.asarray(prefill_attention, dtype=float), shape).reshape(-1))
+    return n, o, m, s, attn, shape
+
 class StepCost:
     """Step times of one :class:`~graphroof.llm.engine.Engine` (its model, device and pricing).
 
@@ -73,10 +86,11 @@ class StepCost:
         counted = [pipe.counted("prefill", b, x) for b, x in pre.points]
         self.prefill = KernelGrid(pre, counted, _recounter(pipe, counted[0].counted.meta))
         graphs = pipe.runtime.decode_launch == "step"
+        rt = pipe.runtime
         self._dec_graph = PhasePricer(self.decode, self.hw, cuda_graphs=graphs,
-                                      step_launch_s=step_launch_s(graphs, self.hw))
-        self._dec_eager = PhasePricer(self.decode, self.hw)
-        self._pre = PhasePricer(self.prefill, self.hw)
+                                      step_launch_s=step_launch_s(graphs, self.hw), runtime=rt)
+        self._dec_eager = PhasePricer(self.decode, self.hw, runtime=rt)
+        self._pre = PhasePricer(self.prefill, self.hw, runtime=rt)
         self._decode_tables(max_batch * (self.k + 1) + max_chunk)
         self._prefill_tables(max_chunk)
 
@@ -177,12 +191,8 @@ class StepCost:
         Several chunks in one step (of different sequences): *prefill_tokens* their sum and *prefill_attention*
         the sum over the chunks of ``2 o_i n_i + n_i^2`` (the causal attention work each adds); default
         ``2 o n + n^2`` of the one chunk."""
-        n, o, m, s = (np.asarray(v, dtype=np.int64) for v in np.broadcast_arrays(prefill_tokens, prefill_offset,
-                                                                                  decode_seqs, decode_context))
-        shape = n.shape
-        n, o, m, s = (v.reshape(-1) for v in (n, o, m, s))
-        attn = (2.0 * o * n + n.astype(float) ** 2 if prefill_attention is None
-                else np.broadcast_to(np.asarray(prefill_attention, dtype=float), shape).reshape(-1))
+        n, o, m, s, attn, shape = step_arrays(prefill_tokens, prefill_offset, decode_seqs, decode_context,
+                                              prefill_attention)
         if np.any(m > self.max_batch) or np.any(n > self.max_chunk):
             raise InputError(f"a step beyond the step cost's tables (decode batch <= {self.max_batch}, chunk <= "
                              f"{self.max_chunk} tokens): build it with larger max_batch / max_chunk")

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import ReportError
 from ..units import fmt_time
 from .columns import Column, table
+from .serve_disagg import disagg_columns, disagg_lines, is_disagg
 from .tables import csv_text
 
 __all__ = ["render_serve", "serve_columns", "records_rows", "settings_text", "slo_text", "max_rate_text",
@@ -26,7 +27,7 @@ CONVENTIONS = (
     "each engine step (a batch of prefill chunks and decode tokens) is priced by graphroof's step cost (roofline per "
     "kernel + derating + launches); a request's clock starts at its arrival: TTFT = first token - arrival (queueing "
     "included), TPOT = (finish - first token) / (output tokens - 1), queue = first scheduled - arrival; percentiles "
-    "over the requests of a rate; tok/s/GPU = output tok/s / TP; goodput = requests meeting every SLO per second; "
+    "over the requests of a rate; tok/s/GPU = output tok/s / GPUs (TP x replicas; disaggregated: both pools); goodput = requests meeting every SLO per second; "
     "KV use = KV blocks in use / blocks of the replica, time-weighted mean / max over the steps"
 )
 
@@ -87,6 +88,8 @@ def serve_columns(r: Any) -> tuple[Column, ...]:
             _lat("e2e", "p99"), Column("queue p99", lambda p: _t(pct(get(p, "queue_s"), "p99"))),
             Column("preempt", lambda p: num(get(p, "preemptions"), "{:,.0f}")),
             Column("KV mean/max", _kv)]
+    if is_disagg(r):
+        cols += list(disagg_columns())
     if has_slo(r):
         cols += [Column("goodput", lambda p: num(get(p, "goodput_rps"), "{:,.2f}")),
                  Column("SLO met", lambda p: _share(get(p, "slo_attainment")))]
@@ -122,7 +125,8 @@ def _value(v: Any) -> str:
 
 
 #: Settings shown elsewhere in the header (the rates are the table's rows; the SLO has its own line).
-_SHOWN_ELSEWHERE = ("rate", "rates", "rate_rps", "slo_ttft_s", "slo_tpot_s", "slo_percentile", "model", "hw")
+_SHOWN_ELSEWHERE = ("rate", "rates", "rate_rps", "slo_ttft_s", "slo_tpot_s", "slo_percentile", "model", "hw",
+                    "disagg")
 
 
 def settings_text(r: Any) -> str:
@@ -182,6 +186,7 @@ def header_lines(r: Any) -> list[str]:
     return [f"model: {get(r, 'model')}",
             f"hardware: {get(r, 'hw_label') or get(r, 'hw')}",
             f"{n} offered rate{'s' if n != 1 else ''}; settings: {settings_text(r)}",
+            *disagg_lines(r),
             f"SLO: {slo_text(r)}",
             f"conventions: {CONVENTIONS}"]
 

@@ -20,7 +20,7 @@ __all__ = ["render_serve_comparison"]
 
 def _label(row: dict[str, Any]) -> str:
     dt = " ".join(f"{k}={row[k]}" for k in ("weights", "kv") if row.get(k)) or "native"
-    return f"{row['hw']} tp{row['tp']} {dt}"
+    return f"{row.get('config') or row['hw'] + ' tp' + str(row['tp'])} {dt}"
 
 
 def _opt(v: Any, spec: str = "{:,.1f}") -> str:
@@ -29,7 +29,7 @@ def _opt(v: Any, spec: str = "{:,.1f}") -> str:
 
 SUMMARY = (
     Column("configuration", _label),
-    Column("GPUs / replica", lambda r: str(r["tp"])),
+    Column("GPUs / replica", lambda r: str(r.get("gpus_per_group") or r["tp"])),
     Column("max rate req/s", lambda r: _opt(r["max_rate_rps"], "{:,.2f}")),
     Column("binding SLO", lambda r: r["binding_slo"] or "-"),
     Column("best out tok/s/GPU (SLO met)", lambda r: _opt(r["best_output_tokens_per_s_per_gpu"])),
@@ -47,8 +47,9 @@ def render_serve_comparison(c: Any, fmt: str = "terminal") -> str:
         out = []
         for row, r in zip(rows, results):
             cfg = {"hw": row["hw"], "tp": row["tp"], "weights": row["weights"], "kv": row["kv"]}
-            out += [{**cfg, **rec} for rec in records_rows(r)]
-        return csv_text(out)
+            out += [{**cfg, **rec, "configuration": _label(row)} for rec in records_rows(r)]
+        cols = list(dict.fromkeys(k for row in out for k in row))  # a disaggregated run adds transfer columns
+        return csv_text(out, cols)
     if fmt == "html":
         return _html(c, rows, results)
     md = fmt == "markdown"

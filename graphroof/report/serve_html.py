@@ -240,6 +240,10 @@ def _table(r: Any) -> str:
     def value(c: Column) -> Callable[[Any], Any]:
         if c.header in raw:
             return lambda p: get(p, raw[c.header])
+        if c.header.endswith(" busy"):  # disaggregated: a pool's busy share
+            return lambda p: ((get(p, "pools") or {}).get(c.header.split()[0]) or {}).get("busy")
+        if c.header.startswith("xfer "):
+            return lambda p: pct(get(p, "transfer_s"), c.header.split()[1])
         metric, _, q = c.header.partition(" ")
         return lambda p: pct(get(p, f"{metric.lower()}_s"), q)
 

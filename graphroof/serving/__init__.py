@@ -6,6 +6,8 @@
   each step priced by :class:`graphroof.llm.stepcost.StepCost`;
 * :mod:`~graphroof.serving.static`: static batches priced by the engine's estimate path;
 * :mod:`~graphroof.serving.metrics`, :mod:`~graphroof.serving.search`: a rate's figures, the max rate under SLOs;
+* :mod:`~graphroof.serving.disagg`, :mod:`~graphroof.serving.disagg_api`: disaggregated prefill / decode pools with
+  the KV transfer between them (``serve(..., disagg="XpYd" | "auto")``), and aggregated replicas sharing the traffic;
 * :mod:`~graphroof.serving.result`: :class:`ServeResult`, plain data.
 """
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from .disagg import simulate_replicas
 from .inputs import check_choice, parse_arrivals, parse_lengths, positive, rates_of, read_trace, whole
 from .metrics import rate_point, records_of, timeline_of
 from .result import ServeResult
@@ -93,6 +94,7 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
     else:
         act_chunk = mem["activation_peak_bytes"] * mbt / min(ref, mbt)  # the chunk of the peak scaled to mbt tokens
         blocks = int(math.floor((mem["usable_bytes"] - mem["weight_bytes"] - act_chunk) / (kv_tok * block) + 1e-9))
+        blocks *= p.layout.dp  # attention data parallel: each DP rank holds the KV of its own sequences
         if blocks < 1:
             raise InputError(f"{eng.source.name} on {eng.hw.name}: the weights and one chunk's activations leave no "
                              "room for KV blocks; raise gpu_mem_util, use tp > 1 or quantize the weights")
@@ -125,13 +127,19 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
           policy: str = "decode-first", admission: str = "on-demand", slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
           slo_percentile: float = 99.0, find_max_rate: bool | None = None, target_rate: float | None = None,
           usd_per_hour: float | None = None, pricing: Any = None, progress: Callable[[str], None] | None = None,
-          options: Any = None, **frontend_opts: Any) -> ServeResult:
-    """Simulate serving *model* on one engine replica (``pricing.tp`` GPUs of *hw*) at each *rate*.
+          options: Any = None, replicas: int = 1, **frontend_opts: Any) -> ServeResult:
+    """Simulate serving *model* on one engine replica (``pricing.layout.world`` = tp x pp x dp GPUs of *hw*) at each *rate*.
 
     Continuous mode is iteration-level scheduling with chunked prefill and paged KV blocks (vLLM v1); static mode
     runs batches of *max_num_seqs* in lockstep.  With SLOs, the max sustainable rate is searched; with
     *target_rate*, the replicas it needs.  See :mod:`graphroof.serving.sim` and :mod:`graphroof.serving.static`.
+    *replicas* > 1: that many replicas share the traffic, requests dealt round robin in arrival order (continuous
+    mode, open arrivals); the figures are the group's (per GPU: over ``replicas x tp``).
     """
+    replicas = whole("replicas", replicas, 1)
+    if replicas > 1 and (mode != "continuous" or str(arrival).startswith("closed")):
+        raise InputError("replicas > 1 deals an open arrival stream over continuous-batching replicas: use "
+                         "mode='continuous' and poisson, gamma:CV or constant arrivals")
     s = _settings(hw=hw, rate=rate, requests=requests, arrival=arrival, prompt_len=prompt_len, gen_len=gen_len,
                   trace=trace, prefix_share=prefix_share, seed=seed, mode=mode, max_batched_tokens=max_batched_tokens,
                   max_num_seqs=max_num_seqs, policy=policy, admission=admission, slo_ttft_s=slo_ttft_s,
@@ -155,7 +163,7 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
         if s["mode"] == "static":
             out, extra = simulate_static(eng, wl, s["max_num_seqs"], em.blocks, em.block)
             return out, records_of(out, wl), extra
-        out = simulate(em, wl, progress)
+        out = simulate(em, wl, progress) if replicas == 1 else simulate_replicas(em, wl, replicas, progress)[0]
         return out, records_of(out, wl), []
 
     rates: tuple[float, ...] = s["rate"] if d.trace_rate is None else (d.trace_rate,)  # a trace: its own rate
@@ -165,7 +173,8 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
     points, records, timeline = [], [], {}
     for r in rates:
         out, rec, extra = run(r if math.isfinite(r) else 1.0)
-        pt = rate_point(r, out, rec, pr.tp, s["slo_ttft_s"], s["slo_tpot_s"])
+        pt = rate_point(r, out, rec, pr.layout.world * replicas, s["slo_ttft_s"], s["slo_tpot_s"])
+        pt.kv_used_mean /= replicas  # the steps of every replica: the sum of their means (simulate_replicas)
         if not math.isfinite(r):
             pt.rate_rps = pt.throughput_rps
         points.append(pt)
@@ -185,13 +194,16 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
             cap, basis = best["rate_rps"], "max sustainable rate under the SLOs"
         else:
             cap, basis = max(p.throughput_rps for p in points), "highest simulated throughput (no SLO given)"
-        reps = replicas_for(s["target_rate"], cap, pr.tp, price, float(np.mean(d.gen)), basis)
+        reps = replicas_for(s["target_rate"], cap, pr.layout.world * replicas, price, float(np.mean(d.gen)), basis)
     notes.extend(n for n in eng.notes() if n not in notes)
     if s["prefix_share"] > 0:
         notes.append("prefix caching: the shared prefix is warm from the start (its blocks held once, never "
                      "prefilled)")
     settings = _shown(s)
-    settings.update(tp=pr.tp, kv_block=em.block, kv_blocks=em.blocks, gpu_mem_util=pr.gpu_mem_util,
+    if replicas > 1:
+        notes.append(f"{replicas} replicas share the traffic, requests dealt round robin in arrival order; KV use: "
+                     "the replicas' mean, and the fullest replica's peak; 'replicas needed' counts groups of them")
+    settings.update(replicas=replicas, gpus=pr.layout.world * replicas, tp=pr.tp, pp=pr.pp, dp=pr.dp, ep=pr.ep, kv_block=em.block, kv_blocks=em.blocks, gpu_mem_util=pr.gpu_mem_util,
                     weights=pr.weights, kv=pr.kv, runtime=pr.runtime, ideal=pr.ideal,
                     hw=eng.hw.name, step_prefill_attention=em.attention_arg)
     return ServeResult(model=eng.source.name, hw=eng.hw.name, hw_label=eng.hw.label, settings=settings,

@@ -36,8 +36,12 @@ CONVENTIONS = {
                "steps linear between its ends)",
     "littles_law": "mean_in_system: the time-average of running + waiting requests over the steps; ratio = "
                    "mean_in_system / (arrival_rate x mean_time_in_system), about 1 when the run is consistent",
-    "per_gpu": "an engine replica is tp GPUs; *_per_gpu divides by tp",
+    "per_gpu": "an engine replica is tp GPUs; *_per_gpu divides by the GPUs of the run (tp x replicas; "
+               "disaggregated: both pools' GPUs)",
     "usd_per_million_tokens": "replicas x tp x usd_per_hour / (target_rate x mean output tokens x 3600) x 1e6",
+    "disaggregated": "x prefill + y decode replicas: TTFT = prefill end - arrival; the KV transfer and the wait for "
+                     "decode blocks delay the second token (in TPOT and in the second token's ITL); GPUs = x tp_prefill "
+                     "+ y tp_decode, *_per_gpu divides by them",
 }
 
 
@@ -79,6 +83,10 @@ class RatePoint:
     goodput_rps: float
     slo_attainment: float
     littles_law: dict[str, float]
+    #: disaggregated serving: per pool (prefill, decode) replicas, busy share and KV use; None when aggregated
+    pools: dict[str, dict[str, float]] | None = None
+    #: disaggregated serving: prefill end -> KV landed at the decode pool (link queue + wire + latency), seconds
+    transfer_s: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))

@@ -281,6 +281,13 @@ class _Sim:
         raise RuntimeError("serve: the engine can neither schedule nor wait for an arrival")  # a bug, not an input
 
     # -- a run of decode steps ------------------------------------------------------------------------------
+    def _join_spec(self, h: int, budget: int) -> tuple[int, int, float, int, int] | None:
+        """(chunk, offset, attention, decodes, their context) arrival *h* adds to the step it joins, priced ahead
+        with a decode run (None: none)."""
+        o = int(self.comp[h])
+        ch = min(int(self.known[h] - o), budget)
+        return (ch, o, 2.0 * o * ch + float(ch) * ch, 0, 0) if ch > 0 else None
+
     def decode_run(self) -> bool:
         """Skip ahead over decode-only steps; False when the next step needs the general path.
 
@@ -322,10 +329,7 @@ class _Sim:
         t_next = float(self.arr[self.next_arr]) if can_join else np.inf
         spec = None
         if np.isfinite(t_next):  # the step the arrival joins, priced in the same call
-            h = self.next_arr
-            o = int(self.comp[h])
-            ch = min(int(self.known[h] - o), em.budget - m)
-            spec = (ch, o, 2.0 * o * ch + float(ch) * ch) if ch > 0 else None
+            spec = self._join_spec(self.next_arr, em.budget - m)
         width = k
         if np.isfinite(t_next):
             guess = (t_next - self.now) / self.last_dt if self.last_dt > 0 else 14.0
@@ -336,7 +340,7 @@ class _Sim:
                 dt = em.cost(0, 0, mj[:width], sj[:width])
             else:  # rows: the decode steps 0 .. width-1, then the mixed step after 1 .. width of them
                 both = em.cost(np.r_[np.zeros(width, np.int64), np.full(width, spec[0])], np.full(2 * width, spec[1]),
-                               np.r_[mj[:width], mj[1:]], np.r_[sj[:width], sj[1:]],
+                               np.r_[mj[:width], mj[1:] + spec[3]], np.r_[sj[:width], sj[1:] + spec[4]],
                                np.r_[np.zeros(width), np.full(width, spec[2])])
                 dt, mixed = both[:width], both[width:]
             ends = self.now + np.cumsum(dt)
@@ -346,7 +350,8 @@ class _Sim:
                 break
             width = min(k, width * 4)
         if spec is not None:
-            self.spec = {(spec[0], spec[1], int(mj[take]), int(sj[take]), spec[2]): float(mixed[take - 1])}
+            self.spec = {(spec[0], spec[1], int(mj[take]) + spec[3], int(sj[take]) + spec[4], spec[2]):
+                         float(mixed[take - 1])}
         self.last_dt = float(dt[take - 1])
         dt, ends, mj = dt[:take], ends[:take], mj[:take]
         starts = ends - dt

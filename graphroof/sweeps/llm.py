@@ -22,6 +22,7 @@ point with the most tokens/s per GPU among those meeting ``max_ttft_s`` / ``max_
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -110,6 +111,11 @@ def sweep_llm(
     spec_acceptance: Any = 0.0,
     spec_draft: Any = None,
     spec_draft_cost: float = 0.0,
+    disagg: Any = None,
+    decode_hw: Any = None,
+    decode_tp: int | None = None,
+    kv_link_bw_bytes_per_s: float | None = None,
+    kv_link_latency_s: float | None = None,
     **frontend_opts: Any,
 ) -> SweepResult:
     """Every combination of *hw* x dtypes x *tp* x *prompt* x *gen* x *batch* (see the module docstring).
@@ -122,6 +128,12 @@ def sweep_llm(
 
     *interpolate*: False prices every point from traces at its own batch and contexts (slow; the check of the
     interpolation).
+
+    *disagg*: ``"XpYd"``: every point is a disaggregated pair of x prefill replicas (the point's device and TP) and
+    y decode replicas (*decode_hw* / *decode_tp*, default the point's), the KV sent over the link
+    (*kv_link_bw_bytes_per_s* / *kv_link_latency_s*, default the profiles' inter-node network): TTFT from the
+    prefill engine, TPOT from the decode engine plus the transfer, tokens/s per GPU over both pools
+    (:mod:`graphroof.sweeps.disagg`).
 
     *on_point*: called with each point as it is priced, which is then not kept: the result holds only the
     frontier and the SLO picks (kept up to date point by point), so a grid of any size takes constant memory
@@ -171,6 +183,8 @@ def sweep_llm(
         if pr.name not in prices and pr.usd_per_hour is not None:
             prices[pr.name] = pr.usd_per_hour
             listed.append(f"{pr.name} ${pr.usd_per_hour:g}/GPU-hour ({pr.price_source}, {pr.price_date})")
+    pair = _pair_setup(disagg, decode_hw, decode_tp, kv_link_bw_bytes_per_s, kv_link_latency_s, spec_tokens, profs,
+                       ideal, resolve_hardware)
     for flag, slo in (("--max-ttft", max_ttft_s), ("--max-tpot", max_tpot_s)):
         if slo is not None and not slo > 0:
             raise InputError(f"{flag} must be > 0 seconds, got {slo}")
@@ -188,7 +202,7 @@ def sweep_llm(
         raise InputError(f"{raw_src.name} is an encoder-decoder: the LLM sweep does not model its cross-attention "
                          "cache yet; use `graphroof llm` for each prompt")
     raw_src.check_context(max(prompts), max(gens))
-    for t in tps:
+    for t in tps + ([pair["tp"]] if pair and pair["tp"] else []):
         check_tp(t, raw_src.spec.heads, raw_src.spec.kv_heads, raw_src.spec.intermediate)
     src: Any = _SharedTraces(raw_src)
     drafts: dict[str, Any] = {}  # the draft model's engine per device
@@ -224,7 +238,16 @@ def sweep_llm(
                     "memory_bytes": f.memory["total_bytes"], "capacity_bytes": f.memory["usable_bytes"],
                     "weights": [w] * n, "activations": [a] * n, "kv": [k] * n,
                     "usd_per_hour": np.full(n, prices.get(pr.name, np.nan)),
-                    "board_power_w": np.full(n, pr.board_power_w if pr.board_power_w is not None else np.nan)}
+                    "board_power_w": np.full(n, pr.board_power_w if pr.board_power_w is not None else np.nan),
+                    "gpus": np.full(n, np.nan), "pair_tokens_per_s": np.full(n, np.nan)}
+            if pair:
+                def make(td: int, quant: Any = quant) -> Any:
+                    p_ = Pipeline(src, profs[0], quant=quant, tp=td, settings=settings, rules=rules, strict=strict,
+                                  progress=progress)
+                    return PricedModel(p_, batches, prompts, gens, interpolate=interpolate)
+
+                part.update(_pair_part(pair, f, pr, t, (w, a, k), make, priced, B, P, G, ideal, serving, prices,
+                                       raw_src.spec.kv_heads, prompts[0], notes))
             for m in priced.notes:
                 if m not in notes:
                     notes.append(m)
@@ -239,7 +262,12 @@ def sweep_llm(
                 running.add(point)
     columns: dict[str, Any] = {c: np.concatenate([np.asarray(v, dtype=object if c in _OBJECT else float) for v in vs])
                if vs else [] for c, vs in cols.items()}
+    if len(profs) > 1 and not ideal:
+        from ..timing.profile import sustained_note
+
+        notes.append(sustained_note(list(profs)))
     return SweepResult(raw_src.name, columns=columns, hw_labels={pr.name: pr.label for pr in profs},
+                       hw_origins={pr.name: pr.origin for pr in profs},
                        max_ttft_s=max_ttft_s, max_tpot_s=max_tpot_s, ideal=ideal, notes=notes,
                        traces=len(src._graphs), trace_s=src.trace_s,
                        streamed=running if on_point is not None else None)
@@ -266,3 +294,62 @@ def _spec(spec_cls: Any, profile_of: Any, k: int, acceptance: Any, draft: Any, d
             drafts[hw.name] = Engine(draft, hw=hw, pricing=dp, progress=progress)
         eng = drafts[hw.name]
     return spec_cls(k, profile_of(k, acceptance), draft_cost, eng)
+
+
+def _pair_setup(disagg: Any, decode_hw: Any, decode_tp: Any, bw: Any, lat: Any, spec_tokens: int, profs: list[Any],
+                ideal: bool, resolve: Any) -> dict[str, Any] | None:
+    """The disaggregated pair's settings, checked before any trace (None: no pair)."""
+    from .disagg import parse_pair
+    from .kvlink import link_between
+
+    if disagg is None:
+        for name, v in (("decode_hw", decode_hw), ("decode_tp", decode_tp), ("kv_link_bw_bytes_per_s", bw),
+                        ("kv_link_latency_s", lat)):
+            if v is not None:
+                raise InputError(f"{name} sets the decode pool or the KV link of a disaggregated pair: give disagg "
+                                 "too (--disagg 1p1d)")
+        return None
+    xy = parse_pair(disagg)
+    if spec_tokens:
+        raise InputError("speculative decoding is not modelled in a disaggregated sweep: drop --spec-tokens or "
+                         "--disagg")
+    if decode_tp is not None and (isinstance(decode_tp, bool) or not isinstance(decode_tp, int) or decode_tp < 1):
+        raise InputError(f"decode_tp must be an integer >= 1, got {decode_tp!r}")
+    dec = resolve(decode_hw, ideal=ideal) if decode_hw is not None else None
+    links = {pr.name: link_between(pr, dec or pr, bw, lat) for pr in profs}
+    return {"xy": xy, "hw": dec, "tp": decode_tp, "links": links, "priced": {}}
+
+
+def _pair_part(pair: dict[str, Any], f: Any, pr: Any, t: int, dts: tuple, make: Any, priced: Any, B: np.ndarray,
+               P: np.ndarray, G: np.ndarray, ideal: bool, serving: Any, prices: dict[str, float], kv_heads: Any,
+               ref_prompt: int, notes: list[str]) -> dict[str, Any]:
+    """The columns of the points of (device *pr*, TP *t*, dtypes *dts*) as disaggregated pairs."""
+    from .disagg import pair_columns
+    from .kvlink import full_kv_bytes_per_token
+
+    dec_hw, td = pair["hw"] or pr, pair["tp"] or t
+    if dec_hw.name == pr.name and td == t:
+        fd = f
+    else:
+        key = (dts, td)
+        if key not in pair["priced"]:
+            pair["priced"][key] = priced if td == t else make(td)
+        fd = pair["priced"][key].price(dec_hw, B, P, G, ideal=ideal, serving=serving)
+    kv_tok = full_kv_bytes_per_token(priced, t, kv_heads, ref_prompt)
+    link = pair["links"][pr.name]
+    x, y = pair["xy"]
+
+    def num(v: Any) -> float:
+        return float(v) if v is not None else math.nan
+
+    usd = (num(prices.get(pr.name)), num(prices.get(dec_hw.name, dec_hw.usd_per_hour)))
+    power = (num(pr.board_power_w), num(dec_hw.board_power_w))
+    note = (f"disaggregated {x}p{y}d pairs: prefill {x} x {pr.name} TP{t}, decode {y} x {dec_hw.name} TP{td}; KV "
+            f"{kv_tok:,.0f} B per prompt token over a link per prefill replica of {link.describe()}; TTFT from the prefill engine, TPOT = decode TPOT + "
+            "the batch's transfer / (gen - 1); tokens/s per GPU of the pools working concurrently over both pools' "
+            "GPUs (graphroof.sweeps.disagg)")
+    if note not in notes:
+        notes.append(note)
+    out = pair_columns(f, fd, B, P, G, (x, y), (t, td), kv_tok, link, usd, power)
+    out["decode_bound"] = _no_decode_none(fd.decode.bound, G)
+    return out

@@ -53,6 +53,10 @@ class SweepPoint:
     usd_per_hour: float | None = None
     #: the device's board power (TDP / TBP) from its profile; None: not given (energy shown as n/a)
     board_power_w: float | None = None
+    #: a disaggregated prefill / decode pair (``sweep(..., disagg=)``): the GPUs of both pools (None: ``tp``) and
+    #: the pair's output tokens/s, pools working concurrently (None: ``batch * gen / e2e_s``)
+    gpus: int | None = None
+    pair_tokens_per_s: float | None = None
 
     @property
     def e2e_s(self) -> float:
@@ -60,11 +64,18 @@ class SweepPoint:
 
     @property
     def tokens_per_s(self) -> float:
+        if self.pair_tokens_per_s is not None:
+            return self.pair_tokens_per_s
         return self.batch * self.gen / self.e2e_s if self.e2e_s else float("inf")
 
     @property
+    def n_gpus(self) -> int:
+        """The GPUs the throughput is spread over: ``tp``, or both pools of a disaggregated pair."""
+        return self.gpus if self.gpus is not None else self.tp
+
+    @property
     def tokens_per_s_per_gpu(self) -> float:
-        return self.tokens_per_s / self.tp
+        return self.tokens_per_s / self.n_gpus
 
     @property
     def tokens_per_s_per_user(self) -> float:
@@ -78,7 +89,7 @@ class SweepPoint:
     def usd_per_million_tokens(self) -> float | None:
         if self.usd_per_hour is None:
             return None
-        return self.usd_per_hour * self.tp / 3600.0 / self.tokens_per_s * 1e6
+        return self.usd_per_hour * self.n_gpus / 3600.0 / self.tokens_per_s * 1e6
 
     @property
     def joules_per_token(self) -> float | None:
@@ -86,7 +97,7 @@ class SweepPoint:
         ``board_power_w * tp * e2e_s / (batch * gen)`` = ``board_power_w * tp / tokens_per_s``."""
         if self.board_power_w is None or not self.tokens_per_s:
             return None
-        return self.board_power_w * self.tp / self.tokens_per_s
+        return self.board_power_w * self.n_gpus / self.tokens_per_s
 
     @property
     def tokens_per_joule(self) -> float | None:
@@ -178,7 +189,8 @@ class RunningFrontier:
 
 #: the columns of a :class:`SweepResult` (one array or list each), in :class:`SweepPoint`'s field order
 COLUMNS = ("hw", "batch", "prompt", "gen", "tp", "ttft_s", "tpot_s", "prefill_bound", "decode_bound",
-           "memory_bytes", "capacity_bytes", "weights", "activations", "kv", "usd_per_hour", "board_power_w")
+           "memory_bytes", "capacity_bytes", "weights", "activations", "kv", "usd_per_hour", "board_power_w",
+           "gpus", "pair_tokens_per_s")
 
 
 def _opt(v: Any) -> Any:
@@ -201,9 +213,11 @@ class SweepResult:
                  columns: dict[str, Any] | None = None, hw_labels: dict[str, str] | None = None,
                  max_ttft_s: float | None = None, max_tpot_s: float | None = None, ideal: bool = False,
                  notes: list[str] | None = None, traces: int = 0, trace_s: float = 0.0,
-                 streamed: RunningFrontier | None = None):
+                 streamed: RunningFrontier | None = None, hw_origins: dict[str, str] | None = None):
         self.model = model
         self.hw_labels = dict(hw_labels or {})
+        #: per device, where its timing constants come from (``fitted`` / ``derived`` / ``assumed``: HardwareProfile.origin)
+        self.hw_origins = dict(hw_origins or {})
         self.max_ttft_s, self.max_tpot_s, self.ideal = max_ttft_s, max_tpot_s, ideal
         self.notes = list(notes or [])
         self.traces, self.trace_s = traces, trace_s
@@ -215,7 +229,9 @@ class SweepResult:
             self._points: list[SweepPoint] | None = pts
         else:
             self._points = None
-        self.columns = {c: np.asarray(columns[c], dtype=object if c in _OBJECT else float) for c in COLUMNS}
+        n = len(columns["hw"])  # a column not given (the disaggregated pair's, in an aggregated sweep): NaN
+        self.columns = {c: np.asarray(columns[c] if c in columns else np.full(n, np.nan),
+                                      dtype=object if c in _OBJECT else float) for c in COLUMNS}
 
     def __len__(self) -> int:
         return len(self.columns["hw"])
@@ -239,6 +255,9 @@ class SweepResult:
         e2e = e2e_s(c["ttft_s"], c["tpot_s"], gen)
         with np.errstate(divide="ignore", invalid="ignore"):
             tps = np.where(e2e > 0, batch * gen / np.where(e2e > 0, e2e, 1.0), np.inf)
+            if "gpus" in c:  # a disaggregated pair: its pipelined throughput over both pools' GPUs
+                tps = np.where(np.isnan(c["pair_tokens_per_s"]), tps, c["pair_tokens_per_s"])
+                tp = np.where(np.isnan(c["gpus"]), tp, c["gpus"])
             user = np.where(e2e > 0, gen / np.where(e2e > 0, e2e, 1.0), np.inf)
         cap = c["capacity_bytes"]
         fits_not = ~np.isnan(cap) & (c["memory_bytes"] > cap)   # fits is False (unknown counts as fitting)
@@ -295,6 +314,23 @@ class SweepResult:
             return dict(self.streamed.best)
         return {dev: (None if i is None else self.point(i)) for dev, i in self.best_indices().items()}
 
+    def best_overall(self) -> SweepPoint | None:
+        """The SLO pick across devices: the most tokens/s per GPU among the per-device picks."""
+        picks = [p for p in self.best().values() if p is not None]
+        return max(picks, key=lambda p: p.tokens_per_s_per_gpu) if picks else None
+
+    def origin_note(self, pick: SweepPoint | None = None) -> str | None:
+        """What a cross-device pick must say when the devices' timing constants differ in origin (None: they don't,
+        or there is no pick)."""
+        pick = pick if pick is not None else self.best_overall()
+        origins = {o for d, o in self.hw_origins.items() if d in self.devices}
+        if pick is None or len(origins) < 2:
+            return None
+        by = "; ".join(f"{o}: {', '.join(d for d in self.devices if self.hw_origins.get(d) == o)}"
+                       for o in ("fitted", "derived", "assumed") if o in origins)
+        return (f"{pick.hw}'s constants are {self.hw_origins.get(pick.hw, '?')}, the devices' differ in origin "
+                f"({by}): a ranking across them compares timing models of different standing")
+
     def cheapest(self) -> SweepPoint | None:
         """The SLO pick with the lowest $ per million output tokens (devices with a price only)."""
         priced = [p for p in self.best().values() if p is not None and p.usd_per_million_tokens is not None]
@@ -314,6 +350,8 @@ class SweepResult:
         return json_safe({
             "schema_version": SCHEMA_VERSION, "kind": "llm_sweep", "model": self.model,
             "mode": "ideal" if self.ideal else "realistic", "hardware": self.hw_labels,
+            "hardware_timing_origin": self.hw_origins,
+            "best_overall_origin_note": self.origin_note(), "cheapest_origin_note": self.origin_note(cheap),
             "slo": {"max_ttft_s": self.max_ttft_s, "max_tpot_s": self.max_tpot_s},
             "traces": self.traces, "trace_s": self.trace_s, "notes": self.notes,
             "points": [p.to_dict() for p in self.points],
@@ -335,4 +373,7 @@ _INTS = {"batch", "prompt", "gen", "tp"}
 def _int(column: str, v: Any) -> Any:
     if column in _INTS:
         return int(v)
+    if column == "gpus":
+        v = _opt(v)
+        return None if v is None else int(v)
     return _opt(v)

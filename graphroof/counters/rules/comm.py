@@ -6,7 +6,12 @@ Ring algorithms over ``N = attrs["world_size"]`` devices, per device (the NCCL /
   ``(N-1)/N * S``, so ``net_bytes = 2 (N-1)/N * S``; the reduce-scatter adds ``(N-1)/N * numel`` elements.
 * ``comm.all_gather`` producing a tensor of ``S`` bytes from ``S/N`` shards: ``net_bytes = (N-1)/N * S``.
 
-Both also read their input from and write their output to main memory once (unfused convention), so they
+* ``comm.all_to_all`` (expert-parallel dispatch / combine, :mod:`graphroof.llm.ep`) of ``[tokens, hidden]``
+  activations over ``N`` ranks: each rank sends its ``tokens / attrs["tp"]`` tokens to ``attrs["top_k"]`` experts,
+  ``(N-1)/N`` of them on other ranks: ``net_bytes = tokens / tp * k * hidden * dtype * (N-1)/N``; it reads its
+  send buffer and writes its receive buffer (``tokens / tp * k * hidden * dtype`` each).
+
+All also read their input from and write their output to main memory once (unfused convention), so they
 move data: they are never free.  The roofline divides ``net_bytes`` by the profile's interconnect bandwidth
 per direction.
 """
@@ -15,11 +20,11 @@ from __future__ import annotations
 
 from ...errors import RuleError
 from ...graph import OpNode
-from ..common import io_cost
+from ..common import io_cost, req
 from ..cost import Cost
 from ..registry import register_rule
 
-__all__ = ["all_gather_net_bytes", "all_reduce_net_bytes", "world_size"]
+__all__ = ["all_gather_net_bytes", "all_reduce_net_bytes", "all_to_all_net_bytes", "world_size"]
 
 
 def world_size(node: OpNode) -> int:
@@ -51,3 +56,18 @@ def all_reduce_cost(node: OpNode) -> Cost:
 def all_gather_cost(node: OpNode) -> Cost:
     n = world_size(node)
     return io_cost(node) + Cost(net_bytes=all_gather_net_bytes(node.outputs[0].nbytes, n))
+
+
+def all_to_all_net_bytes(rows_bytes: float, n: int) -> float:
+    """All-to-all: ``(N-1)/N`` of the *rows_bytes* a rank sends go to other ranks."""
+    return (n - 1) / n * rows_bytes
+
+
+@register_rule("comm.all_to_all")
+def all_to_all_cost(node: OpNode) -> Cost:
+    n = world_size(node)
+    t = req(node, 0)
+    tp = int(node.attrs.get("tp") or 1)
+    k = int(node.attrs.get("top_k") or 1)
+    rows_bytes = t.nbytes / tp * k
+    return Cost(act_read_bytes=rows_bytes, act_write_bytes=rows_bytes, net_bytes=all_to_all_net_bytes(rows_bytes, n))

@@ -1,0 +1,182 @@
+"""Figures of a parallel layout (:class:`~graphroof.llm.parallel.Layout`): pipeline stages, their micro-batches and
+the bubble, attention-data-parallel ranks, from the one evaluator's per-stage phase totals.
+
+Every stage's rank is priced by its own :class:`~graphroof.llm.price.PricedModel` (the stage's ops after the TP
+split and the EP pass, :class:`~graphroof.llm.parallel.ParallelPipeline`); a step of the pipeline runs at the pace
+of the slowest stage, ``t_stage = max_k t_k`` (each figure its own maximum over the stages).  A batch of ``b``
+sequences is spread over the ``dp`` attention-DP ranks, ``b_dp = ceil(b / dp)`` each.  The schedule:
+
+* **prefill** (TTFT): the ``b_dp`` prompts split into ``m = min(b_dp, microbatches)`` micro-batches of
+  ``ceil(b_dp / m)`` (``microbatches`` default ``pp``), pushed through the stages back to back (GPipe fill, no
+  interleaving): the last micro-batch's first token comes after ``(m + pp - 1) x t_stage`` plus the ``pp - 1``
+  activation sends of one micro-batch (a send overlaps the next micro-batch's compute, so only the first
+  micro-batch's sends are on the critical path);
+* **decode** (TPOT): a serving engine keeps ``pp`` micro-batches in flight (vLLM's virtual engines, TRT-LLM's
+  in-flight micro-batches), ``ceil(b_dp / pp)`` sequences each; a sequence's next token needs its micro-batch to
+  pass every stage, and stage 0 can start it only when it is back: TPOT = ``pp x t_stage + (pp - 1) x t_send``;
+  throughput = ``b / TPOT`` (every micro-batch makes a token per round).  ``pp = 1`` is one micro-batch, no send.
+* **send / recv**: ``[tokens, hidden]`` activations in the activation dtype per boundary
+  (:func:`graphroof.timing.p2p.send_recv_time`), over NVLink inside a node and the system's network when the
+  boundary crosses nodes (:meth:`~graphroof.llm.parallel.Layout.boundary_inter_node`); the ideal figures add only
+  its bandwidth part, the network term too.
+* **memory** per rank: the stage whose rank holds the most (its weights, its layers' KV of the ``b_dp`` sequences
+  of its DP rank, the activation peak of a prefill).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import dtype_bits
+from ..errors import InputError
+from ..timing.p2p import send_recv_time
+from .evaluator import PhaseTotals, decode_range
+from .price import Figures, memory_fit
+from .stepcost import step_arrays
+
+__all__ = ["ParallelStepCost", "parallel_figures", "send_time_s"]
+
+_FIELDS = tuple(PhaseTotals.__dataclass_fields__)
+_TIMES = ("t_ideal_s", "t_realistic_s", "first_ideal_s", "first_realistic_s", "last_ideal_s", "last_realistic_s")
+
+
+def _ceil_div(a: np.ndarray, d: int) -> np.ndarray:
+    return -(-a // d)
+
+
+def act_bytes_per_token(eng: Any) -> float:
+    """``hidden x activation dtype`` bytes of one token's activations at a stage boundary."""
+    src, q = eng.source, eng.pipeline.quant
+    hidden = src.spec.hidden
+    if not hidden:
+        raise InputError(f"--pp: {src.name} has no hidden size in its spec to size the stage-boundary sends")
+    return hidden * dtype_bits(q.activations or src.spec.dtype or "bf16") / 8
+
+
+def send_time_s(eng: Any, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(realistic, bandwidth-only) seconds of the ``pp - 1`` boundary sends of *tokens* tokens (arrays)."""
+    lay = eng.layout
+    tokens = np.asarray(tokens, dtype=float)
+    real, beta = np.zeros(len(tokens)), np.zeros(len(tokens))
+    if lay.pp == 1:
+        return real, beta
+    per = act_bytes_per_token(eng)
+    vals, inv = np.unique(tokens, return_inverse=True)
+    r, bw = np.zeros(len(vals)), np.zeros(len(vals))
+    for k in range(lay.pp - 1):
+        inter = lay.boundary_inter_node(k)
+        for i, t in enumerate(vals):
+            s = send_recv_time(float(t) * per, eng.hw, inter_node=inter, gpus_per_node=lay.gpus_per_node or 8)
+            r[i] += s.t_s
+            bw[i] += s.t_bandwidth_s
+    return r[inv.reshape(-1)], bw[inv.reshape(-1)]
+
+
+def _stage_max(totals: list[PhaseTotals]) -> np.ndarray:
+    return np.max(np.stack([np.stack([getattr(t, f) for f in _FIELDS]) for t in totals]), axis=0)
+
+
+def _pipelined(arr: np.ndarray, factor: np.ndarray, real: np.ndarray, beta: np.ndarray) -> PhaseTotals:
+    out = arr * factor
+    for f in _TIMES:
+        i = _FIELDS.index(f)
+        out[i] += real if "realistic" in f else beta
+    out[_FIELDS.index("t_network_s")] += beta
+    return PhaseTotals(*out)
+
+
+def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
+    """Every figure of the points under the engine's layout (see the module doc); ``batch`` is the whole
+    layout's batch (all DP ranks), so ``tokens_per_s`` is the layout's throughput."""
+    lay, hw, p = eng.layout, eng.hw, eng.pricing
+    b, pr, g = (np.asarray(v, dtype=np.int64).reshape(-1) for v in np.broadcast_arrays(batch, prompt, gen))
+    if not eng.source.kv_cache and lay.pp > 1:
+        raise InputError(f"--pp {lay.pp}: {eng.source.name} has no KV cache; the pipeline schedule models decoders "
+                         "with a KV cache")
+    b_dp = _ceil_div(b, lay.dp)
+    m_pre = np.minimum(b_dp, lay.microbatches or lay.pp)
+    b_pre = _ceil_div(b_dp, m_pre)
+    b_dec = _ceil_div(b_dp, lay.pp)
+    bs = sorted(set(b_pre.tolist()) | set(b_dec.tolist()) | set(b_dp.tolist()))
+    prompts, gens = sorted(set(pr.tolist())), sorted(set(g.tolist()))
+    stages = [eng.stage_priced(k, bs, prompts, gens) for k in range(lay.pp)]
+    pre = _stage_max([pm.phase_totals("prefill", hw, b_pre, pr, pr) for pm in stages])
+    start = stages[0].decode_start(pr)
+    lo, hi = decode_range(start, g, stages[0].kv)
+    if stages[0].kv:
+        dec = _stage_max([pm.phase_totals("decode", hw, b_dec, lo, hi) for pm in stages])
+    else:  # no cache (pp = 1 here): each step is the prefill graph over the whole context
+        dec = _stage_max([pm.phase_totals("prefill", hw, b_dec, lo, hi) for pm in stages])
+    real_pre, beta_pre = send_time_s(eng, b_pre * pr)
+    real_dec, beta_dec = send_time_s(eng, b_dec)
+    prefill = _pipelined(pre, (m_pre + lay.pp - 1).astype(float), real_pre, beta_pre)
+    decode = _pipelined(dec, np.full(len(b), float(lay.pp)), real_dec, beta_dec)
+    mems = [memory_fit(pm, hw, b_dp, pr, g, p.serving) for pm in stages]
+    heaviest = np.argmax(np.stack([m["total_bytes"] for m in mems]), axis=0)
+    mem = {k: np.choose(heaviest, [m[k] for m in mems]) for k in mems[0]}
+    notes: list[str] = []
+    for pm in stages:
+        notes += [n for n in pm.notes if n not in notes]
+    return Figures(hw, p.ideal, b, pr, g, prefill, decode, mem, notes)
+
+
+class ParallelStepCost:
+    """Engine steps under a layout (what ``graphroof serve`` calls per step), from each stage's
+    :class:`~graphroof.llm.stepcost.StepCost`.
+
+    A step of a pipelined engine is one **round**: the step's work (its decode sequences, its prefill tokens) is
+    spread over the ``dp`` attention-DP ranks and, on each, over the ``pp`` micro-batches in flight; every
+    micro-batch passes every stage, so the step takes ``pp x`` the slowest stage's micro-step (``ceil(m / (pp dp))``
+    decode sequences, ``ceil(n / (pp dp))`` prefill tokens, the attention work over ``pp dp``) plus the ``pp - 1``
+    boundary sends of one micro-batch's tokens: the time a sequence waits for its next token, as TPOT above.
+    ``pp = dp = 1`` is the plain step cost.
+    """
+
+    def __init__(self, engine: Any, **kw: Any):
+        lay = self.layout = engine.layout
+        self.engine = engine
+        from .stepcost import StepCost
+
+        self.stages = []
+        for k in range(lay.pp):
+            view = SimpleNamespace(source=engine.source, pipeline=engine.pipeline.stage_view(k), hw=engine.hw,
+                                   spec=None)
+            self.stages.append(StepCost(view, **kw))
+        self.hw = engine.hw
+
+    def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
+                 decode_context: Any = 0, *, prefill_attention: Any = None, ideal: bool = False) -> np.ndarray:
+        lay = self.layout
+        share = lay.pp * lay.dp
+        n, o, m, s, attn, shape = step_arrays(prefill_tokens, prefill_offset, decode_seqs, decode_context,
+                                              prefill_attention)
+        n_mb, m_mb = _ceil_div(n, share), _ceil_div(m, share)
+        s_mb = np.where(m > 0, np.rint(s * m_mb / np.maximum(m, 1)), 0).astype(np.int64)
+        t = np.max(np.stack([st(n_mb, o, m_mb, s_mb, prefill_attention=attn / share, ideal=ideal)
+                             for st in self.stages]), axis=0)
+        real, beta = send_time_s(self.engine, (n_mb + m_mb).astype(float))
+        work = (n > 0) | (m > 0)
+        out = np.where(work, lay.pp * t + (beta if ideal else real), 0.0)
+        return out.reshape(shape)
+
+
+def layout_note(lay: Any) -> str:
+    """The schedule in words (an estimate's note)."""
+    mb = lay.microbatches or lay.pp
+    return (f"parallel layout {lay.describe()}: prefill of a batch in min(batch / DP, {mb}) micro-batches through "
+            f"{lay.pp} stage{'s' if lay.pp > 1 else ''}, TTFT = (m + PP - 1) x slowest stage + sends; decode keeps "
+            f"{lay.pp} micro-batch{'es' if lay.pp > 1 else ''} in flight, TPOT = PP x slowest stage + sends; "
+            f"figures per rank, throughput over all {lay.world} GPUs"
+            + ("" if lay.ep == 1 else f"; experts over {lay.ep} ranks, the busiest rank's rows "
+               + ("x the expected multinomial maximum" if lay.ep_imbalance is None else f"x {lay.ep_imbalance:g}")
+               + " of the mean"))
+
+
+def check_no_spec(pricing: Any) -> None:
+    if pricing.spec_tokens:
+        raise InputError("--spec-tokens with --pp / --dp / --ep / --system: speculative decoding is not modelled "
+                         "on a parallel layout yet; drop one of them")
+

@@ -1,0 +1,30 @@
+"""Configuration search (:func:`plan`): for an LLM, devices, request rates and SLOs, every deployment configuration
+(device x TP [x PP x EP x DP] x dtypes x batch limits) checked for memory, pruned on analytic bounds, simulated under
+traffic (the serving simulator, fanned out over processes or Ray), and answered as a Pareto frontier of tokens/s per
+GPU against tokens/s per user, the cheapest configuration per rate, and each configuration's engine flags.
+
+* :mod:`~graphroof.planner.space`: the configurations and the inputs checked; :mod:`~graphroof.planner.flags`: the
+  vLLM / SGLang / TensorRT-LLM command lines;
+* :mod:`~graphroof.planner.bounds`: memory per GPU and the analytic bounds; :mod:`~graphroof.planner.search`: the
+  capacity bisection and the replicas per rate; :mod:`~graphroof.planner.worker`: one group on reused engines;
+* :mod:`~graphroof.planner.fanout`: serial, processes or Ray; :mod:`~graphroof.planner.result`: :class:`PlanResult`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["plan", "PlanResult"]
+
+_LAZY = {"plan": "api", "PlanResult": "result"}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphroof.planner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
