@@ -2,6 +2,14 @@
 
     PYTHONPATH=. python benchmarks/fit_kernel_model.py            # fit on all rows, print TOML to paste
     PYTHONPATH=. python benchmarks/fit_kernel_model.py --holdout  # also fit on 7B only / 70B only, report cross error
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py --kernels  # weight-only dequant + attention constants (H100)
+
+GEMM: ``gemm_matrix_efficiency`` is fitted as a fraction of the profile's achievable matmul rate
+(``[timing.gemm_achievable_flops_per_s]``, the MAMF table, kept as the profile has it) where it lists one.
+``--kernels`` fits ``gemm_dequant_flops_per_mac`` on our H100 tinygemm int4 rows (measure_int4.csv, M 1-256) and
+``attn_matrix_efficiency`` / ``attn_exp_per_s`` / ``attn_fill_keys`` on our H100 SDPA rows (measure_attn.csv,
+prefill 512-16k tokens at head dim 64 / 128, decode batch 1-64 x context 512-8192), every other constant as the
+profile has it; the A100 values are derived (sources.timing says how).
 
 The formulas are graphroof.timing's (tiles, waves, bandwidth, latency); this script only chooses their constants:
 the discrete ones (CTA tile, smallest tile M, split-K floor, NICs per node) by grid search, the continuous ones
@@ -26,6 +34,7 @@ from _measured import GPU_PROFILE, load_allreduce, load_ops  # noqa: E402
 
 from graphroof.hardware import load_hardware  # noqa: E402
 from graphroof.timing import CollectiveParams, KernelTiming, collective_time_with, gemm_time_with  # noqa: E402
+from graphroof.timing.precision import gemm_ceiling  # noqa: E402
 
 TILES = [(128, 128), (128, 256), (256, 128)]
 TILE_M_MIN = [16, 64]
@@ -74,25 +83,42 @@ def gemm_rows(rows):
     return [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]
 
 
-def fit_gemm(rows, hw, sm_count):
-    """Best (tile, tile_m_min, split_k_min, efficiency, bw efficiency, latency) for these GEMM rows."""
+def h100_gemm_rows(data=None):
+    """((M, N, K), measured s) of our H100 bf16 GEMMs (measure_gemm.csv: cuBLAS via torch.matmul, CUDA-graph
+    replays, M 1-8192, the per-layer GEMMs of five models)."""
+    return [((int(r["M"]), int(r["N"]), int(r["K"])), float(r["time_ms"]) * 1e-3)
+            for r in _csv((data or H100_DATA) / "measure_gemm.csv") if r["dtype"] == "bf16" and r["time_ms"]]
+
+
+def fit_gemm(rows, hw, sm_count, extra=None):
+    """Best (tile, tile_m_min, split_k_min, efficiency, bw efficiency, latency) for these GEMM rows (and the
+    *extra* ((M, N, K), measured s) rows, weighted as much in total as the Vidur rows)."""
     g = gemm_rows(rows)
+    extra = extra or []
+    wts = np.array([1.0 / len(g)] * len(g) + ([1.0 / len(extra)] * len(extra) if extra else []))
+    wts /= wts.sum()
+    g = g + list(extra)
     meas = np.array([m for _, m in g])
     peak, bw = hw.matrix_peak_flops_per_s["fp16"], hw.mem_bw_bytes_per_s
+    # the efficiency is a fraction of the achievable (MAMF) rate where the profile lists one, else of the peak
+    ceiling = gemm_ceiling(hw, peak, "matrix.fp16")[0]
     best = None
     for tile, tmin, skmin, ridge, pol in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN, L2_RIDGE, POLICIES):
         l2 = float(f"{peak / ridge:.3g}") if ridge else None
         unit = KernelTiming(sm_count=sm_count, gemm_tile=tile, gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
                             gemm_l2_bw_bytes_per_s=l2, gemm_tile_policy=pol,
-                            gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0)
-        parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw) for (m, n, k), _ in g]
+                            gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0,
+                            gemm_stream_k=bool(hw.timing and hw.timing.gemm_stream_k))
+        parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw,
+                                achievable_flops_per_s=ceiling, l2_bytes=hw.onchip_cache_bytes)
+                 for (m, n, k), _ in g]
         tc = np.array([p.t_compute_s for p in parts]); tm = np.array([p.t_memory_s for p in parts])
 
         for ov in OVERLAP:
             def loss(x, ov=ov):
                 a, b = tc / _eff(x[0]), tm / _eff(x[1])
                 both = np.maximum(a, b) if ov is None else (a ** ov + b ** ov) ** (1 / ov)
-                return float(np.mean(np.abs(np.log((both + math.exp(x[2])) / meas))))
+                return float(np.sum(wts * np.abs(np.log((both + math.exp(x[2])) / meas))))
 
             x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
             if best is None or v < best[0]:
@@ -123,6 +149,82 @@ def fit_stream(rows, hw):
     x, v = nelder_mead(loss, x, step=0.1, iters=2000)
     return dict(stream_latency_s=float(f"{math.exp(x[0]):.3g}"),
                 stream_bw_efficiency={k: round(_eff(x[1 + i]), 3) for i, k in enumerate(STREAM_KINDS)}), v
+
+
+# -- weight-only GEMMs and attention (our H100 measurements, benchmarks/data/h100_2026-11-27) -------------------
+
+H100_DATA = Path(__file__).resolve().parent / "data" / "h100_2026-11-27"
+
+
+def _csv(path):
+    import csv
+
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def int4_rows(data=H100_DATA):
+    """(M, N, K, group, measured s) of measure_int4.csv: tinygemm int4 (torch._weight_int4pack_mm), bf16
+    activations, Llama-3-8B shapes, M = 1 ... 256."""
+    return [(int(r["M"]), int(r["N"]), int(r["K"]), int(r["group"]), float(r["time_ms"]) * 1e-3)
+            for r in _csv(data / "measure_int4.csv") if r["time_ms"]]
+
+
+def fit_dequant(hw, rows):
+    """gemm_dequant_flops_per_mac on the weight-only int4 rows (every other constant as the profile has it)."""
+    from dataclasses import replace
+
+    from graphroof.timing import gemm_time
+
+    meas = np.array([r[4] for r in rows])
+
+    def loss(x):
+        h = replace(hw, timing=replace(hw.timing, gemm_dequant_flops_per_mac=math.exp(x[0])))
+        pred = np.array([gemm_time(m, n, k, h, "bf16", weight_dtype="int4", quant_group=g).t_s
+                         for m, n, k, g, _ in rows])
+        return float(np.mean(np.abs(np.log(pred / meas))))
+
+    x, v = nelder_mead(loss, [math.log(8.0)], step=0.3, iters=200)
+    return {"gemm_dequant_flops_per_mac": round(math.exp(x[0]), 2)}, v
+
+
+def attn_rows(data=H100_DATA):
+    """(cost fields, dims, measured s) of measure_attn.csv: SDPA bf16 causal prefill (batch 1, 32 query heads,
+    8 KV heads at dim 128 / 32 at dim 64, 512-16k tokens) and one-token decode over a KV cache (dim 128)."""
+    from graphroof.timing.attention import AttentionDims
+
+    out = []
+    for r in _csv(data / "measure_attn.csv"):
+        b, hq, hkv, d = int(r["batch"]), int(r["heads"]), int(r["kv_heads"]), int(r["head_dim"])
+        q, ctx = int(r["q_len"]), int(r["context"])
+        pairs = q * (q + 1) / 2 if r["phase"] == "prefill" else ctx  # causal incl. the diagonal / all keys
+        cost = {"matrix_flops": 2.0 * b * hq * pairs * 2 * d, "vector_flops": 0.0, "weight_bytes": 0.0,
+                "act_read_bytes": 2.0 * b * hq * q * d, "act_write_bytes": 2.0 * b * hq * q * d,
+                "kv_read_bytes": 2.0 * 2 * b * hkv * ctx * d, "kv_write_bytes": 0.0}
+        out.append((r["phase"], cost, AttentionDims(d, d, hq // hkv, 2.0), float(r["time_ms"]) * 1e-3))
+    return out
+
+
+def fit_attention(hw, rows):
+    """attn_matrix_efficiency, attn_exp_per_s, attn_fill_keys on the attention rows."""
+    from dataclasses import replace
+
+    from graphroof.timing.attention import attention_time
+
+    meas = np.array([r[3] for r in rows])
+
+    def timing_of(x):
+        return replace(hw, timing=replace(hw.timing, attn_matrix_efficiency=math.exp(x[0]),
+                                          attn_exp_per_s=math.exp(x[1]), attn_fill_keys=math.exp(x[2])))
+
+    def loss(x):
+        h = timing_of(x)
+        pred = np.array([attention_time(c, d, h, "bf16") for _, c, d, _ in rows])
+        return float(np.mean(np.abs(np.log(pred / meas))))
+
+    x, v = nelder_mead(loss, [0.0, math.log(4e12), math.log(300.0)], step=0.3, iters=600)
+    return {"attn_matrix_efficiency": round(math.exp(x[0]), 3), "attn_exp_per_s": float(f"{math.exp(x[1]):.3g}"),
+            "attn_fill_keys": round(math.exp(x[2]), 1)}, v
 
 
 # -- collectives -----------------------------------------------------------------------------------------------
@@ -178,12 +280,40 @@ GPU_INFO = {"a100": dict(sm_count=108, algorithms=["ring", "tree"]),
                                                   nics_per_node=8))}
 
 
+#: [collectives] constants not fitted here, kept as the profile has them: device_latency_s / device_hop_latency_s are
+#: fitted on the gpt-fast CUDA-graph rows by benchmarks/fit_graph_allreduce.py; the custom all-reduce's are derived
+#: (sources.collectives)
+KEPT_COLLECTIVES = ("device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
+                    "custom_max_bytes")
+
+
+def kept_collectives(hw):
+    import tomllib
+
+    have = tomllib.loads(Path(hw.path).read_text()).get("collectives", {})
+    return {k: have[k] for k in KEPT_COLLECTIVES if k in have}
+
+
+#: [timing] constants not fitted on the Vidur rows, kept as the profile has them (sources.timing says where each
+#: comes from): the MAMF ceiling table, and the weight-only / attention constants (refit on H100 with --kernels)
+KEPT_TIMING = ("gemm_stream_k", "gemm_achievable_flops_per_s", "gemm_dequant_flops_per_mac", "attn_matrix_efficiency",
+               "attn_exp_per_s", "attn_fill_keys")
+
+
+def kept_timing(hw):
+    import tomllib
+
+    have = tomllib.loads(Path(hw.path).read_text()).get("timing", {})
+    return {k: have[k] for k in KEPT_TIMING if k in have}
+
+
 def fit_gpu(gpu, ops, ar, models=None):
     hw = load_hardware(GPU_PROFILE[gpu])
     rows = [r for r in ops if r.gpu == gpu and (models is None or r.model in models)]
-    gemm, gl = fit_gemm(rows, hw, GPU_INFO[gpu]["sm_count"])
+    # H100: the Vidur rows (2023-24 cuBLAS) and our own 2026 bf16 rows, half the weight each
+    gemm, gl = fit_gemm(rows, hw, GPU_INFO[gpu]["sm_count"], h100_gemm_rows() if gpu == "h100" else None)
     stream, sl = fit_stream(rows, hw)
-    return {"sm_count": GPU_INFO[gpu]["sm_count"], **gemm, **stream}, {"gemm": gl, "stream": sl}
+    return {"sm_count": GPU_INFO[gpu]["sm_count"], **gemm, **kept_timing(hw), **stream}, {"gemm": gl, "stream": sl}
 
 
 MARKER = "# -- fitted by benchmarks/fit_kernel_model.py (sources.timing / sources.collectives say on what) --"
@@ -258,7 +388,11 @@ def write_derived(gpu, hw, timing):
         src = (f"derived: the {GPU_PROFILE[gpu]} constants fitted by benchmarks/fit_kernel_model.py on the "
                f"Vidur profiling data (no measurements of this device), L2 bandwidth scaled by the fp16 peak "
                f"ratio; sm_count {sms}: {sm_src}")
-        write_profile(Path(dev.path), [derived_block(timing, hw, dev, sms)], {"timing": src})
+        import tomllib
+
+        have = tomllib.loads(Path(dev.path).read_text()).get("collectives")  # derived apart: kept as it is
+        write_profile(Path(dev.path), [derived_block(timing, hw, dev, sms)]
+                      + ([toml_of("collectives", have)] if have else []), {"timing": src})
         print(f"# wrote {dev.path} (derived from {gpu})")
 
 
@@ -269,8 +403,16 @@ def main(argv=None):
     ap.add_argument("--write", action="store_true", help="write the fitted sections into hw_profiles/*.toml")
     ap.add_argument("--derive-only", action="store_true",
                     help="no fit: rewrite the derived profiles from the A100 / H100 profiles' current [timing]")
+    ap.add_argument("--kernels", action="store_true",
+                    help="fit only the weight-only dequant and attention constants on the H100 rows (print them)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.kernels:
+        hw = load_hardware("h100-sxm")
+        for name, (fit, v) in (("measure_int4.csv", fit_dequant(hw, int4_rows())),
+                               ("measure_attn.csv", fit_attention(hw, attn_rows()))):
+            print(f"# h100 on {name}: mean |log err| {v:.3f}\n{toml_of('timing', fit)}")
+        return
     if args.derive_only:
         import tomllib
 
@@ -295,7 +437,7 @@ def main(argv=None):
                 t, _ = fit_gpu(gpu, ops, ar, models={fit_on})
                 print(f"# {gpu} fitted on {fit_on} only: {t}")
         coll, fits = fit_collectives([r for r in ar if r.gpu == gpu], GPU_INFO[gpu]["algorithms"], hw)
-        coll = {**GPU_INFO[gpu].get("collectives_default", {}), **coll}
+        coll = {**GPU_INFO[gpu].get("collectives_default", {}), **coll, **kept_collectives(hw)}
         print(f"# {gpu} collectives: mean |log err| {fits}")
         c_block = toml_of("collectives", coll)
         print(c_block)

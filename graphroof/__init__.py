@@ -10,6 +10,8 @@ Public API::
     c = graphroof.compare("model.onnx", hw=["a100", "h100"])
     s = graphroof.sweep("llama-3-8b", hw=["a100", "h100"], batch=[1, 8, 64])   # LLM or batch sweep
     r = graphroof.serve("llama-3-8b", hw="h100", rate=[1, 4, 16], slo_ttft_s=2.0)  # serving under traffic
+    p = graphroof.plan("llama-3-70b", hw=["h100", "h200"], rate=[4, 16], slo_ttft_s=2.0)  # configuration search
+    v = graphroof.validate("trtllm,gptfast")   # errors against the bundled published measurements
 """
 
 from ._version import __version__
@@ -34,7 +36,8 @@ _LAZY = {
     "OpGraph": "graph", "OpNode": "graph", "Role": "graph", "TensorSpec": "graph", "bind": "graph",
     "HardwareProfile": "hardware", "list_profiles": "hardware", "load_hardware": "hardware",
     "render": "report", "Bound": "roofline", "evaluate": "roofline",
-    "sweep": "sweeps", "serve": "serving",
+    "sweep": "sweeps", "serve": "serving", "validate": "validate",
+    "plan": "planner",
 }
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "CountSummary", "count", "register_rule", "REGISTRY", "FLOPS_PER_MAC", "HardwareProfile", "load_hardware",
     "list_profiles", "Bound", "evaluate", "GraphroofError", "InputError", "FrontendError", "UnsupportedOpError",
     "RuleError", "UnboundDimError", "HardwareProfileError", "ReportError", "GraphroofWarning", "llm", "sweep", "serve",
+    "validate", "plan",
 ]
 
 

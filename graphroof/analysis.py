@@ -11,6 +11,7 @@ from .counters.cost import FLOPS_PER_MAC
 from .counters.count import CountSummary
 from .graph import BOUND, COST, OpGraph
 from .hardware import HardwareProfile
+from .hardware.bands import ErrorBand, band_for
 from .layers import (
     cost_fields,
     default_depth,
@@ -237,9 +238,29 @@ class Analysis:
     def ridge_points(self) -> dict[str, float]:
         return {k: v / self.hw.mem_bw_bytes_per_s for k, v in self.peaks_used().items()}
 
+    @property
+    def band_figure(self) -> str:
+        """The validated regime the realistic total falls in: ``vision-latency`` (convolutions), ``ttft`` (a causal
+        decoder's forward pass is a prefill), ``encoder-latency`` (bidirectional attention), else ``layer-kernel``."""
+        kinds = [op.op.split(".")[-1].lower() for op in self.graph.ops()]
+        if any("conv" in k for k in kinds):
+            return "vision-latency"
+        attn = [op for op in self.graph.ops() if "attention" in op.op.split(".")[-1].lower()]
+        if attn:
+            causal = any(op.attrs.get("is_causal") or op.attrs.get("mask_causal") or op.attrs.get("unidirectional")
+                         or op.op.endswith("GroupQueryAttention") for op in attn)
+            return "ttft" if causal else "encoder-latency"
+        return "layer-kernel"
+
+    @property
+    def band(self) -> ErrorBand:
+        """The error band of the realistic total (:mod:`graphroof.hardware.bands`): the regime's validation."""
+        return band_for(self.band_figure, self.hw.name, self.hw.vendor, self.runtime)
+
     def header(self) -> dict[str, Any]:
         return {
             "model": self.model_name, "hardware": self.hw.label, "hardware_name": self.hw.name,
+            "hardware_timing_origin": self.hw.origin,
             "mem_bw_bytes_per_s": self.hw.mem_bw_bytes_per_s, "peaks_used_flops_per_s": self.peaks_used(),
             "ridge_points_flop_per_byte": self.ridge_points(), "dtypes": self.dtypes_used(),
             "capture": self.meta.get("capture", self.graph.meta.get("capture", "")),
@@ -288,8 +309,11 @@ class Analysis:
                 "time_s": t.t_lower_s, "time_lower_s": t.t_lower_s, "time_upper_s": t.t_upper_s,
                 "time_realistic_s": t.t_realistic_s, "t_compute_s": t.t_compute_s,
                 "t_memory_s": t.t_memory_s, "t_network_s": t.t_network_s, "bound": t.bound,
+                "time_realistic_low_s": self.band.low(t.t_realistic_s),
+                "time_realistic_high_s": self.band.high(t.t_realistic_s),
                 **self.time_parts(),
             },
+            "error_band": self.band.as_dict(),
             "eager_totals": {
                 **cost_fields(self.eager_totals.cost), "time_roofline_s": self.eager_totals.t_lower_s,
                 "time_realistic_s": self.eager_totals.t_realistic_s, "n_kernels": sum(
@@ -363,6 +387,44 @@ def main_peak(a: Analysis) -> tuple[str, float]:
     return "-", 0.0
 
 
+def ranking_notes(analyses: list[Analysis], rows: list[dict[str, Any]]) -> list[str]:
+    """What a cross-device ranking must say: the realistic winner's ``rank_note`` (set on its row) when the devices'
+    constants differ in origin (fitted / derived / assumed), and, for each device whose realistic order against the
+    first device flips the roofline order, the physical reason (where each one's realistic time goes)."""
+    out: list[str] = []
+    if len(rows) < 2:
+        return out
+    if all(a.hw.timing is not None for a in analyses):
+        from .timing.profile import sustained_note
+
+        out.append(sustained_note([a.hw for a in analyses]))
+    origins = {r["timing_origin"] for r in rows}
+    win = min(range(len(rows)), key=lambda i: rows[i]["time_realistic_s"])
+    if len(origins) > 1:
+        by = ", ".join(f"{o}: {', '.join(r['hardware'] for r in rows if r['timing_origin'] == o)}"
+                       for o in ("fitted", "derived", "assumed") if o in origins)
+        rows[win]["rank_note"] = (f"fastest realistic, but the devices' timing constants differ in origin ({by}): "
+                                  "the ranking compares models of different standing")
+        out.append(f"* {rows[win]['hardware']}: {rows[win]['rank_note']}")
+    parts = [a.time_parts() for a in analyses]
+
+    def where(i: int) -> str:
+        p, r = parts[i], rows[i]
+        n = p["n_kernels"] or 1
+        return (f"{r['hardware']}: roofline {fmt_time(r['time_s'])}, launches {p['n_kernels']} x "
+                f"{fmt_time(p['time_launch_s'] / n)} = {p['time_launch_s'] / p['time_realistic_s']:.0%}, derating "
+                f"{p['time_derating_s'] / p['time_realistic_s']:.0%} of {fmt_time(r['time_realistic_s'])}")
+
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            ri, rj = rows[i], rows[j]
+            if ri["time_s"] > rj["time_s"] and ri["time_realistic_s"] < rj["time_realistic_s"]:
+                out.append(f"{ri['hardware']} ranks above {rj['hardware']} realistically but below it on the roofline: "
+                           f"per-kernel launches and derating (kernel fixed times, tile / wave quantisation, sustained "
+                           f"fractions of peak) differ: {where(i)}; {where(j)}")
+    return out
+
+
 def compare_devices(analyses: list[Analysis]) -> DeviceComparison:
     """Rows for the same model analysed on several devices (first = the baseline of the speed-ups)."""
     if not analyses:
@@ -382,11 +444,13 @@ def compare_devices(analyses: list[Analysis]) -> DeviceComparison:
             "speedup_realistic": base.t_realistic_s / t.t_realistic_s if t.t_realistic_s else None,
             "compute_bound_share": compute_share, "mem_bw_bytes_per_s": a.hw.mem_bw_bytes_per_s,
             "peak_key": key, "peak_flops_per_s": peak, "ridge_flop_per_byte": peak / a.hw.mem_bw_bytes_per_s,
+            "timing_origin": a.hw.origin,
         })
     a0 = analyses[0]
+    ranking = ranking_notes(analyses, rows)
     notes = [CONVENTIONS, a0.summary.coverage_line(),
              f"speed-up = time on {a0.hw.label} / time on the device (roofline lower bound; realistic uses each "
              "profile's efficiencies and launch overhead)",
-             "compute-bound share = share of the roofline time spent in compute-bound ops"]
+             "compute-bound share = share of the roofline time spent in compute-bound ops", *ranking]
     return DeviceComparison(a0.model_name, a0.totals.cost.flops, a0.totals.cost.bytes, rows, notes,
                             list(analyses))

@@ -61,7 +61,7 @@ def count_graph(graph: OpGraph, hw: HardwareProfile, *, rules: Mapping[str, Rule
     evaluate_graph(graph, hw)
     rt = get_runtime(runtime or default_runtime(graph))
     kernels = fuse(graph, rt).as_opgraph(graph)
-    evaluate_graph(kernels, hw)
+    evaluate_graph(kernels, hw, rt)
     a = Analysis(graph, hw, summary, depth=depth, meta=dict(meta or {}), kernels=kernels, runtime=rt.name)
     from .advice import analysis_advice  # the next steps: computed once, here, and stored on the analysis
 
@@ -119,7 +119,8 @@ def analyze(
     attention : ``"flash"`` (scores stay on chip) or ``"naive"`` (scores written and read), see
         :mod:`graphroof.counters.settings`.
     causal : ``"kernel"`` (count what a causal kernel computes, ~half the square) or ``"full"``.
-    runtime : fusion preset, ``"eager"`` | ``"compiled"`` | ``"serving"`` (:mod:`graphroof.fuse.runtimes`);
+    runtime : engine preset name or alias (``"eager"``, ``"pytorch-eager"``, ``"compiled"``, ``"tensorrt"``,
+        ``"onnxruntime"``, ``"serving"`` ...: ``graphroof runtimes``) or a preset TOML path (:mod:`graphroof.fuse.runtimes`);
         default ``compiled`` for models, ``eager`` for op tables.  Totals and layers are per kernel; the op
         rows and ``eager_totals`` keep the unfused view.
     matmul_precision : ``"high"`` (default: fp32 matmuls on TF32 units where the device has them, as PyTorch's

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from .counters.cost import Cost
 from .errors import CostError
 from .fuse.classify import compute_dtype, op_class
+from .fuse.runtimes import Runtime
 from .graph import BOUND, COST, REPEAT, OpGraph, OpNode
 from .hardware import HardwareProfile
 
@@ -61,19 +62,21 @@ def _peaks(hw: HardwareProfile, dtype: str) -> tuple[float, str, float, str]:
 
 
 def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
-             peaks: tuple[float, str, float, str] | None = None, node: OpNode | None = None) -> Bound:
+             peaks: tuple[float, str, float, str] | None = None, node: OpNode | None = None,
+             runtime: Runtime | None = None) -> Bound:
     """Roofline for one cost on *hw*, computing in *dtype* (*peaks*: precomputed ``_peaks(hw, dtype)``).
 
     With *node* (the op or kernel the cost belongs to) and a profile that has a ``[timing]`` section, the
     realistic time is the kernel-level model of :mod:`graphroof.timing.kernel` (GEMM tiles and waves, streaming
     bandwidth by kernel kind, alpha-beta collectives); otherwise it divides by the profile's efficiency factors.
+    *runtime*: the engine preset the kernel runs under (passed to the kernel model; ``None``: default kernels).
     """
     peak_m, key_m, peak_v, key_v = peaks or _peaks(hw, dtype)
     times = _times(node)
     if times > 1:  # an op or kernel run `times` times: one run's roofline (tiles, waves, one launch), times that
         assert node is not None
         once = evaluate(cost.scale(1 / times), hw, dtype, (peak_m, key_m, peak_v, key_v),
-                        replace(node, attrs={k: v for k, v in node.attrs.items() if k != REPEAT}))
+                        replace(node, attrs={k: v for k, v in node.attrs.items() if k != REPEAT}), runtime)
         return replace(once, t_compute_s=once.t_compute_s * times, t_memory_s=once.t_memory_s * times,
                        t_network_s=once.t_network_s * times, t_s=once.t_s * times,
                        t_realistic_s=once.t_realistic_s * times, t_launch_s=once.t_launch_s * times)
@@ -91,13 +94,19 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     tm_r = tm / hw.mem_bw_efficiency
     tn_r = tn / hw.interconnect_efficiency
     launch = hw.launch_overhead_s if (cost.flops or cost.bytes or cost.net_bytes) else 0.0
-    model = "efficiency"
+    # a collective priced by the efficiency factors is still a collective (the breakdown's "collectives" part)
+    model = "collective:efficiency" if cost.net_bytes else "efficiency"
     t_real = max(tc_r, tm_r, tn_r)
     if node is not None and hw.timing is not None and (cost.flops or cost.bytes or cost.net_bytes):
         from .timing.kernel import kernel_time
 
-        kt = kernel_time(node, kernel_kind(node, cost), cost, hw, dtype, tc, tm)
+        kt = kernel_time(node, kernel_kind(node, cost), cost, hw, dtype, tc, tm, runtime)
         t_real, launch, model = kt.t_kernel_s, kt.t_launch_s, kt.model
+    if runtime is not None and runtime.autocast and cost.matrix_flops and cost.weight_bytes:
+        t_real, launch = _with_weight_cast(cost, hw, node, t_real, launch)
+    if launch and runtime is not None and runtime.overlap_launch:
+        launch += runtime.host_overhead_per_kernel_s * (2 if runtime.autocast and cost.matrix_flops
+                                                        and cost.weight_bytes else 1)  # host stage (evaluate_graph)
     if cost.matrix_flops and cost.vector_flops:
         used, peak = f"{key_m}+{key_v}", cost.flops / tc
     elif cost.vector_flops:
@@ -110,6 +119,18 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     attainable = min(peak, intensity * hw.mem_bw_bytes_per_s) if cost.flops else 0.0
     return Bound(tc, tm, tn, t, t_real + launch, _bound_name(tc, tm, tn), intensity,
                  attainable, peak, used, launch, model)
+
+
+def _with_weight_cast(cost: Cost, hw: HardwareProfile, node: OpNode | None, t_real: float,
+                      launch: float) -> tuple[float, float]:
+    """Under ``torch.autocast`` a GEMM / conv first casts its fp32 weight to fp16: one more streaming kernel
+    (4 B read + 2 B written per weight = 3x the fp16 weight bytes) and one more launch."""
+    nbytes = 3.0 * cost.weight_bytes
+    if node is not None and hw.timing is not None:
+        from .timing.stream import stream_time
+
+        return t_real + stream_time(nbytes, hw, "elementwise").t_s, 2 * launch
+    return t_real + nbytes / (hw.mem_bw_bytes_per_s * hw.mem_bw_efficiency), 2 * launch
 
 
 def _times(node: OpNode | None) -> int:
@@ -141,8 +162,9 @@ def _same_op_key(node: OpNode, cost: Cost) -> tuple | None:
     return key
 
 
-def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
-    """Write ``nodes[n]["bound"]`` for every counted op (run ``counters.count`` first)."""
+def evaluate_graph(graph: OpGraph, hw: HardwareProfile, runtime: Runtime | None = None) -> None:
+    """Write ``nodes[n]["bound"]`` for every counted op (run ``counters.count`` first); *runtime*: the engine
+    preset the graph's kernels run under (``None``: default kernels)."""
     memo: dict[str, tuple[float, str, float, str]] = {}
     seen: dict[tuple, Bound] = {}
     for node in graph.ops():
@@ -157,7 +179,7 @@ def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
         if dtype not in memo:
             memo[dtype] = _peaks(hw, dtype)
         try:
-            b = evaluate(cost, hw, dtype, memo[dtype], node)
+            b = evaluate(cost, hw, dtype, memo[dtype], node, runtime)
         except (OverflowError, ZeroDivisionError) as e:
             raise CostError(f"{node.name} ({node.op}): roofline arithmetic failed on {hw.name} ({e}); its counts "
                             f"({cost.flops:.3g} FLOPs, {cost.bytes:.3g} B) or the profile's peaks are out of range") \
@@ -169,6 +191,22 @@ def evaluate_graph(graph: OpGraph, hw: HardwareProfile) -> None:
         if key is not None:
             seen[key] = b
         graph.set(node.name, BOUND, b)
+    if runtime is not None and runtime.overlap_launch:
+        _pipeline(graph)
+
+
+def _pipeline(graph: OpGraph) -> None:
+    """The host dispatches the kernels ahead of the device (:func:`graphroof.timing.stream.host_pipeline`): each
+    kernel's realistic time becomes the wall time it adds to the step, its ``t_launch_s`` the part of that the
+    device waits on the host (0 when the host is ahead)."""
+    from .timing.stream import host_pipeline
+
+    names = [op.name for op in graph.ops()]
+    bounds = [graph.get(n, BOUND) for n in names]
+    added = host_pipeline([b.t_realistic_s - b.t_launch_s for b in bounds], [b.t_launch_s for b in bounds],
+                          [_times(graph.node(n)) for n in names])
+    for n, b, t in zip(names, bounds, added):
+        graph.set(n, BOUND, replace(b, t_realistic_s=t, t_launch_s=max(0.0, t - (b.t_realistic_s - b.t_launch_s))))
 
 
 @dataclass(frozen=True, slots=True)

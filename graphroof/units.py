@@ -151,7 +151,7 @@ def fmt_time(t_s: float) -> str:
     """Seconds in the most readable unit: ``s``, ``ms``, ``us``, ``ns``."""
     if t_s is None:
         return "-"
-    a = abs(t_s)
+    a = abs(float(f"{t_s:.3g}"))  # the unit of the value as shown: 0.99999 us is "1 us", not "1e+03 ns"
     if a == 0:
         return "0 s"
     if a >= 1:

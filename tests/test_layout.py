@@ -88,6 +88,8 @@ LEVELS: tuple[tuple[str, ...], ...] = (
     ("llm",),         # LLM serving estimates, built on analyze
     ("sweeps",),      # batch / device sweeps
     ("serving",),     # serving simulation: engine steps under a request stream
+    ("planner",),     # configuration search: memory fit, bounds, simulations fanned out over processes / Ray
+    ("validate",),    # graphroof validate: the bundled measured data through analyze / llm / serving, scored
     ("measure",),     # measured runs compared with the estimate
     ("report",),      # rendering
     ("diff",),        # comparing two reports

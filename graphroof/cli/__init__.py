@@ -14,13 +14,30 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import GraphroofError, sanitize_terminal
-from . import analyze, cache, calibrate, compare, diff, hw, llm, plot, profile, rules, serve, sweep, zoo
+from . import (
+    analyze,
+    cache,
+    calibrate,
+    compare,
+    diff,
+    hw,
+    llm,
+    plan,
+    plot,
+    profile,
+    rules,
+    runtimes,
+    serve,
+    sweep,
+    validate,
+    zoo,
+)
 
 __all__ = ["main", "build_parser", "entry", "COMMANDS"]
 
 #: Sub-command name -> its module.
 COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, diff, llm, sweep, serve,
-                                                       zoo, calibrate, profile, cache)}
+                                                       plan, zoo, runtimes, calibrate, profile, cache, validate)}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,9 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output file, or - for stdout (the default, except html: <model>-report.html here)")
     p.add_argument("--ops", action="store_true", help="also list every op (terminal / markdown); csv: op rows")
     p.add_argument("--top", type=int, default=None, help="with --ops: only the N slowest ops")
-    p.add_argument("--runtime", default=None, choices=("eager", "compiled", "serving"),
-                   help="fusion + launch preset the kernels are priced under (default: compiled for models, eager "
-                   "for op tables); the eager figure is shown beside it")
+    p.add_argument("--runtime", default=None, metavar="PRESET",
+                   help="engine preset the kernels are priced under: a name (pytorch-eager, compiled, tensorrt, "
+                   "onnxruntime, serving / vllm, ...; 'list' lists them) or a preset .toml file (default: compiled "
+                   "for models, eager for op tables); the eager figure is shown beside it")
     p.add_argument("--kernels", action="store_true", help="also list every kernel (terminal / markdown)")
     p.add_argument("--loop-trips", type=int, default=None, metavar="N",
                    help="ONNX: iterations to count for a Loop whose trip count is unknown or unbounded (default 1)")
@@ -51,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report import FORMATS, check_chart_beside, write_report
     from .progress import Progress
 
+    if args.runtime == "list":
+        from .runtimes import listing
+
+        print(listing())
+        return 0
     if args.format not in FORMATS:
         raise InputError(f"unknown format {args.format!r}; use one of: {', '.join(FORMATS)}")
     from .precheck import check_seq

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
                                       "ridge (FLOP/B)"], disable_numparse=True))
         return 0
     p = load_hardware(args.name)
-    print(f"{p.label}  [{p.name}]  {p.vendor} {p.kind}; file: {p.path}")
+    print(f"{p.label}  [{p.name}]  {p.vendor} {p.kind}; {p.origin} timing constants; file: {p.path}")
     if p.aliases:
         print(f"aliases: {', '.join(p.aliases)}")
     rows = [[f"matrix.{k}", fmt_rate(v), f"{v / p.mem_bw_bytes_per_s:.1f}"] for k, v in p.matrix_peak_flops_per_s.items()]

@@ -1,7 +1,8 @@
 """The fuse stage of the spine: counted op graph -> the kernels a runtime runs (:func:`fuse`).
 
 frontend -> OpGraph -> count -> **fuse** -> roofline -> phases -> rollup -> report.  Presets
-(:data:`RUNTIMES`: ``eager``, ``compiled``, ``serving``) are data; see :mod:`graphroof.fuse.runtimes`.
+(:data:`RUNTIMES`: ``eager``, ``pytorch-eager``, ``compiled``, ``serving`` / ``vllm``, ``tensorrt`` ...) are TOML
+files in ``presets/``; see :mod:`graphroof.fuse.runtimes`.
 """
 
 from .classify import op_class

@@ -1,46 +1,58 @@
-"""Runtime presets: which ops a runtime fuses into one kernel, and how it pays for launches.
+"""Runtime presets: the engine a model runs under, as data: which ops it fuses into one kernel, which kernels it
+has (decode attention sharing K/V across a GQA group, all-reduce, weight-only / fp8 GEMMs, MoE grouped GEMM) and
+how its host pays for launches.
 
-Each preset is data (:class:`Runtime`), read by :func:`graphroof.fuse.fuse`:
+Each preset is a TOML file in ``graphroof/fuse/presets/`` (read with :mod:`tomllib`, never executed; schema in
+:mod:`graphroof.fuse.preset_file`) with a ``[sources]`` table citing where each capability claim comes from; a
+user's own TOML file is accepted wherever a preset name is (``--runtime my-engine.toml``) and validated alike.
+``graphroof runtimes`` lists them.
 
-============ ========= ========= ========== ========== ======== =====================================
-preset       vector     epilogue  horizontal  BN folded  launch   models
-             chains     into GEMM GEMMs
-============ ========= ========= ========== ========== ======== =====================================
-eager        no         no        no          no         per kernel  PyTorch eager, ONNX Runtime without
-                                                                     graph optimisation: one kernel per op
-compiled     yes        pointwise no          yes        per kernel  torch.compile (Inductor), XLA
-serving      yes        no        yes         yes        per kernel  vLLM / TensorRT-LLM: fused (residual +)
-                                                         in prefill,  RMSNorm, fused rotary, fused SiLU-and-
-                                                         per step in  mul, flash attention, QKV and gate+up
-                                                         decode       as one GEMM each; decode under CUDA
-                                                         (CUDA graphs) graphs
-============ ========= ========= ========== ========== ======== =====================================
+The fields (:class:`Runtime`):
 
-* *vector chains*: connected elementwise, reduction and norm ops (and the casts, gathers and copies between
-  them) become one kernel, as long as the kernel graph stays acyclic.
-* *epilogue into GEMM*: a chain made only of pointwise ops (bias, activation, residual add, cast) whose first op
-  reads a GEMM / conv output joins that GEMM's kernel; a chain with a reduction (a norm) stays its own kernel.
-* *horizontal GEMMs*: GEMMs that read the same activation tensor with no path between them (Q, K and V; gate
-  and up) run as one GEMM over the concatenated weights.
-* *BN folded*: an inference batch-norm right after a conv is folded into the conv's weights (no kernel, no cost).
-* *attention writes layout* (serving): the copy that puts attention's output back into [tokens, hidden] order
-  is done by the attention kernel itself.
-* Views and reshapes are free everywhere; attention ops are one kernel each (flash attention); collectives and
-  ops without a counting rule are never fused.
+* *fuse_vector_chains*: connected elementwise, reduction and norm ops (and the casts, gathers and copies between
+  them) become one kernel, as long as the kernel graph stays acyclic (LayerNorm + residual, RMSNorm + residual,
+  rotary, SiLU-and-mul);
+* *fuse_epilogues*: a chain made only of pointwise ops (bias, activation, residual add, cast) whose first op
+  reads a GEMM / conv output joins that GEMM's kernel (bias + GELU epilogues); a chain with a reduction stays
+  its own kernel;
+* *fuse_horizontal_gemms*: GEMMs that read the same activation tensor with no path between them (Q, K and V;
+  gate and up) run as one GEMM over the concatenated weights;
+* *fold_batch_norm*: an inference batch-norm right after a conv is folded into the conv's weights (no kernel);
+* *attention_writes_layout*: the copy that puts attention's output back into [tokens, hidden] order is done by
+  the attention kernel itself (fused multi-head attention kernels);
+* *decode_launch*: ``kernel`` (every kernel launched) or ``step`` (a decode step replayed as one CUDA graph);
+* *overlap_launch* and *host_overhead_per_kernel_s*: with ``overlap_launch`` the host dispatches kernels
+  asynchronously ahead of the device, a two-stage pipeline (:func:`graphroof.timing.stream.host_pipeline`): the
+  host spends the profile's ``launch_overhead_s`` plus the preset's ``host_overhead_per_kernel_s`` (Python and
+  framework dispatch) per kernel, the device runs the kernels, and a step takes about max(host, device).
+  Without it (the default) every kernel adds its launch to the device time, as graphroof always did;
+* *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *moe_grouped_gemm*: kernel
+  capabilities read by the kernel-time model (:mod:`graphroof.timing`);
+* *autocast*: ``torch.autocast`` mixed precision in an eager framework: each GEMM / conv of the fp16 graph also
+  runs the cast of its fp32 weight (priced in :func:`graphroof.roofline.evaluate`).
+
+Views and reshapes are free everywhere; attention ops are one kernel each (flash / fused MHA); collectives and
+ops without a counting rule are never fused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import InputError
+from .preset_file import ALLREDUCE, DECODE_LAUNCH, WEIGHT_ONLY_GEMM, read_preset_fields
 
-__all__ = ["Runtime", "RUNTIMES", "get_runtime"]
+__all__ = ["Runtime", "RUNTIMES", "get_runtime", "read_preset", "runtime_names", "ALLREDUCE", "WEIGHT_ONLY_GEMM",
+           "DECODE_LAUNCH", "PRESET_DIR"]
+
+PRESET_DIR = Path(__file__).with_name("presets")
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """A fusion + launch policy (see the module docstring for what each field means)."""
+    """A fusion + kernel + launch policy (see the module docstring for what each field means)."""
 
     name: str
     description: str
@@ -54,31 +66,89 @@ class Runtime:
     #: ``"kernel"``: every kernel pays the profile's launch overhead; ``"step"``: the whole step is replayed as
     #: one CUDA graph and pays the profile's per-step graph-launch cost once (decode in serving engines).
     decode_launch: str = "kernel"
+    #: CPU time to dispatch one kernel (Python + framework dispatch) in eager frameworks, on top of the profile's
+    #: ``launch_overhead_s`` (cudaLaunchKernel); used when ``overlap_launch`` (the host / device pipeline).
+    host_overhead_per_kernel_s: float = 0.0
+    #: all-reduce implementation: ``nccl`` | ``custom`` (one-shot / two-shot, vLLM / TensorRT-LLM) | ``nvls``
+    allreduce: str = "nccl"
+    #: steps captured as CUDA graphs (None: derived, ``decode_launch == "step"``)
+    cuda_graphs: bool | None = None
+    #: decode attention reads each KV head once per GQA group (not once per query head)
+    gqa_shared_kv: bool = True
+    #: weight-only quantized GEMMs: ``fused_dequant`` (dequantize in the GEMM's main loop) | ``dequant_then_gemm``
+    weight_only_gemm: str = "fused_dequant"
+    #: MoE experts run as one grouped GEMM (not one GEMM per expert)
+    moe_grouped_gemm: bool = True
+    #: the host launches kernels asynchronously ahead of the device (a two-stage pipeline, see the docstring);
+    #: False: each kernel's launch adds to its time (graphroof's model before presets had host overheads)
+    overlap_launch: bool = False
+    #: fp8 GEMM kernels (on devices with fp8 tensor cores)
+    fp8_gemm: bool = False
+    #: torch.autocast mixed precision: every GEMM / conv first casts its fp32 weight to the compute dtype, one more
+    #: kernel (4 B read + 2 B written per weight, i.e. 3x the fp16 weight bytes) and one more launch per GEMM
+    autocast: bool = False
+    #: the engine and version range the preset describes (for listings and reports)
+    engine: str = ""
+    aliases: tuple[str, ...] = ()
+    #: capability -> where the claim comes from (engine docs, source files)
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    #: the preset file it was read from ("" for one built in code)
+    path: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.cuda_graphs is None:
+            object.__setattr__(self, "cuda_graphs", self.decode_launch == "step")
+
+    @property
+    def host_per_kernel_s(self) -> float:
+        """The preset's own host cost per launched kernel (the profile's launch overhead comes on top)."""
+        return self.host_overhead_per_kernel_s if self.overlap_launch else 0.0
 
     def describe(self) -> str:
         return f"runtime preset {self.name}: {self.description}"
 
 
-RUNTIMES: dict[str, Runtime] = {
-    "eager": Runtime(
-        "eager", "one kernel per op, each launched separately (PyTorch eager)"),
-    "compiled": Runtime(
-        "compiled", "elementwise / reduction / norm chains fused, pointwise epilogues fused into GEMMs and convs, "
-        "batch-norm folded into convs (torch.compile / XLA)",
-        fuse_vector_chains=True, fuse_epilogues=True, fold_batch_norm=True),
-    "serving": Runtime(
-        "serving", "fused (residual +) norms, rotary and activation kernels, flash attention, QKV and gate+up as "
-        "one GEMM each, decode under CUDA graphs (vLLM / TensorRT-LLM)",
-        fuse_vector_chains=True, fuse_horizontal_gemms=True, fold_batch_norm=True, attention_writes_layout=True,
-        decode_launch="step"),
-}
+@functools.lru_cache(maxsize=1)
+def _builtin() -> dict[str, Runtime]:
+    out: dict[str, Runtime] = {}
+    for p in sorted(PRESET_DIR.glob("*.toml")):
+        rt = read_preset(p)
+        out[rt.name] = rt
+    return out
 
 
-def get_runtime(runtime: str | Runtime | None) -> Runtime:
-    """A preset by name (``None`` = ``eager``) or a :class:`Runtime` as is."""
+def read_preset(path: Path) -> Runtime:
+    """The preset in the TOML file *path*, validated (:mod:`graphroof.fuse.preset_file`)."""
+    return Runtime(**read_preset_fields(path))
+
+
+def _aliases() -> dict[str, str]:
+    return {a: rt.name for rt in _builtin().values() for a in rt.aliases}
+
+
+#: the built-in presets by name (read from ``presets/*.toml`` once, at import)
+RUNTIMES: dict[str, Runtime] = dict(_builtin())
+
+
+def runtime_names() -> list[str]:
+    """Preset names and their aliases, as ``--runtime`` accepts them."""
+    return [*RUNTIMES, *_aliases()]
+
+
+def get_runtime(runtime: str | Path | Runtime | None) -> Runtime:
+    """A preset by name or alias (``None`` = ``eager``), a preset TOML file path, or a :class:`Runtime` as is."""
     if isinstance(runtime, Runtime):
         return runtime
-    name = (runtime or "eager").lower()
+    s = str(runtime or "eager")
+    if s.endswith(".toml") or "/" in s:
+        path = Path(s).expanduser()
+        if not path.is_file():
+            raise InputError(f"runtime preset file {s!r} not found; pass an existing .toml file or a preset name "
+                             f"({', '.join(RUNTIMES)})")
+        return read_preset(path)
+    name = s.lower().replace("_", "-")
+    name = _aliases().get(name, name)
     if name not in RUNTIMES:
-        raise InputError(f"unknown runtime preset {runtime!r}; use one of: {', '.join(RUNTIMES)}")
+        raise InputError(f"unknown runtime preset {s!r}; use one of: {', '.join(runtime_names())} (or a preset "
+                         "TOML file; `graphroof runtimes` lists them)")
     return RUNTIMES[name]

@@ -10,6 +10,9 @@ per second, bytes decimal)::
     kind = "gpu"                      # gpu | tpu | cpu | accelerator
     aliases = ["a100"]
     board_power_w = 400               # optional: vendor TDP / TBP in watts (source: sources.board_power_w)
+    timing_origin = "fitted"          # optional: [timing] / [collectives] constants "fitted" on measured data or
+                                      # "derived" (datasheets, other profiles); needs sources.timing (absent: read
+                                      # from sources.timing; no [timing]: "assumed" efficiency factors)
     [matrix_peak_flops_per_s]         # dense (never 2:4-sparse) tensor-core / MXU peaks by dtype
     bf16 = 312e12
     [vector_peak_flops_per_s]         # non-matrix units (elementwise, softmax, norms)

@@ -92,7 +92,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     """Validate a parsed profile; every error names the file and the field."""
     known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
              "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes",
-             "timing", "collectives", "price", "board_power_w"}
+             "timing", "collectives", "price", "board_power_w", "timing_origin"}
     extra = sorted(str(k) for k in data if k not in known)
     if extra:
         raise HardwareProfileError(f"{_name(path)}: unknown field {shown(extra[0])}; known fields: "
@@ -120,6 +120,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     if power is not None and not str(sources.get("board_power_w") or "").strip():
         raise HardwareProfileError(f"{_name(path)}: board_power_w needs its source: add sources.board_power_w "
                                    "(the vendor datasheet that gives it)")
+    origin = _origin(path, data, sources)
     return HardwareProfile(
         name=_text(path, data, "name") or clean_name(path.stem),
         display_name=_text(path, data, "display_name"),
@@ -145,7 +146,25 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         timing=parse_timing(path, data.get("timing")),
         collectives=parse_collectives(path, data.get("collectives")),
         usd_per_hour=usd, price_source=price_source, price_date=price_date, board_power_w=power,
+        timing_origin=origin,
     )
+
+
+def _origin(path: Path, data: dict[str, Any], sources: dict) -> str:
+    """``timing_origin``: ``fitted`` | ``derived``, given with a ``[timing]`` section and its ``sources.timing``."""
+    v = data.get("timing_origin")
+    if v is None:
+        return ""
+    if v not in ("fitted", "derived"):
+        raise HardwareProfileError(f"{_name(path)}: timing_origin must be \"fitted\" (constants fitted on measured data) "
+                                   f"or \"derived\" (from datasheets / other profiles), got {shown(v)}")
+    if data.get("timing") is None:
+        raise HardwareProfileError(f"{_name(path)}: timing_origin is set but the profile has no [timing] section; add "
+                                   "[timing] or remove timing_origin")
+    if not str(sources.get("timing") or "").strip():
+        raise HardwareProfileError(f"{_name(path)}: timing_origin = {v!r} needs sources.timing (what each [timing] "
+                                   "constant was fitted on or derived from)")
+    return str(v)
 
 
 def _price(path: Path, price: Any) -> tuple[float | None, str, str]:

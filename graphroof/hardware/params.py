@@ -18,6 +18,15 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     stream_latency_s = 2e-6          # fixed time of one streaming kernel
     launch_overhead_s = 4e-6         # eager: host launch cost per kernel
     graph_launch_overhead_s = 20e-6  # CUDA graphs: one replay per step, no per-kernel launch
+    gemm_dequant_flops_per_mac = 8.4 # weight-only GEMMs (int4 / int8 weights, bf16 activations) with the dequant
+                                     # fused in the main loop: vector FLOPs per multiply-add spent dequantising
+    gemm_stream_k = true             # persistent stream-K GEMMs (Hopper cuBLAS / CUTLASS): no wave quantisation
+    attn_matrix_efficiency = 1.0     # flash attention's Q K^T / P V: fraction of the achievable matmul rate
+    attn_exp_per_s = 3.9e12          # softmax exponentials per second (SFU: SMs x 16 / clock x clock)
+    attn_fill_keys = 300             # pipeline fill / epilogue per query row, in key positions of work
+    [timing.gemm_achievable_flops_per_s]  # best achievable dense matmul FLOP/s per dtype (the "MAMF" table):
+    bf16 = 794.5e12                  # the large-GEMM ceiling; gemm_matrix_efficiency is then a fraction of it
+    fp8 = 1402.6e12
     [timing.stream_bw_efficiency]    # fraction of memory bandwidth a streaming kernel of this kind sustains
     elementwise = 0.9
     norm = 0.35
@@ -31,6 +40,13 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     inter_bw_bytes_per_s_per_nic = 20e9
     nics_per_node = 8
     nvls_bw_bytes_per_s = 400e9      # in-switch reduction bandwidth per GPU (only with "nvls")
+    device_latency_s = 8e-6          # the device part of base_latency_s: what a call costs inside a CUDA graph
+                                     # (base_latency_s - device_latency_s = host launch + sync of a host call)
+    device_hop_latency_s = 0.5e-6    # per intra-node step inside a CUDA graph (no launch skew between the ranks)
+    custom_latency_s = 5e-6          # one-shot custom all-reduce kernel (start + end barriers, fill); absent:
+                                     # no custom all-reduce (no full P2P between the devices)
+    p2p_bw_bytes_per_s = 230e9       # per-device peer read bandwidth of the custom all-reduce (absent: intra bus)
+    custom_max_bytes = 8388608       # largest buffer the custom all-reduce takes (vLLM's 8 MiB); NCCL beyond
 """
 
 from __future__ import annotations
@@ -70,6 +86,13 @@ class KernelTiming:
     graph_launch_overhead_s: float = 20e-6
     stream_bw_efficiency: dict[str, float] = field(default_factory=lambda: {"elementwise": 0.85})
     derived: bool = False           # True: not in the profile file, derived from its other fields
+    #: best achievable dense matmul FLOP/s by dtype (the MAMF table; graphroof.timing.gemm_ceiling reads it)
+    gemm_achievable_flops_per_s: dict[str, float] = field(default_factory=dict)
+    gemm_stream_k: bool = False     # persistent stream-K GEMMs: no wave quantisation (graphroof.timing.gemm)
+    gemm_dequant_flops_per_mac: float = 8.42  # the H100 fit (measure_int4.csv); a kernel-ALU count
+    attn_matrix_efficiency: float | None = None   # None: gemm_matrix_efficiency
+    attn_exp_per_s: float | None = None           # None: derived from the vector fp32 peak (graphroof.timing.attention)
+    attn_fill_keys: float = 0.0
 
     def stream_efficiency(self, kind: str) -> float:
         """Bandwidth fraction for a streaming kernel of *kind* (``elementwise`` when the kind is not listed)."""
@@ -90,6 +113,28 @@ class CollectiveParams:
     nics_per_node: int = 1
     nvls_bw_bytes_per_s: float | None = None
     derived: bool = False
+    #: device-side part of ``base_latency_s`` (a call replayed inside a CUDA graph pays only this); None: the
+    #: profile does not split it (the whole base latency counts under CUDA graphs too)
+    device_latency_s: float | None = None
+    #: per intra-node ring / tree step of a call inside a CUDA graph (the ranks start together: no launch skew);
+    #: None: ``intra_hop_latency_s``
+    device_hop_latency_s: float | None = None
+    #: fixed time of a one-shot custom all-reduce (vLLM / TensorRT-LLM); None: no custom all-reduce on this device
+    custom_latency_s: float | None = None
+    #: per-device P2P read bandwidth the custom all-reduce sustains (None: ``intra_bus_bw_bytes_per_s``)
+    p2p_bw_bytes_per_s: float | None = None
+    #: largest buffer the custom all-reduce takes (vLLM's ``max_size``, 8 MiB); NCCL beyond it
+    custom_max_bytes: float = 8388608.0
+
+    @property
+    def graph_latency_s(self) -> float:
+        """The base latency of one call inside a CUDA graph (its device part)."""
+        return self.base_latency_s if self.device_latency_s is None else self.device_latency_s
+
+    @property
+    def graph_hop_latency_s(self) -> float:
+        """The intra-node hop latency of a call inside a CUDA graph."""
+        return self.intra_hop_latency_s if self.device_hop_latency_s is None else self.device_hop_latency_s
 
 
 # -- validation ------------------------------------------------------------------------------------------
@@ -128,7 +173,9 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     t = _table(path, "timing", raw)
     known = {"sm_count", "gemm_tile", "gemm_tile_m_min", "gemm_split_k_min", "gemm_l2_bw_bytes_per_s",
              "gemm_tile_policy", "gemm_overlap_exponent", "gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
-             "graph_launch_overhead_s", "stream_bw_efficiency"}
+             "graph_launch_overhead_s", "stream_bw_efficiency", "gemm_achievable_flops_per_s",
+             "gemm_dequant_flops_per_mac", "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys",
+             "gemm_stream_k"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
     kw: dict[str, Any] = {}
@@ -158,6 +205,23 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     for k in ("gemm_latency_s", "stream_latency_s", "launch_overhead_s", "graph_launch_overhead_s"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], strict_lo=False, hi=1.0)
+    if "gemm_achievable_flops_per_s" in t:
+        ach = _table(path, "timing.gemm_achievable_flops_per_s", t["gemm_achievable_flops_per_s"])
+        kw["gemm_achievable_flops_per_s"] = {k: _number(path, f"timing.gemm_achievable_flops_per_s.{k}", v)
+                                             for k, v in ach.items()}
+    if "gemm_stream_k" in t:
+        if not isinstance(t["gemm_stream_k"], bool):
+            raise HardwareProfileError(f"{path.name}: timing.gemm_stream_k must be true or false, "
+                                       f"got {t['gemm_stream_k']!r}")
+        kw["gemm_stream_k"] = t["gemm_stream_k"]
+    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s"):
+        if k in t:
+            kw[k] = _number(path, f"timing.{k}", t[k])
+    if "attn_matrix_efficiency" in t:
+        kw["attn_matrix_efficiency"] = _number(path, "timing.attn_matrix_efficiency", t["attn_matrix_efficiency"],
+                                               hi=1.5)
+    if "attn_fill_keys" in t:
+        kw["attn_fill_keys"] = _number(path, "timing.attn_fill_keys", t["attn_fill_keys"], strict_lo=False)
     if "stream_bw_efficiency" in t:
         eff = _table(path, "timing.stream_bw_efficiency", t["stream_bw_efficiency"])
         _unknown(path, "timing.stream_bw_efficiency", eff, set(STREAM_KINDS))
@@ -172,7 +236,9 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
         return None
     c = _table(path, "collectives", raw)
     known = {"algorithms", "base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s",
-             "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "nics_per_node", "nvls_bw_bytes_per_s"}
+             "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "nics_per_node", "nvls_bw_bytes_per_s",
+             "device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
+             "custom_max_bytes"}
     _unknown(path, "collectives", c, known)
     kw: dict[str, Any] = {}
     if "algorithms" in c:
@@ -181,10 +247,12 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
             raise HardwareProfileError(f"{path.name}: collectives.algorithms must be a non-empty list of "
                                        f"{', '.join(COLLECTIVE_ALGORITHMS)}, got {algs!r}")
         kw["algorithms"] = tuple(algs)
-    for k in ("base_latency_s", "intra_hop_latency_s", "inter_hop_latency_s"):
+    for k in ("base_latency_s", "intra_hop_latency_s", "inter_hop_latency_s", "device_latency_s",
+              "device_hop_latency_s", "custom_latency_s"):
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k], strict_lo=False, hi=1.0)
-    for k in ("intra_bus_bw_bytes_per_s", "inter_bw_bytes_per_s_per_nic", "nvls_bw_bytes_per_s"):
+    for k in ("intra_bus_bw_bytes_per_s", "inter_bw_bytes_per_s_per_nic", "nvls_bw_bytes_per_s",
+              "p2p_bw_bytes_per_s", "custom_max_bytes"):
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k])
     if "nics_per_node" in c:
@@ -192,4 +260,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
     out = CollectiveParams(**{**CollectiveParams().__dict__, **kw})
     if "nvls" in out.algorithms and not out.nvls_bw_bytes_per_s:
         raise HardwareProfileError(f"{path.name}: collectives.algorithms has \"nvls\" but collectives.nvls_bw_bytes_per_s is missing")
+    if out.device_latency_s is not None and out.device_latency_s > out.base_latency_s:
+        raise HardwareProfileError(f"{path.name}: collectives.device_latency_s ({out.device_latency_s:g}) must be <= "
+                                   f"collectives.base_latency_s ({out.base_latency_s:g}): it is the device part of it")
     return out

@@ -49,6 +49,10 @@ class HardwareProfile:
     #: board_power_w: the vendor's board / module power (TDP, TBP), the most the device draws at full load, in
     #: watts; its source is ``sources["board_power_w"]`` (None: the profile does not give it)
     board_power_w: float | None = None
+    #: timing_origin: how the kernel-level constants ([timing] / [collectives]) were obtained: ``fitted`` (fitted on
+    #: measured kernel / collective times), ``derived`` (from datasheets and other profiles' fits); empty: read
+    #: from ``sources.timing`` (see :attr:`origin`)
+    timing_origin: str = ""
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
@@ -79,6 +83,17 @@ class HardwareProfile:
     @property
     def label(self) -> str:
         return self.display_name or self.name
+
+    @property
+    def origin(self) -> str:
+        """Where the realistic-time constants come from: ``fitted`` (the profile's kernel-level constants were fitted
+        on measured data), ``derived`` (kernel-level constants derived from datasheets and other devices' fits) or
+        ``assumed`` (no ``[timing]`` section: the ``[efficiency]`` factors, assumptions)."""
+        if self.timing is None:
+            return "assumed"
+        if self.timing_origin:
+            return self.timing_origin
+        return "fitted" if str(self.sources.get("timing", "")).lower().startswith("fitted") else "derived"
 
     def with_overrides(self, *, peak_flops_per_s: float | None = None, mem_bw_bytes_per_s: float | None = None,
                        ideal: bool = False, matmul_precision: str | None = None) -> HardwareProfile:
@@ -119,4 +134,5 @@ class HardwareProfile:
             "price": ({"usd_per_hour": self.usd_per_hour, "source": self.price_source, "date": self.price_date}
                       if self.usd_per_hour is not None else None),
             "board_power_w": self.board_power_w,
+            "timing_origin": self.origin,
         }

@@ -8,8 +8,9 @@ Bytes then follow from the new dtypes through the ordinary rules, and the comput
 * int8 (or int4) weights with bf16 activations compute on the bf16 peak (weight-only quantization: the
   weights are dequantized on the fly) while reading int8 weight bytes.
 
-Quantization scales and zero points are not counted (for int4 with group size 128 and fp16 scales they add
-about 3% to the weight bytes).
+Quantization scales and zero points are not counted in the bytes or the memory fit (for int4 with group size 128
+and fp16 scales they add about 3% to the weight bytes); the kernel-time model adds them to a weight-only GEMM's
+stream, with the dequantisation's ALU work (:mod:`graphroof.timing.quantgemm`).
 """
 
 from __future__ import annotations

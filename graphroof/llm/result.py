@@ -11,6 +11,7 @@ from ..analysis import CONVENTIONS
 from ..counters.settings import CountSettings
 from ..frontends.source import ModelSpec
 from ..hardware import HardwareProfile
+from ..hardware.bands import ErrorBand
 from ..layers import cost_fields
 from ..units import json_safe
 from .evaluator import e2e_s, tokens_per_s
@@ -42,6 +43,17 @@ class LLMConfig:
     #: the priced figures (:func:`graphroof.llm.price.figure_row`): ``prefill_t_ideal_s``, ``decode_t_realistic_s``,
     #: ``decode_first_ideal_s``, ``prefill_bound`` ...; the phases above are their per-op breakdowns
     figures: dict[str, Any] = field(default_factory=dict)
+    #: the parallel layout (:meth:`graphroof.llm.parallel.Layout.to_dict`: tp, pp, dp, ep, system, nodes ...) when
+    #: not a plain TP replica; the phases above are then one rank's step of the slowest stage
+    layout: dict[str, Any] | None = None
+    #: the error band of each realistic figure kind (``ttft``, ``tpot``, ``throughput``:
+    #: :class:`~graphroof.hardware.bands.ErrorBand`), empty for the ideal roofline
+    bands: dict[str, ErrorBand] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        """Devices the configuration runs on: the layout's world, else TP."""
+        return int(self.layout["world"]) if self.layout else self.tp
 
     # -- times: realistic unless ideal --------------------------------------------------------------------
     @property
@@ -80,6 +92,28 @@ class LLMConfig:
     def output_tokens_per_s(self) -> float:
         return self.tokens_per_s()
 
+    def band_range(self, what: str) -> tuple[float, float] | None:
+        """(low, high) of a realistic figure from its error band: ``ttft`` / ``tpot`` / ``e2e`` in seconds,
+        ``tokens_per_s``; None for the ideal roofline or a figure that does not exist (no decode step)."""
+        kind = {"ttft": "ttft", "tpot": "tpot", "e2e": "throughput", "tokens_per_s": "throughput"}[what]
+        band = self.bands.get(kind)
+        value = {"ttft": self.ttft_s, "tpot": self.tpot_s, "e2e": self.e2e_s,
+                 "tokens_per_s": self.output_tokens_per_s}[what]
+        if band is None or self.ideal or value is None:
+            return None
+        if what == "tokens_per_s":  # a rate: the reciprocal of a time's band
+            return value / (1.0 + band.p90_abs), value * (1.0 + band.p90_abs)
+        return band.low(value), band.high(value)
+
+    def _band_fields(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for what in ("ttft", "tpot", "e2e"):
+            r = self.band_range(what)
+            out[f"{what}_low_s"], out[f"{what}_high_s"] = r if r else (None, None)
+        r = self.band_range("tokens_per_s")
+        out["output_tokens_per_s_low"], out["output_tokens_per_s_high"] = r if r else (None, None)
+        return out
+
     @property
     def board_power_w(self) -> float | None:
         """The device's board power (TDP / TBP) from its profile, None when the profile does not give it."""
@@ -90,7 +124,7 @@ class LLMConfig:
         ``board_power_w * tp * e2e / (batch * gen)``; None without a board power."""
         w = self.board_power_w
         tps = self.tokens_per_s(ideal)
-        return None if w is None or not tps or tps == float("inf") else w * self.tp / tps
+        return None if w is None or not tps or tps == float("inf") else w * self.gpus / tps
 
     def tokens_per_joule(self, ideal: bool = False) -> float | None:
         j = self.joules_per_token(ideal)
@@ -129,6 +163,7 @@ class LLMConfig:
             "mode": "ideal" if self.ideal else "realistic",
             "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s,
             "output_tokens_per_s": self.output_tokens_per_s,
+            **(self._band_fields() if self.bands and not self.ideal else {}),
             "decode_tokens_per_s": self.batch / self.tpot_s if self.tpot_s else None,
             "tpot_first_s": self._fig("decode", "first") if self.decode_steps else None,
             "tpot_last_s": self._fig("decode", "last") if self.decode_steps else None,
@@ -143,6 +178,8 @@ class LLMConfig:
             "prefill": self._phase_dict(self.prefill),
             "decode": self._phase_dict(self.decode),
         }
+        if self.layout is not None:
+            d["layout"] = self.layout
         return d
 
 
@@ -167,6 +204,10 @@ class LLMEstimate:
     #: What to change, quantified (plain dicts, the JSON ``next_steps``): :func:`graphroof.llm.advice.llm_advice`,
     #: computed once by :func:`~graphroof.llm.estimate`.
     next_steps: list[dict[str, Any]] = field(default_factory=list)
+    #: the parallel layout (:meth:`graphroof.llm.parallel.Layout.to_dict`), None for a plain TP replica
+    layout: dict[str, Any] | None = None
+    #: the runtime preset the figures were priced under (names the error bands' regime)
+    runtime: str = ""
 
     def __getitem__(self, batch: int) -> LLMConfig:
         for c in self.configs:
@@ -177,9 +218,15 @@ class LLMEstimate:
     def input_text(self) -> str:
         return self.input or f"prompt {self.prompt} tokens"
 
+    @property
+    def bands(self) -> dict[str, ErrorBand]:
+        """The error band of each realistic figure kind (the configurations share them); empty when ideal."""
+        return self.configs[0].bands if self.configs else {}
+
     def header(self) -> dict[str, Any]:
         return {
             "model": self.model, "hardware": self.hw.label, "hardware_name": self.hw.name,
+            "hardware_timing_origin": self.hw.origin,
             "mode": "ideal" if self.ideal else "realistic", "prompt": self.prompt, "gen": self.gen, "tp": self.tp,
             "input": self.input_text(),
             "dtypes": {"weights": self.quant.weights, "activations": self.quant.activations, "kv": self.quant.kv},
@@ -191,7 +238,9 @@ class LLMEstimate:
                            "launch_overhead_s": self.hw.launch_overhead_s},
             "conventions": CONVENTIONS, "count_settings": self.settings.describe(),
             "graphroof_version": __version__,
-        }
+            **({"runtime": self.runtime} if self.runtime else {}),
+            **({"error_bands": {k: b.as_dict() for k, b in self.bands.items()}} if self.bands else {}),
+        } | ({"layout": self.layout} if self.layout is not None else {})
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe({"schema_version": SCHEMA_VERSION, **self.header(), "notes": self.notes,

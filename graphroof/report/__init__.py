@@ -41,11 +41,17 @@ FORMATS_BY_KIND = {
     "sweep": ("terminal", "markdown", "json", "csv", "html", "png"),
     "serve": ("terminal", "markdown", "json", "csv", "html"),
     "serve_comparison": ("terminal", "markdown", "json", "csv", "html"),
+    "plan": ("terminal", "markdown", "json", "csv", "html"),
+    "validation": ("terminal", "markdown", "json", "csv"),
 }
 
 
 def _kind(result: Any) -> str:
     """What kind of result *result* is, from what it holds (this package imports no engine)."""
+    if hasattr(result, "holdout_notes") and hasattr(result, "rows"):  # graphroof.validate: see report/validate.py
+        return "validation"
+    if hasattr(result, "cheapest") and hasattr(result, "pruned") and hasattr(result, "counts"):  # planner.PlanResult
+        return "plan"
     if hasattr(result, "timeline") and hasattr(result, "records"):  # graphroof.serving.ServeResult: see report/serve.py
         return "serve"
     if hasattr(result, "results") and hasattr(result, "rows"):  # graphroof.serving.compare.ServeComparison
@@ -79,6 +85,18 @@ def render(result: Any, fmt: str = "terminal", **opts: Any) -> str | bytes:
         return render_text(result, fmt, **opts)
     if fmt == "json":
         return result.to_json() + "\n"
+    if kind == "validation":
+        from .validate import render_validation
+
+        return render_validation(result, fmt)
+    if kind == "plan" and fmt == "html":
+        from .plan_html import render_plan_html
+
+        return render_plan_html(result)
+    if kind == "plan":
+        from .plan import render_plan
+
+        return render_plan(result, fmt)
     if kind == "serve_comparison":
         from .serve_compare import render_serve_comparison
 

@@ -165,6 +165,7 @@ COMPARE_COLUMNS: tuple[Column, ...] = (
     col("hardware", "hardware", sort=False),
     col("time", "time_s", fmt_time),
     col("realistic", "time_realistic_s", fmt_time),
+    Column("constants", lambda r: r.get("timing_origin", "-") + (" *" if r.get("rank_note") else "")),
     col("bound", "bound", sort=False),
     Column("speed-up", _speedup("speedup"), "speedup"),
     Column("realistic speed-up", _speedup("speedup_realistic"), "speedup_realistic"),

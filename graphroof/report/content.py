@@ -115,7 +115,8 @@ def header_facts(phases: list[Phase]) -> list[tuple[str, str]]:
     """(label, text) pairs: model, hardware, dtypes, phases, capture, dims, conventions, coverage."""
     a0 = phases[0].analysis
     h = a0.header()
-    facts = [("model", h["model"]), ("hardware", f"{h['hardware']} ({h['hardware_name']})")]
+    origin = f"; {h['hardware_timing_origin']} timing constants" if h.get("hardware_timing_origin") else ""
+    facts = [("model", h["model"]), ("hardware", f"{h['hardware']} ({h['hardware_name']}{origin})")]
     facts.append(("memory bandwidth", fmt_rate(h["mem_bw_bytes_per_s"], "B/s")))
     peaks: dict[str, float] = {}
     ridges: dict[str, float] = {}
@@ -154,6 +155,8 @@ def totals_facts(a) -> list[tuple[str, str]]:
         ("roofline", f"{fmt_time(t.time_roofline_s)} (Σ max(Tc, Tm) per kernel)"),
         ("realistic", f"{fmt_time(t.time_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} "
                            f"+ launch {fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels)"),
+        *([("error band", f"{fmt_time(b.low(t.time_realistic_s))} - {fmt_time(b.high(t.time_realistic_s))}: "
+                          f"{b.figure} {b.describe()}")] if (b := getattr(a, "band", None)) is not None else []),
         ("no-overlap bound", f"{fmt_time(t.t_upper_s)} (Σ Tc + Tm)"),
         ("bound", t.bound),
         ("FLOPs", f"{fmt_flops(c.flops)} (matrix {fmt_flops(c.matrix_flops)}, vector {fmt_flops(c.vector_flops)})"),

@@ -32,7 +32,9 @@ def energy_line(r: Any) -> str:
         return (f"energy: n/a, the profile of {r.hw.label} gives no board power (add board_power_w with its "
                 "source to the profile)")
     src = r.hw.sources.get("board_power_w", "")
-    return (f"energy: J/tok = board power {w:g} W x TP {r.tp} x e2e / (batch x gen), an upper bound (every device at "
+    lay = getattr(r, "layout", None)
+    n = f"{lay['world']} GPUs (the layout)" if lay else f"TP {r.tp}"
+    return (f"energy: J/tok = board power {w:g} W x {n} x e2e / (batch x gen), an upper bound (every device at "
             f"full board power throughout); tok/J its inverse" + (f" (board power: {src})" if src else ""))
 
 
@@ -86,12 +88,31 @@ def header_lines(r: Any) -> list[str]:
                   (f"; KV cache on {attn} attention layers)" if attn else ", no KV cache)"))
     return [
         f"model: {r.model}; {decode}",
-        f"hardware: {h.label}; {fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
+        f"hardware: {h.label} ({getattr(h, 'origin', 'assumed')} timing constants); "
+        f"{fmt_rate(h.mem_bw_bytes_per_s, 'B/s')}{cap}{link}",
         f"{r.input_text()}, gen {r.gen} tokens; dtypes: {r.quant.describe()}; TP {r.tp}",
+        *([f"parallel layout: {r.layout['describe']}"] if getattr(r, "layout", None) else []),
         f"mode: {mode}",
         "tokens: the prefill gives the first token (TTFT); gen-1 decode steps give the rest (TPOT = their mean); "
         "e2e = TTFT + (gen-1) TPOT; tok/s = batch * gen / e2e",
+        *band_lines(r),
     ]
+
+
+def band_lines(r: Any) -> list[str]:
+    """The error bands of the realistic figures (the ranges columns), in words; none when ideal."""
+    bands = getattr(r, "bands", {}) or {}
+    if not bands:
+        return []
+    names = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "e2e and tok/s"}
+    parts = [f"{names[k]} {b.describe()}" for k, b in bands.items() if k in names]
+    return ["error bands (the range columns: the factor within which 90% of graphroof validate's measured "
+            "predictions of the regime fell): " + "; ".join(parts)]
+
+
+def _range(c: Any, what: str, fmt: Any) -> str:
+    r = c.band_range(what) if hasattr(c, "band_range") else None
+    return "-" if r is None else f"{fmt(r[0])} - {fmt(r[1])}"
 
 
 _SWEEP_HEAD = (
@@ -100,6 +121,11 @@ _SWEEP_HEAD = (
     Column("TPOT", lambda c: _fmt(fmt_time, c.tpot_s)),
     Column("e2e", lambda c: fmt_time(c.e2e_s)),
     Column("tok/s", lambda c: _tps(c.output_tokens_per_s)),
+)
+_SWEEP_BANDS = (
+    Column("TTFT range", lambda c: _range(c, "ttft", fmt_time)),
+    Column("TPOT range", lambda c: _range(c, "tpot", fmt_time)),
+    Column("tok/s range", lambda c: _range(c, "tokens_per_s", _tps)),
 )
 _SWEEP_IDEAL = (
     Column("TTFT ideal", lambda c: fmt_time(c.ttft(True))),
@@ -119,7 +145,8 @@ _SWEEP_TAIL = (
 
 
 def sweep_columns(r: Any) -> tuple[Column, ...]:
-    return (*_SWEEP_HEAD, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
+    bands = () if r.ideal or not getattr(r, "bands", None) else _SWEEP_BANDS
+    return (*_SWEEP_HEAD, *bands, *(() if r.ideal else _SWEEP_IDEAL), *_SWEEP_TAIL)
 
 
 def sweep_table(r: Any, markdown: bool) -> str:
@@ -224,7 +251,10 @@ def time_parts_lines(c) -> list[str]:
         p = ph.analysis.time_parts()
         t = p["time_realistic_s"] or 1.0
         coll = p["time_collectives_s"]
-        if label == "TPOT" and c.tpot_s and not c.ideal and \
+        lay = getattr(c, "layout", None)
+        if lay and lay.get("pp", 1) > 1:  # pipeline: the breakdown is one stage's step at its micro-batch
+            label = f"{'prefill' if label == 'TTFT' else 'decode'} step of the last of {lay['pp']} stages"
+        elif label == "TPOT" and c.tpot_s and not c.ideal and \
                 abs(c.tpot_s - p["time_realistic_s"]) > 1e-6 * p["time_realistic_s"]:
             # speculative decoding: the breakdown is one plain decode step; the TPOT is per accepted token
             label = f"plain decode step (TPOT {fmt_time(c.tpot_s)} with speculative decoding)"

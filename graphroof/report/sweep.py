@@ -106,13 +106,20 @@ def render_sweep(r, fmt: str = "terminal") -> str | bytes:
         cost = f", ${p.usd_per_million_tokens:,.3g} per million output tokens" if p.usd_per_hour is not None else ""
         cost += (f", at most {_energy(p.joules_per_token)} J per output token ({_energy(p.tokens_per_joule)} tok/J)"
                  if p.joules_per_token is not None else ", energy n/a (no board power in the profile)")
-        lines.append(f"{'- ' if md else ''}{hw}: batch {p.batch}, TP {p.tp}, {p.dtype}, prompt {p.prompt}, gen "
+        origin = f" [{r.hw_origins[hw]}]" if getattr(r, "hw_origins", None) and hw in r.hw_origins else ""
+        lines.append(f"{'- ' if md else ''}{hw}{origin}: batch {p.batch}, TP {p.tp}, {p.dtype}, prompt {p.prompt}, gen "
                      f"{p.gen}: TTFT {fmt_time(p.ttft_s)}, TPOT {fmt_time(p.tpot_s)}, "
                      f"{p.tokens_per_s_per_gpu:,.1f} tok/s/GPU, {p.tokens_per_s_per_user:,.1f} tok/s/user{cost}")
+    top = r.best_overall() if hasattr(r, "best_overall") else None
+    if top is not None and len(r.devices) > 1:
+        note = r.origin_note(top)
+        lines += ["", f"most tok/s/GPU under the SLO: {top.hw} ({top.label}), {top.tokens_per_s_per_gpu:,.1f} tok/s/GPU"
+                  + (f" ({note})" if note else "")]
     cheap = r.cheapest()
     if cheap is not None:
+        note = r.origin_note(cheap) if hasattr(r, "origin_note") else None
         lines += ["", f"cheapest under the SLO: {cheap.hw} ({cheap.label}), "
-                      f"${cheap.usd_per_million_tokens:,.3g} per million output tokens"]
+                      f"${cheap.usd_per_million_tokens:,.3g} per million output tokens" + (f" ({note})" if note else "")]
     for n in r.notes:
         lines += ["", f"note: {n}"]
     return "\n".join(lines) + "\n"

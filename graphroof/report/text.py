@@ -29,7 +29,9 @@ def header_lines(a) -> list[str]:
     dims = ", ".join(f"{k}={v}" for k, v in h["dims"].items())
     lines = [
         f"model: {h['model']}" + (f" ({dims})" if dims else "") + (f"; capture: {h['capture']}" if h["capture"] else ""),
-        f"hardware: {h['hardware']}; memory bandwidth {fmt_rate(h['mem_bw_bytes_per_s'], 'B/s')}; peaks used: {peaks}",
+        f"hardware: {h['hardware']}" + (f" ({h['hardware_timing_origin']} timing constants)"
+                                        if h.get("hardware_timing_origin") else "")
+        + f"; memory bandwidth {fmt_rate(h['mem_bw_bytes_per_s'], 'B/s')}; peaks used: {peaks}",
         f"ridge point (FLOP/byte): {ridges}",
         runtime_line(a),
         f"conventions: {h['conventions']}",
@@ -51,7 +53,16 @@ def time_line(a) -> str:
     return (f"time: floor {fmt_time(p['time_floor_s'])} (max(Σ Tc, Σ Tm) over kernels); roofline "
             f"{fmt_time(t.time_roofline_s)} (Σ max(Tc, Tm) per kernel); no overlap {fmt_time(t.t_upper_s)} (Σ Tc + Tm); "
             f"realistic {fmt_time(t.t_realistic_s)} = roofline + derating {fmt_time(p['time_derating_s'])} + launch "
-            f"{fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels){coll}; overall {t.bound}-bound")
+            f"{fmt_time(p['time_launch_s'])} ({p['n_kernels']} kernels){coll}; overall {t.bound}-bound{band_text(a)}")
+
+
+def band_text(a) -> str:
+    """``; error band 0.5 ms - 1.1 ms (vision-latency, within a factor ... )`` for the realistic total."""
+    b = getattr(a, "band", None)
+    if b is None:
+        return ""
+    t = a.totals.t_realistic_s
+    return f"; realistic error band {fmt_time(b.low(t))} - {fmt_time(b.high(t))} ({b.figure}: {b.describe()})"
 
 
 def memory_line(a) -> str:

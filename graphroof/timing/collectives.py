@@ -18,6 +18,29 @@ all-gather / reduce-scatter (ring; half an all-reduce's steps)::
     base + (p-1) a + (p-1)/p * S / B
 
 p = 1 costs nothing.
+
+Small messages: the latency part.  ``base`` is what one NCCL call costs when the host launches it (as the Vidur
+table times it: host enqueue, launch, the proxy's and the peers' handshakes, the device kernel); inside a CUDA graph
+(``cuda_graphs=True``) the host part is gone and ``base`` becomes ``device_latency_s`` (``d``)::
+
+    nccl, host-launched:  base + hops(a_in) + bytes      (t_host_s = base - d)
+    nccl, CUDA graph:     d    + hops(a_d)  + bytes
+
+``a_d`` = device_hop_latency_s: an intra-node step between ranks that start together (a graph replays on every rank
+at once); a host-launched call's ``a_in`` also holds the launch skew between the ranks, which grows with their
+number.
+
+Custom all-reduce (``implementation="custom"``: vLLM's / TensorRT-LLM's kernels over NVLink P2P, one node, at most 8
+devices, buffers up to ``custom_max_bytes``; larger or multi-node buffers fall back to NCCL).  ``L_c`` =
+custom_latency_s (kernel fill + the start and end barriers: flags written to every peer), ``B_p`` =
+p2p_bw_bytes_per_s (one device's peer-read bandwidth)::
+
+    one-shot: L_c + (p-1) S / B_p               every device reads the whole buffer of each of the p-1 peers
+    two-shot: L_c + a_d + 2 (p-1)/p S / B_p     reduce-scatter then all-gather of 1/p shards (one more barrier)
+
+one-shot for p = 2, or S < 512 KiB at p <= 4, or S < 256 KiB at p <= 8 (vLLM's rule); two-shot otherwise.  A custom
+kernel is one plain kernel launch: no host part beyond the launch every kernel pays.  ``implementation="nvls"``:
+NCCL restricted to its NVLS algorithm where the profile has it (else NCCL's fastest).
 """
 
 from __future__ import annotations
@@ -33,9 +56,11 @@ if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
 __all__ = ["CollectiveTime", "collective_time", "collective_time_with", "allreduce_time", "allgather_time",
-           "reduce_scatter_time", "COLLECTIVES"]
+           "reduce_scatter_time", "COLLECTIVES", "IMPLEMENTATIONS"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+IMPLEMENTATIONS = ("nccl", "custom", "nvls")
+_KIB = 1024
 
 
 @dataclass(frozen=True)
@@ -45,14 +70,18 @@ class CollectiveTime:
     t_s: float
     t_latency_s: float          # base + hops * hop latency
     t_bandwidth_s: float        # bytes on the bottleneck link / its bandwidth
-    algorithm: str              # "ring" | "tree" | "nvls" | "none"
+    algorithm: str              # "ring" | "tree" | "nvls" | "one_shot" | "two_shot" | "none"
     collective: str
     n_gpus: int
     gpus_per_node: int
     size_bytes: float
+    t_host_s: float = 0.0       # the host launch + sync part of t_latency_s (0 inside a CUDA graph)
+    implementation: str = "nccl"  # "nccl" | "custom" (vLLM / TensorRT-LLM P2P kernels) | "none"
 
 
-def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams) -> list[tuple[str, float, float]]:
+def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams,
+                hop_in: float) -> list[tuple[str, float, float]]:
+    """(algorithm, latency without the base, bandwidth time) of each algorithm; *hop_in*: the intra-node hop."""
     n = math.ceil(p / g)
     b_in = c.intra_bus_bw_bytes_per_s
     if not b_in:
@@ -65,16 +94,16 @@ def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams) -> list[
         bw = min(b_in, c.inter_bw_bytes_per_s_per_nic * min(g, c.nics_per_node))
         hop = c.inter_hop_latency_s
     else:
-        bw, hop = b_in, c.intra_hop_latency_s
+        bw, hop = b_in, hop_in
     out = []
     if op == "all_reduce":
         if "ring" in c.algorithms or len(c.algorithms) == 0:
             out.append(("ring", 2 * (p - 1) * hop, 2 * (p - 1) / p * s / bw))
         if "tree" in c.algorithms and n > 1:
-            lat = 2 * (math.ceil(math.log2(n)) * c.inter_hop_latency_s + (g - 1) * c.intra_hop_latency_s)
+            lat = 2 * (math.ceil(math.log2(n)) * c.inter_hop_latency_s + (g - 1) * hop_in)
             out.append(("tree", lat, 2 * s / bw))
         if "nvls" in c.algorithms and n == 1 and c.nvls_bw_bytes_per_s:
-            out.append(("nvls", 2 * c.intra_hop_latency_s, s / c.nvls_bw_bytes_per_s))
+            out.append(("nvls", 2 * hop_in, s / c.nvls_bw_bytes_per_s))
         if not out:  # a profile listing only tree / nvls still has the ring fallback NCCL always has
             out.append(("ring", 2 * (p - 1) * hop, 2 * (p - 1) / p * s / bw))
     else:
@@ -82,9 +111,35 @@ def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams) -> list[
     return out
 
 
+def _custom(s: float, p: int, c: CollectiveParams) -> tuple[str, float, float]:
+    """(algorithm, latency, bandwidth time) of the custom all-reduce (see the module docstring)."""
+    assert c.custom_latency_s is not None
+    b_p = c.p2p_bw_bytes_per_s or c.intra_bus_bw_bytes_per_s
+    if not b_p:
+        raise InputError("custom all-reduce: the hardware profile has no collectives.p2p_bw_bytes_per_s or "
+                         "intra-node bandwidth")
+    one_shot_max = 512 * _KIB if p <= 4 else 256 * _KIB
+    if p == 2 or s < one_shot_max:
+        return "one_shot", c.custom_latency_s, (p - 1) * s / b_p
+    return "two_shot", c.custom_latency_s + c.graph_hop_latency_s, 2 * (p - 1) / p * s / b_p
+
+
+def _custom_applies(op: str, s: float, p: int, g: int, c: CollectiveParams) -> bool:
+    """The custom all-reduce runs: an all-reduce inside one node of at most 8 P2P devices, buffer within its max."""
+    return (op == "all_reduce" and c.custom_latency_s is not None and g == p and p <= 8
+            and s <= c.custom_max_bytes)
+
+
 def collective_time_with(op: str, size_bytes: float, n_gpus: int, params: CollectiveParams, *,
-                         gpus_per_node: int | None = None, algorithm: str | None = None) -> CollectiveTime:
-    """The collective model with explicit constants; *algorithm* forces one (else the fastest)."""
+                         gpus_per_node: int | None = None, algorithm: str | None = None,
+                         implementation: str = "nccl", cuda_graphs: bool = False) -> CollectiveTime:
+    """The collective model with explicit constants; *algorithm* forces one (else the fastest).
+
+    *implementation*: ``nccl`` (default), ``custom`` (one-shot / two-shot P2P all-reduce where it applies, NCCL
+    otherwise) or ``nvls`` (NCCL's NVLS algorithm where the profile has it); *cuda_graphs*: the call is replayed
+    inside a CUDA graph (its base latency is the device part only)."""
+    if implementation not in IMPLEMENTATIONS:
+        raise InputError(f"all-reduce implementation {implementation!r}: use one of {', '.join(IMPLEMENTATIONS)}")
     if op not in COLLECTIVES:
         raise InputError(f"collective {op!r}: use one of {', '.join(COLLECTIVES)}")
     if not isinstance(n_gpus, int) or n_gpus < 1:
@@ -95,40 +150,56 @@ def collective_time_with(op: str, size_bytes: float, n_gpus: int, params: Collec
     if size_bytes < 0:
         raise InputError(f"collective: size must be >= 0 bytes, got {size_bytes!r}")
     if n_gpus == 1 or size_bytes == 0:
-        return CollectiveTime(0.0, 0.0, 0.0, "none", op, n_gpus, g, float(size_bytes))
-    cands = _candidates(op, float(size_bytes), n_gpus, g, params)
+        return CollectiveTime(0.0, 0.0, 0.0, "none", op, n_gpus, g, float(size_bytes), 0.0, "none")
+    s = float(size_bytes)
+    if implementation == "custom" and algorithm in (None, "one_shot", "two_shot") \
+            and _custom_applies(op, s, n_gpus, g, params):
+        name, lat, bw = _custom(s, n_gpus, params)
+        if algorithm is None or algorithm == name:
+            return CollectiveTime(lat + bw, lat, bw, name, op, n_gpus, g, s, 0.0, "custom")
+    cands = _candidates(op, s, n_gpus, g, params, params.graph_hop_latency_s if cuda_graphs
+                        else params.intra_hop_latency_s)
+    if implementation == "nvls" and algorithm is None and any(x[0] == "nvls" for x in cands):
+        algorithm = "nvls"
     if algorithm is not None:
         cands = [x for x in cands if x[0] == algorithm]
         if not cands:
             raise InputError(f"collective algorithm {algorithm!r} is not available for {op} on {n_gpus} GPUs "
                              f"({g} per node) with this profile (algorithms: {', '.join(params.algorithms)})")
     name, lat, bw = min(cands, key=lambda x: x[1] + x[2])
-    lat += params.base_latency_s
-    return CollectiveTime(lat + bw, lat, bw, name, op, n_gpus, g, float(size_bytes))
+    base = params.graph_latency_s if cuda_graphs else params.base_latency_s
+    lat += base
+    return CollectiveTime(lat + bw, lat, bw, name, op, n_gpus, g, s, base - params.graph_latency_s, "nccl")
 
 
 def collective_time(op: str, size_bytes: float, n_gpus: int, hw: HardwareProfile, *,
-                    gpus_per_node: int | None = None, algorithm: str | None = None) -> CollectiveTime:
-    """Predicted time of collective *op* (``all_reduce`` / ``all_gather`` / ``reduce_scatter``) on *hw*."""
+                    gpus_per_node: int | None = None, algorithm: str | None = None,
+                    implementation: str = "nccl", cuda_graphs: bool = False) -> CollectiveTime:
+    """Predicted time of collective *op* (``all_reduce`` / ``all_gather`` / ``reduce_scatter``) on *hw*
+    (*implementation*, *cuda_graphs*: see :func:`collective_time_with`)."""
     from .profile import collectives_of
 
     return collective_time_with(op, size_bytes, n_gpus, collectives_of(hw), gpus_per_node=gpus_per_node,
-                                algorithm=algorithm)
+                                algorithm=algorithm, implementation=implementation, cuda_graphs=cuda_graphs)
 
 
 def allreduce_time(size_bytes: float, n_gpus: int, hw: HardwareProfile, *, gpus_per_node: int | None = None,
-                   algorithm: str | None = None) -> CollectiveTime:
+                   algorithm: str | None = None, implementation: str = "nccl",
+                   cuda_graphs: bool = False) -> CollectiveTime:
     """All-reduce of a *size_bytes* buffer over *n_gpus* (``gpus_per_node`` default: all in one node)."""
-    return collective_time("all_reduce", size_bytes, n_gpus, hw, gpus_per_node=gpus_per_node, algorithm=algorithm)
+    return collective_time("all_reduce", size_bytes, n_gpus, hw, gpus_per_node=gpus_per_node, algorithm=algorithm,
+                           implementation=implementation, cuda_graphs=cuda_graphs)
 
 
 def allgather_time(size_bytes: float, n_gpus: int, hw: HardwareProfile, *,
-                   gpus_per_node: int | None = None) -> CollectiveTime:
+                   gpus_per_node: int | None = None, cuda_graphs: bool = False) -> CollectiveTime:
     """All-gather producing a *size_bytes* output on each of *n_gpus*."""
-    return collective_time("all_gather", size_bytes, n_gpus, hw, gpus_per_node=gpus_per_node)
+    return collective_time("all_gather", size_bytes, n_gpus, hw, gpus_per_node=gpus_per_node,
+                           cuda_graphs=cuda_graphs)
 
 
 def reduce_scatter_time(size_bytes: float, n_gpus: int, hw: HardwareProfile, *,
-                        gpus_per_node: int | None = None) -> CollectiveTime:
+                        gpus_per_node: int | None = None, cuda_graphs: bool = False) -> CollectiveTime:
     """Reduce-scatter of a *size_bytes* input over *n_gpus*."""
-    return collective_time("reduce_scatter", size_bytes, n_gpus, hw, gpus_per_node=gpus_per_node)
+    return collective_time("reduce_scatter", size_bytes, n_gpus, hw, gpus_per_node=gpus_per_node,
+                           cuda_graphs=cuda_graphs)

@@ -9,19 +9,32 @@ Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants f
     tiles     = ceil(M / tm) * ceil(N / tn) * batch
     split_k   = s: when tiles < SMs the library splits K over s CTAs per tile to fill the machine,
                 s = min(floor(SMs / tiles), floor(K / gemm_split_k_min)), at least 1
-    waves     = ceil(tiles * s / SMs)
+    waves     = ceil(tiles * s / SMs); with gemm_stream_k (Hopper / Blackwell cuBLAS and CUTLASS persistent kernels:
+                the last wave's tiles are shared along K) max(1, tiles * s / SMs): no wave quantisation
     rate_sm   = peak * gemm_matrix_efficiency / SMs * min(1, I_tile / I_l2)
                 I_tile = 2 tm tn / ((tm + tn) * bytes per element): FLOPs per byte a CTA loads from L2 per k step;
                 I_l2 = peak / gemm_l2_bw_bytes_per_s: below it a (narrow) tile is starved by the L2 bandwidth
     t_compute = waves * (2 * tm * tn * ceil(K / s)) / rate_sm
                 (each wave costs one CTA's work at one SM's rate: a partial last wave costs as much as a full one)
-    t_memory  = (A + B + C bytes, + split-K fp32 partials written and read back) / (mem_bw * gemm_mem_bw_efficiency)
+    t_memory  = (A + B + C bytes, + split-K fp32 partials written and read back unless they fit in the L2)
+                / (mem_bw * gemm_mem_bw_efficiency)
     t         = overlap(t_compute, t_memory) + gemm_latency_s
                 overlap = max (perfect overlap of loads and math) without gemm_overlap_exponent, else the
                 p-norm (t_compute^p + t_memory^p)^(1/p): near the ridge neither hides the other completely
 
 At small M ``t_memory`` (the weights B streamed once) dominates: the regime is bandwidth, not FLOPs.  Without
 ``sm_count`` (non-GPU profiles) there is no quantisation: ``t_compute = FLOPs / (peak * efficiency)``.
+
+Three refinements (all data in the profile, see docs/kernel_timing.md):
+
+* **ceiling**: with ``[timing.gemm_achievable_flops_per_s]`` (the best achievable dense matmul rate per dtype, the
+  "MAMF" table) the sustained rate is ``achievable * gemm_matrix_efficiency`` instead of ``peak * efficiency``
+  (:func:`graphroof.timing.precision.gemm_ceiling`): fp8 reaches a smaller fraction of its peak than bf16;
+* **weight-only quantized GEMMs** (int4 / int8 / fp8 weights, bf16 activations, dequantised in the main loop):
+  the scales / zeros stream with the weights, and the dequant ALU work ``gemm_dequant_flops_per_mac * M N K``
+  at the half-precision vector peak adds to the compute time (:mod:`graphroof.timing.quantgemm`);
+* **grouped GEMMs** (MoE experts): the rows split over *groups* experts, each tiled on its own:
+  ``tiles = groups * ceil(M / groups / tm) * ceil(N / tn)`` (:mod:`graphroof.timing.moe`).
 """
 
 from __future__ import annotations
@@ -71,25 +84,32 @@ def _tile_heights(t: KernelTiming) -> list[int]:
 
 
 def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTiming, rate: float, in_bytes: float,
-             i_l2: float, sms: int) -> tuple[float, int, int, int, float]:
+             i_l2: float, sms: int, groups: float = 1.0) -> tuple[float, int, int, int, float]:
     """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration on *sms* SMs."""
-    tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+    tiles = math.ceil(groups * math.ceil(m / groups / tm)) * math.ceil(n / tn) * batch
     split = 1
     if tiles < sms:
         split = max(1, min(sms // tiles, k // max(1, t.gemm_split_k_min)))
     waves = math.ceil(tiles * split / sms)
+    # stream-K (persistent CTAs share the last wave's tiles along K): fractional waves, at least one
+    w = max(1.0, tiles * split / sms) if t.gemm_stream_k else waves
     cta_flops = 2.0 * tm * tn * math.ceil(k / split)
     starve = min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
-    return waves * cta_flops / (rate / sms * starve), tiles, split, waves, cta_flops
+    return w * cta_flops / (rate / sms * starve), tiles, split, waves, cta_flops
 
 
 def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_per_s: float,
                    mem_bw_bytes_per_s: float, in_bytes: float = 2.0, out_bytes: float | None = None,
-                   batch: int = 1, weight_bytes: float | None = None, peak_used: str = "") -> GemmTime:
+                   batch: int = 1, weight_bytes: float | None = None, peak_used: str = "",
+                   achievable_flops_per_s: float | None = None, dequant_s: float = 0.0,
+                   groups: float = 1.0, l2_bytes: float | None = None) -> GemmTime:
     """The GEMM model with explicit constants (what :func:`gemm_time` calls after reading the profile).
 
     *in_bytes* / *out_bytes*: bytes per element of A, B and of C; *weight_bytes* overrides B's total (e.g.
-    int4 weights with fp16 activations).
+    int4 weights with fp16 activations, scales included).  *achievable_flops_per_s*: the large-GEMM ceiling the
+    efficiency applies to (None: the peak).  *dequant_s*: ALU time of a fused weight dequantisation, added to
+    the compute time.  *groups*: the M rows split over this many independently tiled groups (MoE experts).
+    *l2_bytes*: the on-chip L2 size: split-K partial sums that fit in it never reach DRAM.
     """
     for name, v in (("M", m), ("N", n), ("K", k), ("batch", batch)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -100,23 +120,28 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     nbytes = (m * k * in_bytes + m * n * out_bytes) * batch + b_bytes
     if flops == 0:
         return GemmTime(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (0, 0), 0, 1, 0, 1.0, "memory", peak_flops_per_s, peak_used)
-    rate = peak_flops_per_s * timing.gemm_matrix_efficiency
+    rate = (achievable_flops_per_s or peak_flops_per_s) * timing.gemm_matrix_efficiency
+    groups = max(1.0, float(groups))
     sms = timing.sm_count
     if sms:
         i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
         tn = timing.gemm_tile[1]
         heights = _tile_heights(timing)
         if timing.gemm_tile_policy == "cover_m":
-            heights = [min((h for h in heights if h >= m), default=heights[0])]
-        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms), tm) for tm in heights)
+            heights = [min((h for h in heights if h >= m / groups), default=heights[0])]
+        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms, groups), tm)
+                   for tm in heights)
         (t_compute, tiles, split, waves, cta_flops), tm = best
         util = flops / (waves * sms * cta_flops)
-        if split > 1:  # fp32 partial sums: each split writes its M x N slice, the reduction reads them back
+        # fp32 partial sums: each split writes its M x N slice, the reduction reads them back; from DRAM only when
+        # they do not fit in L2 (small-M GEMMs' partials stay on chip)
+        if split > 1 and not (l2_bytes and split * m * n * 4 * batch <= l2_bytes):
             nbytes += 2.0 * split * m * n * 4 * batch
     else:
         tm, tn = timing.gemm_tile
         tiles, split, waves, util = 0, 1, 1, 1.0
         t_compute = flops / rate
+    t_compute += dequant_s
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     lat = timing.gemm_latency_s
     p = timing.gemm_overlap_exponent
@@ -131,18 +156,35 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
 
 def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", *, batch: int = 1,
               out_dtype: str | None = None, weight_bytes: float | None = None,
-              matmul_precision: str = "high") -> GemmTime:
+              matmul_precision: str = "high", weight_dtype: str | None = None, quant_group: int | None = None,
+              groups: float = 1.0, dequant_variant: str = "fused_dequant") -> GemmTime:
     """Predicted time of one GEMM kernel ``[M, K] x [K, N]`` (times *batch*) computing in *dtype* on *hw*.
 
     The peak is :func:`graphroof.timing.matmul_peak` (fp32 runs on TF32 tensor cores under
-    ``matmul_precision="high"`` where the device has them).
+    ``matmul_precision="high"`` where the device has them), the ceiling :func:`~graphroof.timing.precision.
+    gemm_ceiling`.  *weight_dtype* narrower than *dtype* (``int4`` weights, ``bf16`` activations): a weight-only
+    GEMM with the dequantisation fused (:mod:`graphroof.timing.quantgemm`; *quant_group*: weights per scale,
+    default there; *dequant_variant*: the runtime's ``weight_only_gemm``, how often a weight is dequantised);
+    *weight_bytes* is then the packed weights' bytes (default ``K N bits / 8``), scales added.
+    *groups*: MoE experts the rows are split over.
     """
-    from .precision import matmul_peak
+    from .precision import gemm_ceiling, matmul_peak
     from .profile import timing_of
+    from .quantgemm import dequant_time, scale_bytes, weight_only_bits
 
     peak, key = matmul_peak(hw, dtype, matmul_precision)
+    ceiling, _ = gemm_ceiling(hw, peak, key)
     in_b = dtype_bits(dtype) / 8
     out_b = dtype_bits(out_dtype) / 8 if out_dtype else in_b
-    return gemm_time_with(m, n, k, timing=timing_of(hw), peak_flops_per_s=peak,
+    timing = timing_of(hw)
+    dq = 0.0
+    bits = weight_only_bits(weight_dtype, dtype)
+    if bits:
+        g = max(1.0, float(groups))  # MoE: the visited experts' weights (N, K are one expert's)
+        packed = weight_bytes if weight_bytes is not None else k * n * bits / 8 * batch * g
+        weight_bytes = packed + scale_bytes(n, k, bits, quant_group) * batch * g
+        dq = float(dequant_time(m * batch, n, k, timing, hw, dequant_variant))
+    return gemm_time_with(m, n, k, timing=timing, peak_flops_per_s=peak,
                           mem_bw_bytes_per_s=hw.mem_bw_bytes_per_s, in_bytes=in_b, out_bytes=out_b,
-                          batch=batch, weight_bytes=weight_bytes, peak_used=key)
+                          batch=batch, weight_bytes=weight_bytes, peak_used=key, achievable_flops_per_s=ceiling,
+                          dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes)

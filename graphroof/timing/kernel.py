@@ -2,14 +2,20 @@
 
 Used by :func:`graphroof.roofline.evaluate` for profiles that carry a ``[timing]`` section:
 
+* ``gemm`` running a convolution: :func:`~graphroof.timing.conv.conv_time` (implicit GEMM with channels padded
+  for the tensor cores, or a direct convolution on the CUDA cores: depthwise, misaligned, no matrix peak);
 * ``gemm``: :func:`~graphroof.timing.gemm_time` on the kernel's (M, N, K) (tile / wave quantisation,
   weight streaming at small M); a fused epilogue's extra bytes stream at the GEMM's bandwidth;
-* ``attention``: the roofline derated by the profile's matrix and bandwidth efficiencies plus the GEMM latency
-  (a flash-attention kernel is a pair of tiled GEMMs that keep scores on chip);
+* ``gemm`` also covers weight-only quantized GEMMs (dequant fused or separate) and MoE grouped GEMMs
+  (:mod:`graphroof.timing.gemm_plan`);
+* ``attention``: :func:`~graphroof.timing.attention.attention_time` (per-pair matmul + exponential work with a
+  per-row pipeline fill, K/V streamed once per KV head or per query head);
 * ``vector``: :func:`~graphroof.timing.stream_time` of its bytes, at the sustained bandwidth of its stream kind
   (norm, rotary, act_mul, gather, softmax, reduction, copy, elementwise: read from the ops it fuses), or its
   vector FLOPs at the derated vector peak when those take longer;
-* ``comm``: the alpha-beta collective model (:func:`~graphroof.timing.collective_time`);
+* ``comm``: the alpha-beta collective model (:func:`~graphroof.timing.collective_time`) with the runtime preset's
+  all-reduce implementation (``allreduce``: nccl / custom / nvls) and, under ``cuda_graphs``, the device-side latency
+  only (every phase of such a runtime: a prefill's large messages are bandwidth-bound either way);
 * ``opaque`` (no counting rule): the derated roofline of its bytes.
 
 The launch cost is returned apart (``t_launch_s``): the caller adds it per kernel, or once per step when the
@@ -23,9 +29,12 @@ from dataclasses import dataclass
 from ..counters.cost import Cost
 from ..errors import UnboundDimError
 from ..fuse.classify import gemm_mnk
+from ..fuse.runtimes import Runtime
 from ..graph import OpNode
+from .attention import attention_dims, attention_time
 from .collectives import collective_time
-from .gemm import gemm_time
+from .conv import conv_shape, conv_time, is_conv_key
+from .gemm_plan import gemm_kernel_time, gemm_plan
 from .profile import timing_of
 from .stream import stream_time
 
@@ -38,6 +47,7 @@ _KIND_MARKERS = (  # first match wins, checked against the op keys a kernel runs
     ("gather", ("embedding", "gather", "index_select", "index.tensor", "take")),
     ("reduction", ("sum", "mean", "amax", "max", "min", "argmax", "prod", "cumsum", "pool")),
 )
+_TRAINING_BN = ("_native_batch_norm_legit", "_batch_norm_with_update")  # batch statistics: a real reduction
 _ACTS = ("silu", "gelu", "relu", "sigmoid", "swish", "tanh", "mish")
 
 
@@ -50,7 +60,10 @@ class KernelTime:
 
 def stream_kind(op_keys: tuple[str, ...] | list[str]) -> str:
     """The stream kind of a memory-bound kernel from the op keys it runs."""
+    # inference batch-norm is a per-channel scale and shift (running statistics): elementwise, not a row reduction
     keys = [k.lower().rsplit(".", 1)[-1] for k in op_keys]
+    keys = [k if k in _TRAINING_BN else k.replace("batch_norm", "affine").replace("batchnormalization", "affine")
+            for k in keys]
     if any(a in k for k in keys for a in _ACTS) and any(k in ("mul", "mul_", "mul.tensor") for k in keys):
         return "act_mul"
     neg_cat = any(k.startswith("neg") for k in keys) and any(k.startswith("cat") or k == "concat" for k in keys)
@@ -69,38 +82,58 @@ def _gemm_shape(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
     return gemm_mnk(node, cost)
 
 
+def _fields(cost: Cost) -> dict[str, float]:
+    return {f: getattr(cost, f) for f in ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes",
+                                           "act_write_bytes", "kv_read_bytes", "kv_write_bytes")}
+
+
 def _derated(cost: Cost, hw, tc: float, tm: float) -> float:
     return max(tc / hw.matrix_efficiency if cost.matrix_flops else tc / hw.vector_efficiency,
                tm / hw.mem_bw_efficiency)
 
 
-def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, tm: float) -> KernelTime:
+def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, tm: float,
+                runtime: Runtime | None = None) -> KernelTime:
     """Realistic time of *node* (an op or a fused kernel of class *kind*) with counted *cost*.
 
     *tc* / *tm* are its ideal compute and memory times (from the roofline), reused for derated terms.
+    *runtime*: the engine preset the kernel runs under (its kernel capabilities; ``None``: today's defaults).
     """
     timing = timing_of(hw)
     launch = timing.launch_overhead_s if (cost.flops or cost.bytes or cost.net_bytes) else 0.0
+    if kind == "gemm" and any(is_conv_key(k) for k in (node.attrs.get("op_keys") or (node.op,))):
+        shape = conv_shape(node)
+        if shape is not None:  # implicit GEMM with channel padding, or direct conv on the CUDA cores
+            gd = dtype if dtype in hw.matrix_peak_flops_per_s or dtype == "fp32" else "fp16"
+            cv = conv_time(shape, cost.bytes, hw, gd)
+            t = max(cv.t_s, cost.vector_flops / (hw.peak("vector", dtype)[0] * hw.vector_efficiency)
+                    if cost.vector_flops else 0.0)
+            return KernelTime(t, launch, f"conv:{cv.path}")
     if kind == "gemm":
         mnk = _gemm_shape(node, cost)
-        if mnk is not None:
-            g = gemm_time(*mnk, hw, dtype if dtype in hw.matrix_peak_flops_per_s or dtype == "fp32" else "fp16",
-                          weight_bytes=cost.weight_bytes or None)
-            extra = max(0.0, cost.bytes - g.bytes)  # epilogue operands (bias, residual) stream alongside
-            t = g.t_s + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
-            t = max(t, cost.vector_flops / (hw.peak("vector", dtype)[0] * hw.vector_efficiency) if cost.vector_flops
-                    else 0.0)
-            return KernelTime(t, launch, "gemm")
-    if kind == "attention":
-        return KernelTime(_derated(cost, hw, tc, tm) + timing.gemm_latency_s, launch, "attention")
+        if mnk is not None:  # tiles / waves, weight-only dequant, MoE experts (graphroof.timing.gemm_plan)
+            plan = gemm_plan(node, dtype, hw, runtime)
+            return KernelTime(gemm_kernel_time(plan, mnk, cost, hw), launch, "gemm")
+    if kind == "attention":  # flash attention: prefill ramp, decode K/V per KV head (graphroof.timing.attention)
+        shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
+        return KernelTime(attention_time(_fields(cost), attention_dims(node), hw, dtype, shared), launch, "attention")
     if kind == "comm":
         n = int(node.attrs.get("world_size") or 1)
+        gpn = node.attrs.get("gpus_per_node")  # set by llm/parallel.py under a --system layout (None: one node)
+        if "all_to_all" in " ".join((node.attrs.get("collective") or "", node.op, *(node.attrs.get("op_keys") or ()))):
+            from .p2p import all_to_all_time  # expert-parallel dispatch / combine: bytes leaving the rank
+
+            a = all_to_all_time(cost.net_bytes, n, hw, gpus_per_node=int(gpn) if gpn else None)
+            return KernelTime(a.t_s, launch, "p2p:all_to_all")
         op = "all_gather" if "gather" in (node.attrs.get("collective") or node.op) else "all_reduce"
         try:
             size = float(node.outputs[0].nbytes) if node.outputs else cost.act_write_bytes
         except UnboundDimError:
             size = cost.act_write_bytes
-        c = collective_time(op, size, n, hw)
+        impl = getattr(runtime, "allreduce", "nccl") if runtime is not None else "nccl"
+        graphs = bool(getattr(runtime, "cuda_graphs", False)) if runtime is not None else False
+        c = collective_time(op, size, n, hw, implementation=impl, cuda_graphs=graphs,
+                            gpus_per_node=int(gpn) if gpn else None)
         return KernelTime(c.t_s, launch, f"collective:{c.algorithm}")
     if kind in ("vector", "pointwise", "reduction"):
         keys = node.attrs.get("op_keys") or (node.op,)

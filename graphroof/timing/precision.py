@@ -23,7 +23,7 @@ from ..errors import InputError
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
-__all__ = ["MATMUL_PRECISIONS", "matmul_peak_key", "matmul_peak"]
+__all__ = ["MATMUL_PRECISIONS", "matmul_peak_key", "matmul_peak", "gemm_ceiling"]
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
@@ -59,3 +59,32 @@ def matmul_peak(hw: HardwareProfile, dtype: str, precision: str = "high") -> tup
     if table.get(k):
         return table[k], key
     return replace(hw, matmul_precision="highest" if precision == "highest" else "high").peak(unit, k)
+
+
+#: dtypes that run at the same matrix rate as a listed one (the MAMF table lists bf16; fp16 runs alike)
+_SAME_RATE = {"fp16": "bf16", "bf16": "fp16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+def gemm_ceiling(hw: HardwareProfile, peak_flops_per_s: float, key: str) -> tuple[float, str]:
+    """(the large-GEMM ceiling FLOP/s, how it was found) for a matmul whose peak is *peak_flops_per_s* at peak-table
+    *key* (``"matrix.bf16"``): the profile's ``[timing.gemm_achievable_flops_per_s]`` entry of that dtype (the
+    best achievable dense matmul rate, the "MAMF" table), else of a dtype with the same rate (fp16 <-> bf16), else
+    the peak scaled by the device's own bf16 achievable / peak ratio, else the peak itself (no table: the
+    profile's ``gemm_matrix_efficiency`` is then a fraction of the peak).
+
+    >>> from graphroof.hardware import load_hardware
+    >>> hw = load_hardware("h100-sxm")
+    >>> gemm_ceiling(hw, 494.7e12, "matrix.tf32")[1]
+    'peak x bf16 achievable/peak'
+    """
+    table = hw.timing.gemm_achievable_flops_per_s if hw.timing is not None else {}  # derived timing: no table
+    d = key.split(".", 1)[-1]
+    if not table:
+        return peak_flops_per_s, "peak"
+    for cand in (d, _SAME_RATE.get(d, "")):
+        if table.get(cand):
+            return table[cand], f"achievable.{cand}"
+    ref = next((c for c in ("bf16", "fp16") if table.get(c) and hw.matrix_peak_flops_per_s.get(c)), None)
+    if ref is None:
+        return peak_flops_per_s, "peak"
+    return peak_flops_per_s * table[ref] / hw.matrix_peak_flops_per_s[ref], f"peak x {ref} achievable/peak"

@@ -24,7 +24,7 @@ from ..hardware.params import STREAM_KINDS, KernelTiming
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
-__all__ = ["StreamTime", "stream_time", "stream_time_with", "launch_time"]
+__all__ = ["StreamTime", "stream_time", "stream_time_with", "launch_time", "host_pipeline"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,33 @@ def launch_time(n_kernels: int, hw: HardwareProfile, *, cuda_graphs: bool = Fals
     if n_kernels <= 0:
         return 0.0
     return t.graph_launch_overhead_s if cuda_graphs else n_kernels * t.launch_overhead_s
+
+
+def host_pipeline(device_s: list[float], host_s: list[float], repeats: list[int] | None = None) -> list[float]:
+    """Wall time each kernel adds to a step when the host dispatches kernels asynchronously ahead of the device.
+
+    A two-stage pipeline, kernels in launch order: the host spends ``host_s[i]`` issuing kernel *i*, then the
+    next; the device starts kernel *i* when it has been issued and kernel *i - 1* has finished::
+
+        issued_i = issued_{i-1} + host_i
+        end_i    = max(issued_i, end_{i-1}) + device_i
+
+    The step takes ``end_n`` (between max(Σ host, Σ device) and their sum): host-bound when kernels are shorter
+    than their dispatch, device-bound when the host runs ahead.  Returns ``end_i - end_{i-1}`` per kernel (their
+    sum is the step), each >= ``device_s[i]``.  ``repeats[i] = r`` (> 1): kernel *i* is launched *r* times in a
+    row, its *device_s* / *host_s* being the totals of the *r* launches (closed form: linear in *r* once the
+    faster stage waits on the slower).
+    """
+    out = []
+    issued = end = 0.0
+    for i, (d, h) in enumerate(zip(device_s, host_s)):
+        r = repeats[i] if repeats is not None else 1
+        if r > 1:
+            d1, h1 = d / r, h / r
+            new_end = max(end + d, issued + h1 + d, issued + h + d1)
+        else:
+            new_end = max(issued + h, end) + d
+        issued += h
+        out.append(new_end - end)
+        end = new_end
+    return out

@@ -16,69 +16,106 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..dtypes import dtype_bits
+from ..fuse.runtimes import Runtime
 from ..hardware.params import KernelTiming
+from .attention import attention_dims, attention_time
+from .conv import is_conv_key
 from .gemm import _tile_heights
+from .gemm_plan import GemmPlan, gemm_plan
 from .kernel import stream_kind
-from .precision import matmul_peak
+from .moe import experts_in_step, per_expert_latency_s
+from .precision import gemm_ceiling, matmul_peak
 from .profile import timing_of
+from .quantgemm import dequant_then_gemm_bytes, dequant_time, scale_bytes
 
 __all__ = ["kernel_times", "gemm_times"]
 
 
 def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
-               weight_bytes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(``t_s``, ``bytes``) of :func:`graphroof.timing.gemm_time` for arrays of shapes (batch 1).
+               weight_bytes: np.ndarray | None, plan: GemmPlan | None = None,
+               cost_bytes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(``t_s``, ``bytes``) of a GEMM kernel for arrays of shapes (batch 1), as the per-op model prices it
+    (:func:`graphroof.timing.gemm_plan.gemm_kernel_time` without its epilogue terms): *plan* says weight-only
+    quantization and MoE experts (None: a plain GEMM in *dtype*); ``bytes`` are the GEMM's bytes as counted
+    (packed weights, no scales), to subtract from the kernel's counted bytes for its epilogue operands.
 
     *weight_bytes*: per element, 0 for "B's own bytes" (the scalar call's ``weight_bytes=None``)."""
+    plan = plan or GemmPlan(dtype)
     t: KernelTiming = timing_of(hw)
-    peak, _ = matmul_peak(hw, dtype, "high")
-    in_b = dtype_bits(dtype) / 8
-    out_b = in_b
+    peak, key = matmul_peak(hw, plan.dtype, "high")
+    ceiling, _ = gemm_ceiling(hw, peak, key)
+    in_b = dtype_bits(plan.dtype) / 8
+    wb = np.zeros(m.shape) if weight_bytes is None else np.asarray(weight_bytes, dtype=float)
+    groups = np.ones(m.shape)
+    extra_lat: np.ndarray | float = 0.0
+    if plan.experts:
+        groups = np.asarray(experts_in_step(wb, plan.expert_bytes, plan.experts), dtype=float) * np.ones(m.shape)
+        extra_lat = per_expert_latency_s(groups, t, plan.grouped)
+    nw = groups if plan.experts else np.ones(m.shape)
+    pre: np.ndarray | float = 0.0
+    dq: np.ndarray | float = 0.0
+    if plan.bits and plan.variant == "dequant_then_gemm":
+        pb = dequant_then_gemm_bytes(n, k, plan.bits, plan.group, in_b) * nw
+        pre = np.where(pb != 0, pb / (hw.mem_bw_bytes_per_s * t.stream_efficiency("elementwise"))
+                       + t.stream_latency_s, 0.0)
+        b_bytes = k * n * in_b * nw
+        counted_adj = -b_bytes + wb
+    elif plan.bits:
+        scales = scale_bytes(n, k, plan.bits, plan.group) * nw
+        b_bytes = np.where(wb != 0, wb, k * n * plan.bits / 8 * nw) + scales
+        dq = dequant_time(m, n, k, t, hw, plan.variant)
+        counted_adj = -scales
+    else:
+        b_bytes = np.where(wb != 0, wb, k * n * in_b)
+        counted_adj = 0.0
     mf, nf, kf = m.astype(float), n.astype(float), k.astype(float)
     flops = 2.0 * mf * nf * kf * 1
-    b_bytes = k * n * in_b * 1
-    if weight_bytes is not None:
-        b_bytes = np.where(weight_bytes != 0, weight_bytes, b_bytes)
-    nbytes = (m * k * in_b + m * n * out_b) * 1 + b_bytes
-    rate = peak * t.gemm_matrix_efficiency
+    nbytes = (m * k * in_b + m * n * in_b) * 1 + b_bytes
+    rate = ceiling * t.gemm_matrix_efficiency
     sms = t.sm_count
     if sms:
         i_l2 = peak / t.gemm_l2_bw_bytes_per_s if t.gemm_l2_bw_bytes_per_s else 0.0
         tn = t.gemm_tile[1]
         heights = _tile_heights(t)
         if t.gemm_tile_policy != "cover_m":  # "best": the configuration with the least compute time
-            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2)
+            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2, groups)
             for tm in heights[1:]:
-                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2))
+                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2, groups))
         else:  # the smallest height covering M, else the largest
             pick = np.full(m.shape, heights[0])
             for h in sorted(heights, reverse=True):
-                pick = np.where(h >= m, h, pick)
-            best = _compute_per(m, n, k, pick, tn, t, rate, in_b, i_l2)
+                pick = np.where(h >= m / groups, h, pick)
+            best = _compute_per(m, n, k, pick, tn, t, rate, in_b, i_l2, groups)
         t_compute, _tiles, split, _waves, _cta, _tm = best
-        nbytes = np.where(split > 1, nbytes + 2.0 * split * m * n * 4 * 1, nbytes)
+        l2 = hw.onchip_cache_bytes
+        spill = (split > 1) & ~((split * m * n * 4 * 1 <= l2) if l2 else np.zeros(m.shape, dtype=bool))
+        nbytes = np.where(spill, nbytes + 2.0 * split * m * n * 4 * 1, nbytes)
     else:
         t_compute = flops / rate
+    t_compute = t_compute + dq
     t_memory = nbytes / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
     p = t.gemm_overlap_exponent
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     zero = flops == 0
-    return np.where(zero, 0.0, both + t.gemm_latency_s), np.where(zero, 0.0, nbytes)
+    g_t = np.where(zero, 0.0, both + t.gemm_latency_s)
+    g_bytes = np.where(zero, 0.0, nbytes)
+    return pre + g_t + extra_lat, g_bytes + counted_adj
 
 
-def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2):
+def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups):
     sms = t.sm_count
-    tiles = np.ceil(m / tm).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
+    tiles = np.ceil(groups * np.ceil(m / groups / tm)).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
     split = np.where(tiles < sms, np.maximum(1, np.minimum(sms // np.maximum(tiles, 1),
                                                           k // max(1, t.gemm_split_k_min))), 1)
     waves = np.ceil(tiles * split / sms)
+    w = np.maximum(1.0, tiles * split / sms) if t.gemm_stream_k else waves
     cta = 2.0 * tm * tn * np.ceil(k / split)
     starve = np.minimum(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
-    return waves * cta / (rate / sms * starve), tiles, split, waves, cta, np.broadcast_to(tm, m.shape)
+    return w * cta / (rate / sms * starve), tiles, split, waves, cta, np.broadcast_to(tm, m.shape)
 
 
-def _compute(m, n, k, tm, tn, t, rate, in_bytes, i_l2):
-    return _compute_per(m, n, k, np.full(m.shape, tm), tn, t, rate, in_bytes, i_l2)
+def _compute(m, n, k, tm, tn, t, rate, in_bytes, i_l2, groups):
+    return _compute_per(m, n, k, np.full(m.shape, tm), tn, t, rate, in_bytes, i_l2, groups)
 
 
 def _lexmin(a, b):
@@ -93,12 +130,17 @@ def _lexmin(a, b):
 
 
 def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
-                 mnk: tuple[np.ndarray, np.ndarray, np.ndarray] | None, hw) -> np.ndarray | None:
+                 mnk: tuple[np.ndarray, np.ndarray, np.ndarray] | None, hw,
+                 runtime: Runtime | None = None, node=None) -> np.ndarray | None:
     """Kernel time without the launch (``t_realistic_s - t_launch_s`` of :func:`graphroof.roofline.evaluate`
     on a node of class *kind*) for arrays of cost fields (``matrix_flops`` ... ``net_bytes``); None for kinds
-    computed only by the scalar model (collectives, GEMMs without a shape)."""
+    computed only by the scalar model (collectives, GEMMs without a shape).  *runtime*: the engine preset, as
+    :func:`graphroof.timing.kernel.kernel_time`'s; *node*: the kernel's node at any point of the range (its
+    invariant facts: weight dtype, MoE experts, attention head dims)."""
     if hw.timing is None or kind == "comm" or (kind == "gemm" and mnk is None):
         return None
+    if kind == "gemm" and any(is_conv_key(str(k)) for k in (op_keys or ())):
+        return None  # convolutions: the scalar model (timing.conv)
     timing = timing_of(hw)
     pm, _ = hw.peak("matrix", dtype)
     pv, _ = hw.peak("vector", dtype)
@@ -112,10 +154,13 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
     tv = np.where(vf != 0, vf / veff, 0.0)
     if kind == "gemm":
         assert mnk is not None
-        gd = dtype if dtype in hw.matrix_peak_flops_per_s or dtype == "fp32" else "fp16"
-        g_t, g_bytes = gemm_times(*mnk, hw, gd, cost["weight_bytes"])
+        plan = gemm_plan(node, dtype, hw, runtime)
+        g_t, g_bytes = gemm_times(*mnk, hw, plan.dtype, cost["weight_bytes"], plan)
         extra = np.maximum(0.0, nbytes - g_bytes)
         out = np.maximum(g_t + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency), tv)
+    elif kind == "attention":
+        shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
+        out = attention_time(cost, attention_dims(node), hw, dtype, shared) * np.ones(mf.shape)
     elif kind in ("vector", "pointwise", "reduction"):
         sk = stream_kind(tuple(op_keys) if op_keys else ())
         eff = timing.stream_efficiency(sk)
@@ -124,5 +169,5 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
     else:
         derated = np.maximum(np.where(mf != 0, tc / hw.matrix_efficiency, tc / hw.vector_efficiency),
                              tm / hw.mem_bw_efficiency)
-        out = derated + timing.gemm_latency_s if kind == "attention" else derated
+        out = derated
     return np.where(works, out, 0.0)

@@ -75,7 +75,8 @@ def test_profiles():
         r = allreduce_time(8192, 8, load_hardware(name))
         assert 5e-6 < r.t_s < 100e-6
     # a profile without [collectives]: ring over the interconnect at its efficiency factor, no base latency
-    hw = load_hardware("a100-40gb")
+    hw = load_hardware("a100-80gb-pcie")
+    assert hw.collectives is None
     r = allreduce_time(64e6, 8, hw)
     assert r.algorithm == "ring"
     assert r.t_bandwidth_s == pytest.approx(2 * 7 / 8 * 64e6 / (hw.interconnect_bw_bytes_per_s * hw.interconnect_efficiency))

@@ -1,0 +1,129 @@
+"""Read and validate one runtime preset file (TOML, read with :mod:`tomllib`; nothing in it is executed).
+
+Schema (every table but ``name`` optional; absent keys keep :class:`~graphroof.fuse.runtimes.Runtime`'s
+defaults, which are one kernel per op, launches added per kernel)::
+
+    name = "tensorrt"                 # lower-case letters, digits, '-', '.'
+    aliases = ["trt"]
+    engine = "NVIDIA TensorRT 8.x-10.x"
+    description = "one line"
+
+    [fusion]
+    vector_chains = true              # norms (+ residual), activations, casts ... as one kernel per chain
+    epilogues = true                  # bias / activation / residual add into the GEMM / conv
+    horizontal_gemms = true           # QKV, gate+up as one GEMM
+    fold_batch_norm = true            # inference BN folded into the conv weights
+    attention_writes_layout = true    # fused MHA writes [tokens, hidden] itself
+
+    [launch]
+    decode = "kernel"                 # "kernel" | "step" (decode step as one CUDA graph)
+    cuda_graphs = false               # default: decode == "step"
+    overlap = true                    # host dispatch runs ahead of the device (two-stage pipeline)
+    host_overhead_per_kernel_s = 0.0  # framework dispatch per kernel, on top of the profile's launch_overhead_s
+
+    [kernels]
+    gqa_shared_kv = true
+    allreduce = "nccl"                # nccl | custom | nvls
+    weight_only_gemm = "fused_dequant"  # fused_dequant (per row) | tile_dequant (per M tile) | dequant_then_gemm
+    fp8_gemm = false
+    moe_grouped_gemm = true
+    autocast = false                  # torch.autocast: a weight cast kernel before every GEMM / conv
+
+    [sources]                         # capability -> citation (strings)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from ..errors import InputError
+
+__all__ = ["read_preset_fields", "preset_fields", "ALLREDUCE", "WEIGHT_ONLY_GEMM", "DECODE_LAUNCH"]
+
+ALLREDUCE = ("nccl", "custom", "nvls")
+WEIGHT_ONLY_GEMM = ("fused_dequant", "tile_dequant", "dequant_then_gemm")
+DECODE_LAUNCH = ("kernel", "step")
+
+_MAX_BYTES = 256_000
+_TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
+#: table -> key -> (Runtime field, type, allowed values or None)
+_FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
+    "fusion": {"vector_chains": ("fuse_vector_chains", bool, None), "epilogues": ("fuse_epilogues", bool, None),
+               "horizontal_gemms": ("fuse_horizontal_gemms", bool, None),
+               "fold_batch_norm": ("fold_batch_norm", bool, None),
+               "attention_writes_layout": ("attention_writes_layout", bool, None)},
+    "launch": {"decode": ("decode_launch", str, DECODE_LAUNCH), "cuda_graphs": ("cuda_graphs", bool, None),
+               "overlap": ("overlap_launch", bool, None),
+               "host_overhead_per_kernel_s": ("host_overhead_per_kernel_s", float, None)},
+    "kernels": {"gqa_shared_kv": ("gqa_shared_kv", bool, None), "allreduce": ("allreduce", str, ALLREDUCE),
+                "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
+                "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),
+                "autocast": ("autocast", bool, None)},
+}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
+
+
+def read_preset_fields(path: Path) -> dict[str, Any]:
+    """The :class:`~graphroof.fuse.runtimes.Runtime` fields of the preset in *path* (a TOML file), validated; any
+    problem is one :class:`InputError` naming the key."""
+    shown = path.name
+    try:
+        if path.stat().st_size > _MAX_BYTES:
+            raise InputError(f"runtime preset {shown}: larger than {_MAX_BYTES} bytes; a preset is a short TOML file")
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"runtime preset {shown}: cannot read it ({type(e).__name__}); pass a readable .toml "
+                         "file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"runtime preset {shown}: not valid TOML ({e}); fix the file") from None
+    return preset_fields(data, source=shown, path=str(path))
+
+
+def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "") -> dict[str, Any]:
+    """The :class:`~graphroof.fuse.runtimes.Runtime` fields of a parsed preset table (see the module docstring)."""
+    def bad(msg: str) -> InputError:
+        return InputError(f"runtime preset {source}: {msg}")
+
+    unknown = sorted(set(data) - _TOP)
+    if unknown:
+        raise bad(f"unknown key {unknown[0]!r}; a preset has {', '.join(sorted(_TOP))}")
+    name = data.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise bad("'name' must be a lower-case name (letters, digits, '-', '.'), e.g. name = \"my-engine\"")
+    aliases = data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and _NAME.match(a) for a in aliases):
+        raise bad("'aliases' must be a list of lower-case names")
+    kw: dict[str, Any] = {"name": name, "aliases": tuple(aliases), "path": path}
+    for key in ("engine", "description"):
+        v = data.get(key, "")
+        if not isinstance(v, str):
+            raise bad(f"{key!r} must be a string")
+        kw[key] = v
+    kw["description"] = kw["description"] or kw["engine"] or name
+    for table, fields in _FIELDS.items():
+        t = data.get(table, {})
+        if not isinstance(t, dict):
+            raise bad(f"[{table}] must be a table")
+        for k, v in t.items():
+            if k not in fields:
+                raise bad(f"unknown key [{table}].{k}; use one of {', '.join(fields)}")
+            attr, typ, allowed = fields[k]
+            if typ is bool and not isinstance(v, bool):
+                raise bad(f"[{table}].{k} must be true or false, got {v!r}")
+            if typ is float:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1:
+                    raise bad(f"[{table}].{k} must be a number of seconds in [0, 1], got {v!r}")
+                v = float(v)
+            if typ is str and (not isinstance(v, str) or (allowed and v not in allowed)):
+                raise bad(f"[{table}].{k} must be one of {', '.join(allowed or ())}, got {v!r}")
+            kw[attr] = v
+    sources = data.get("sources", {})
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        raise bad("[sources] must map each capability to a citation string")
+    kw["sources"] = dict(sources)
+    return kw

@@ -1,0 +1,88 @@
+"""What a GEMM kernel node runs as, read once from the node and the runtime preset (the facts that do not change
+with batch or context), and the per-op kernel time of a GEMM node under it.
+
+:class:`GemmPlan` is shared by the per-op model (:func:`gemm_kernel_time`, called by
+:func:`graphroof.timing.kernel.kernel_time`) and the vectorised one (:func:`graphroof.timing.vectorized.
+gemm_times`), so both price the same kernel:
+
+* the compute dtype (its peak and its achievable ceiling);
+* weight-only quantization (:mod:`graphroof.timing.quantgemm`): the stored weight bits, the scale group, and the
+  runtime's ``weight_only_gemm`` variant (``fused_dequant`` | ``dequant_then_gemm``);
+* MoE grouped GEMMs (:mod:`graphroof.timing.moe`): the expert count and one expert's weight bytes (the visited
+  experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..counters.cost import Cost
+from ..dtypes import canonical_dtype, dtype_bits
+from .moe import expert_weight_shape, experts_in_step, per_expert_latency_s
+from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
+
+__all__ = ["GemmPlan", "gemm_plan", "gemm_kernel_time"]
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    dtype: str                      # compute dtype (the peak used)
+    bits: int | None = None         # weight-only: stored bits per weight (None: weights in the compute dtype)
+    group: int | None = None        # weights per scale (4-bit)
+    variant: str = "fused_dequant"  # runtime weight_only_gemm
+    experts: int = 0                # MoE grouped GEMM: E (0: not grouped)
+    expert_bytes: float = 0.0       # one expert's weight bytes as counted
+    grouped: bool = True            # runtime moe_grouped_gemm
+    act_dtype: str = ""             # the roofline's compute dtype as given (the vector peak of epilogue FLOPs)
+
+
+def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
+    """The plan of GEMM *node* computing in *dtype* (the roofline's compute dtype) under *runtime*."""
+    gd = dtype if dtype in hw.matrix_peak_flops_per_s or dtype == "fp32" else "fp16"
+    wd = node_weight_dtype(node)
+    if (wd and canonical_dtype(wd).startswith("fp8") and getattr(runtime, "fp8_gemm", False)
+            and "fp8" in hw.matrix_peak_flops_per_s):
+        # fp8 weights under an engine with fp8 GEMMs on a device with fp8 tensor cores: the activations are
+        # quantised per token on the fly and the GEMM runs at the fp8 rate (W8A8: vLLM / TensorRT-LLM fp8), no dequant
+        gd = "fp8"
+    bits = weight_only_bits(wd, gd)
+    variant = str(getattr(runtime, "weight_only_gemm", "fused_dequant") or "fused_dequant")
+    ex = expert_weight_shape(node)
+    return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
+                    ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype)
+
+
+def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: Any) -> float:
+    """Kernel time (no launch) of a GEMM node with counted *cost* and shape *mnk* under *plan*."""
+    from .gemm import gemm_time
+    from .profile import timing_of
+    from .stream import stream_time
+
+    timing = timing_of(hw)
+    m, n, k = mnk
+    groups, extra_lat = 1.0, 0.0
+    if plan.experts:
+        groups = float(experts_in_step(cost.weight_bytes, plan.expert_bytes, plan.experts))
+        extra_lat = float(per_expert_latency_s(groups, timing, plan.grouped))
+    wb = cost.weight_bytes or None
+    pre, scales = 0.0, 0.0
+    if plan.bits and plan.variant == "dequant_then_gemm":
+        act_b = dtype_bits(plan.dtype) / 8
+        nw = groups if plan.experts else 1.0
+        pre = stream_time(dequant_then_gemm_bytes(n, k, plan.bits, plan.group, act_b) * nw, hw).t_s
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=k * n * act_b * nw, groups=groups)
+        counted_w = g.bytes - k * n * act_b * nw + (wb or 0.0)  # the GEMM reads bf16 weights, the count packed
+    elif plan.bits:
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, weight_dtype=f"int{plan.bits}",
+                      quant_group=plan.group, groups=groups, dequant_variant=plan.variant)
+        scales = scale_bytes(n, k, plan.bits, plan.group) * (groups if plan.experts else 1.0)
+        counted_w = g.bytes - scales
+    else:
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups)
+        counted_w = g.bytes
+    extra = max(0.0, cost.bytes - counted_w)  # epilogue operands (bias, residual) stream alongside
+    t = pre + g.t_s + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
+    if cost.vector_flops:
+        t = max(t, cost.vector_flops / (hw.peak("vector", plan.act_dtype or plan.dtype)[0] * hw.vector_efficiency))
+    return t

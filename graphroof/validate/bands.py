@@ -1,0 +1,62 @@
+"""Error bands per regime (``graphroof validate --bands PATH``): what a later figure's "error band" is looked up in.
+
+Key: ``FIGURE|DEVICE|RUNTIME`` where FIGURE is the figure kind (:data:`FIGURE_KINDS`: ``ttft``, ``tpot``,
+``throughput``, ``layer-kernel``, ``collective``, ``kernel``, ``vision-latency``, ``encoder-latency``), DEVICE a
+profile name (``h100-sxm``) or a vendor (``vendor:NVIDIA``) or ``*``, RUNTIME a runtime preset name or ``*``.
+Each band: ``n``, ``median_abs``, ``p90_abs``, ``signed_median`` (fractions; the error convention of
+:mod:`graphroof.validate.result`).
+
+Lookup (:func:`lookup_band`), first key present wins::
+
+    FIGURE|<profile>|<runtime>  ->  FIGURE|<profile>|*  ->  FIGURE|vendor:<vendor>|<runtime>
+    ->  FIGURE|vendor:<vendor>|*  ->  FIGURE|*|*  ->  the fallback band
+
+The fallback (a regime without data) is wider than anything measured: median 2x and p90 3x the p90 over all
+scored rows, at least 25% / 50%; it says ``"fallback": true``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hardware.bands import band_keys, lookup_band
+from .result import ValidationResult, stats_of
+
+__all__ = ["FIGURE_KINDS", "bands_of", "lookup_band", "band_keys"]
+
+#: the Row.figure of each dataset -> the figure kind a band is keyed by
+FIGURE_KINDS = {"layer-kernels": "layer-kernel", "allreduce": "collective", "tokens-per-s": "tpot",
+                "ttft": "ttft", "throughput": "throughput", "tflops": "kernel", "vision-latency": "vision-latency",
+                "encoder-latency": "encoder-latency"}
+LOOKUP_ORDER = ("FIGURE|<profile>|<runtime>", "FIGURE|<profile>|*", "FIGURE|vendor:<vendor>|<runtime>",
+                "FIGURE|vendor:<vendor>|*", "FIGURE|*|*", "fallback")
+
+
+def bands_of(result: ValidationResult) -> dict[str, Any]:
+    """The bands JSON of a validation result (every key level that has scored rows)."""
+    groups: dict[str, list[float]] = {}
+    for r in result.scored:
+        fig = FIGURE_KINDS.get(r.figure, r.figure)
+        err = r.error
+        if err is None:
+            continue
+        for key in band_keys(fig, r.gpu, r.vendor, r.runtime):
+            groups.setdefault(key, []).append(err)
+        if r.runtime:
+            for key in band_keys(fig, r.gpu, r.vendor, ""):
+                groups.setdefault(key, []).append(err)
+    bands = {}
+    for key, errs in sorted(groups.items()):
+        s = stats_of(errs)
+        if s is not None:
+            bands[key] = {"n": s.n, "median_abs": s.median_abs, "p90_abs": s.p90_abs,
+                          "signed_median": s.signed_median}
+    overall = result.overall()
+    p90 = overall.p90_abs if overall else 0.25
+    fallback = {"n": 0, "median_abs": max(0.25, 2 * p90), "p90_abs": max(0.5, 3 * p90), "signed_median": 0.0,
+                "fallback": True}
+    return {"schema": "graphroof.validate.bands/1", "convention": "error = predicted / measured - 1 on times "
+            "(on throughputs: measured / predicted - 1); a figure f with band b: low = f / (1 + p90_abs), "
+            "high = f * (1 + p90_abs) for times", "key": "FIGURE|DEVICE|RUNTIME",
+            "figures": sorted(set(FIGURE_KINDS.values())), "lookup_order": list(LOOKUP_ORDER),
+            "datasets": result.datasets, "bands": bands, "fallback": fallback}

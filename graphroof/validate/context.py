@@ -1,0 +1,150 @@
+"""What every dataset adapter shares in one run: the engines (kept per model, device and pricing: traces are the
+slow part), the hold-out profiles, the exclusions and the progress line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..frontends.source import LLMSource
+from ..hardware import HardwareProfile
+from .data import Exclusion, exclusions, read_rows
+
+__all__ = ["Context", "price_on", "SharedTraces", "preset"]
+
+
+def preset(name: str, fallback: str) -> str:
+    """Runtime preset *name* where graphroof has it (a name or a preset file), else *fallback*."""
+    from ..errors import GraphroofError
+    from ..fuse import get_runtime
+
+    try:
+        get_runtime(name)
+    except GraphroofError:
+        return fallback
+    return name
+
+
+class SharedTraces(LLMSource):
+    """An LLM source whose graphs are traced once per (phase, batch, context) and shared by every engine built on
+    it (what ``graphroof sweep`` does across TP degrees and dtypes); everything else is the wrapped source's."""
+
+    def __init__(self, src: LLMSource):
+        self._src = src
+        self._graphs: dict[tuple[str, int, int], Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._src, name)
+
+    spec = property(lambda self: self._src.spec)  # type: ignore[assignment]
+    kv_cache = property(lambda self: self._src.kv_cache)  # type: ignore[assignment]
+    no_cache_reason = property(lambda self: self._src.no_cache_reason)  # type: ignore[assignment]
+    notes = property(lambda self: self._src.notes)  # type: ignore[assignment]
+
+    def _get(self, phase: str, batch: int, x: int) -> Any:
+        key = (phase, batch, x)
+        if key not in self._graphs:
+            fn = self._src.decode_graph if phase == "decode" else self._src.prefill_graph
+            self._graphs[key] = fn(batch, x)
+        return self._graphs[key]
+
+    def prefill_graph(self, batch: int, seq: int) -> Any:
+        return self._get("prefill", batch, seq)
+
+    def decode_graph(self, batch: int, past: int) -> Any:
+        return self._get("decode", batch, past)
+
+    def params(self) -> Any:
+        return self._src.params()
+
+    def decode_start(self, prompt: int) -> int:
+        return self._src.decode_start(prompt)
+
+    def cross_tokens(self, prompt: int) -> int:
+        return self._src.cross_tokens(prompt)
+
+    def check_context(self, prompt: int, gen: int) -> None:
+        self._src.check_context(prompt, gen)
+
+
+class Context:
+    """One validation run's shared state.
+
+    *holdout*: ``gpu`` / ``engine`` / ``model`` or None; :meth:`holdout_hw` gives the profile whose constants were
+    not fitted on the row's group (see :mod:`graphroof.validate.holdout`).
+    """
+
+    def __init__(self, holdout: str | None = None, progress: Callable[[str], None] | None = None,
+                 options: Any = None, only: Collection[str] | None = None):
+        self.holdout = holdout
+        self.only = set(only) if only is not None else None
+        self.progress = progress or (lambda msg: None)
+        self.options = options
+        self.rules: list[Exclusion] = exclusions()
+        self._engines: dict[tuple, Any] = {}
+        self._sources: dict[tuple, SharedTraces] = {}
+        self._hw: dict[str, HardwareProfile] = {}
+        self._held: dict[tuple, HardwareProfile] = {}
+
+    def rows(self, name: str) -> list[tuple[str, dict[str, str]]]:
+        """``(file:line, row)`` of bundled file *name*, only the rows asked for (``only``) when given."""
+        rows = read_rows(name)
+        return rows if self.only is None else [r for r in rows if r[0] in self.only]
+
+    def hw(self, name: str) -> HardwareProfile:
+        from ..hardware import load_hardware
+
+        if name not in self._hw:
+            self._hw[name] = load_hardware(name)
+        return self._hw[name]
+
+    def holdout_hw(self, name: str, dataset: str = "") -> HardwareProfile | None:
+        """Profile *name* without the constants fitted on the held-out group of a *dataset* row (the same object
+        when nothing was fitted on it), or None when no hold-out is scored (:mod:`graphroof.validate.holdout`)."""
+        if self.holdout is None:
+            return None
+        key = (name, self.holdout, dataset if self.holdout == "engine" else "")
+        if key not in self._held:
+            from .holdout import held_out_profile
+
+            held = held_out_profile(name, self.holdout, dataset)
+            self._held[key] = self.hw(name) if held == self.hw(name) else held  # unchanged: the same object
+        return self._held[key]
+
+    def source(self, model: str, **frontend: Any) -> SharedTraces:
+        """The model's LLM source, opened once per (model, frontend options), its traces shared by every engine."""
+        from ..llm import open_source
+
+        key = (model, tuple(sorted(frontend.items())))
+        if key not in self._sources:
+            self.progress(f"opening {model}")
+            self._sources[key] = SharedTraces(open_source(model, options=self.options, **frontend))
+        return self._sources[key]
+
+    def engine(self, model: str, hw: str, pricing: Any, **frontend: Any) -> Any:
+        """The :class:`~graphroof.llm.Engine` of (model, device, pricing, frontend options), built once; engines
+        of one model share its source and traces (the traces do not depend on the device, TP or dtypes)."""
+        from ..llm.engine import Engine
+
+        key = (model, hw, pricing, tuple(sorted(frontend.items())))
+        if key not in self._engines:
+            dt = "/".join(str(v) for v in (pricing.weights, pricing.activations, pricing.kv) if v)
+            rt = Path(pricing.runtime).stem if str(pricing.runtime).endswith(".toml") else pricing.runtime
+            self.progress(f"engine {model} on {hw} (tp {pricing.tp}, {rt}" + (f", {dt}" if dt else "") + ")")
+            self._engines[key] = Engine(self.source(model, **frontend), hw=self.hw(hw), pricing=pricing)
+        return self._engines[key]
+
+
+def price_on(eng: Any, hw: HardwareProfile, batch: Any, prompt: Any, gen: Any) -> Any:
+    """:meth:`Engine.price` on another profile *hw* of the same device (a hold-out): the engine's own traces and
+    priced model, the one evaluator on *hw*.  With the engine's profile this is ``eng.price`` itself."""
+    if hw is eng.hw:
+        return eng.price(batch, prompt, gen)
+    b, p, g = (np.asarray(v, dtype=np.int64).reshape(-1) for v in np.broadcast_arrays(batch, prompt, gen))
+    bs = sorted(set(b.tolist()))
+    grid = (bs[0], bs[0] + 1) if eng.spec is not None and len(bs) == 1 else None
+    pm = eng.priced(bs, sorted(set(p.tolist())), sorted(set(g.tolist())), grid_batches=grid)
+    return pm.price(hw, b, p, g, ideal=eng.pricing.ideal, serving=eng.pricing.serving, spec=eng.spec)

@@ -1,0 +1,103 @@
+"""Kernel-level rows (``kernels.csv``): the best dense matmul per accelerator (ml-engineering's MAMF table) and
+DeepGEMM's fp8 GEMMs on H800, priced by :func:`graphroof.analyze` of a one-op graph (one ``aten.mm``, the row's
+M x K by K x N in its dtype) under the ``compiled`` preset; the kernel's time without the host launch (both
+sources time back-to-back kernels on the device).  TFLOP/s = 2 M N K / time.
+
+Grouped GEMMs and the attention rows are reported as not covered (no one-op graph for them yet)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .context import Context
+from .data import excluded_reason
+from .result import Row
+
+__all__ = ["kernel_rows", "matmul_graph", "matmul_time_s"]
+
+
+def matmul_graph(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None) -> Any:
+    """A one-op graph: ``C[m, n] = A[m, k] @ B[k, n]`` (``aten.mm``) in *dtype*, output in *out_dtype*."""
+    from ..graph import OpGraph, OpNode, TensorSpec
+
+    g = OpGraph(f"mm_{m}x{n}x{k}_{dtype}")
+    node = OpNode("mm", "aten.mm", inputs=(TensorSpec((m, k), dtype), TensorSpec((k, n), dtype)),
+                  outputs=(TensorSpec((m, n), out_dtype or dtype),), scope="mm")
+    g.add_op(node, ["a", "b"], ["c"])
+    return g
+
+
+def matmul_time_s(hw: Any, m: int, n: int, k: int, dtype: str, out_dtype: str | None = None) -> float:
+    """The kernel time (no host launch) graphroof.analyze gives the one-op matmul on *hw*."""
+    from ..api import analyze
+
+    a = analyze(matmul_graph(m, n, k, dtype, out_dtype), hw=hw, runtime="compiled")
+    ks = a.to_dict()["kernels"]
+    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+
+
+def _dtype(text: str) -> str | None:
+    t = text.lower()
+    if t.startswith("fp8"):
+        return "fp8"
+    if t.startswith("bf16"):
+        return "bf16"
+    if t.startswith("fp16"):
+        return "fp16"
+    return None
+
+
+def _profile(text: str) -> tuple[str, str]:
+    """(profile, why not) from the row's ``graphroof_hw``: a ``?`` or an empty mapping is not covered."""
+    name = re.split(r"\s|\(", text.strip(), maxsplit=1)[0] if text.strip() else ""
+    if not name:
+        return "", "no graphroof profile for this accelerator"
+    if name.endswith("?"):
+        return "", f"uncertain profile mapping {text!r} (the source does not say which variant)"
+    return name, ""
+
+
+def kernel_rows(ctx: Context) -> list[Row]:
+    out: list[Row] = []
+    for where, r in ctx.rows("kernels.csv"):
+        src = r["source_id"]
+        prof, why = _profile(r["graphroof_hw"])
+        dtype = _dtype(r["dtype"])
+        gemm = src in ("MLENG_MAMF", "DEEPGEMM_README")
+        family = "gemm" if gemm else "attention"
+        engine = {"MLENG_MAMF": "torch.mm (MAMF best shape)", "DEEPGEMM_README": "DeepGEMM"}.get(src, src)
+        inputs = {k: r[k] for k in ("M", "N", "K", "groups", "batch", "nheads", "seqlen", "headdim", "causal",
+                                    "direction") if r.get(k)}
+        inputs["dtype"] = r["dtype"]
+        inputs["gpu"] = r["gpu"]
+        meas = float(r["tflops"]) if r["tflops"] else float("nan")
+        regime = f"{dtype or r['dtype']} {'dense GEMM' if gemm else 'attention'}"
+        row = Row("kernels", where, engine, prof, "", family, regime, "tflops", "compiled", "tflops", "TFLOP/s",
+                  inputs, meas, is_rate=True)
+        row.excluded = excluded_reason("kernels", r, ctx.rules)
+        if not gemm:
+            row.not_covered = "attention benchmark: no one-op attention graph in the validation yet"
+        elif "grouped" in r["kernel"].lower():
+            row.not_covered = "grouped (MoE) GEMM: no one-op grouped-GEMM graph in the validation yet"
+        elif why:
+            row.not_covered = why
+        elif dtype is None:
+            row.not_covered = f"dtype {r['dtype']!r} not stated"
+        elif not r["tflops"]:
+            row.not_covered = "no TFLOP/s in the row"
+        else:
+            hw = ctx.hw(prof)
+            m, n, k = int(r["M"]), int(r["N"]), int(r["K"])
+            out_dtype = "bf16" if dtype == "fp8" else None
+            t = matmul_time_s(hw, m, n, k, dtype, out_dtype)
+            row.vendor = hw.vendor
+            row.predicted = 2.0 * m * n * k / t / 1e12
+            held = ctx.holdout_hw(prof, "kernels")
+            if held is not None and ctx.holdout:
+                row.holdout[ctx.holdout] = 2.0 * m * n * k / matmul_time_s(held, m, n, k, dtype, out_dtype) / 1e12
+            row.command = (f"graphroof.analyze(graphroof.validate.kernels.matmul_graph({m}, {n}, {k}, '{dtype}'"
+                           + (f", '{out_dtype}'" if out_dtype else "") + f"), hw='{prof}', runtime='compiled'): "
+                           "2MNK / (kernel time_realistic_s - t_launch_s)")
+        out.append(row)
+    return out

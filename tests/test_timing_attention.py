@@ -1,0 +1,128 @@
+"""Flash-attention kernel time (graphroof.timing.attention): per-pair matmul + exponential work, per-row fill,
+K/V per KV head or per query head; and the vectorised model equals the per-op one for the new GEMM / attention
+branches (weight-only, MoE grouped, GQA) under the runtime's kernel choices."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from graphroof.counters.cost import Cost
+from graphroof.fuse.runtimes import get_runtime
+from graphroof.graph import OpNode, Role, TensorSpec
+from graphroof.hardware import load_hardware
+from graphroof.roofline import evaluate
+from graphroof.timing.attention import AttentionDims, attention_dims, attention_time
+from graphroof.timing.vectorized import kernel_times
+
+FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
+          "kv_write_bytes", "net_bytes")
+
+
+def _hw():
+    hw = load_hardware("h100-sxm")
+    t = replace(hw.timing, attn_matrix_efficiency=1.0, attn_exp_per_s=4e12, attn_fill_keys=100.0,
+                gemm_latency_s=0.0, gemm_overlap_exponent=None, gemm_mem_bw_efficiency=1.0)
+    return replace(hw, timing=t)
+
+
+def _cost(**kw):
+    c = {f: 0.0 for f in FIELDS}
+    c.update(kw)
+    return c
+
+
+def test_prefill_pairs_exponentials_and_fill():
+    hw = _hw()
+    # 32 heads x causal 1024 tokens: pairs = 32 * 1024 * 1025 / 2 = 16,793,600; matrix FLOPs 2 (128 + 128) per pair
+    # rows = O bytes / (128 * 2) = 32 * 1024 = 32,768; t_pair = 512 / 794.5e12 + 1 / 4e12 = 0.89443 ps
+    # t = (16,793,600 + 32,768 * 100) * 0.89443e-12 = 17.952 us (memory 4 x 8.4 MB at 3.35 TB/s = 10 us: hidden)
+    pairs, rows = 32 * 1024 * 1025 / 2, 32 * 1024
+    c = _cost(matrix_flops=512 * pairs, act_read_bytes=3 * rows * 128 * 2, act_write_bytes=rows * 128 * 2)
+    t = attention_time(c, AttentionDims(128, 128, 4, 2.0), hw, "bf16")
+    assert t == pytest.approx((pairs + rows * 100) * (512 / 794.5e12 + 1 / 4e12), rel=1e-9)
+    # head dim 64: half the matmul per pair, the same exponential: (256 / 794.5e12 + 0.25e-12) -> a lower rate
+    c64 = _cost(matrix_flops=256 * pairs, act_write_bytes=rows * 64 * 2)
+    t64 = attention_time(c64, AttentionDims(64, 64, 1, 2.0), hw, "bf16")
+    assert (256 * pairs / t64) / (512 * pairs / t) == pytest.approx(
+        (512 / 794.5e12 + 0.25e-12) / 2 / (256 / 794.5e12 + 0.25e-12), rel=1e-9)
+
+
+def test_decode_reads_kv_once_per_kv_head_or_per_query_head():
+    hw = _hw()
+    # batch 8, 32 query heads over 8 KV heads (group 4), context 2048, dim 128: K + V = 2 * 8 * 8 * 2048 * 128 * 2
+    # = 67,108,864 B; Q and O 8 * 32 * 128 * 2 = 65,536 B each
+    kv, qo = 67_108_864.0, 65_536.0
+    c = _cost(matrix_flops=512 * 8 * 32 * 2048, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    dims = AttentionDims(128, 128, 4, 2.0)
+    shared = attention_time(c, dims, hw, "bf16", gqa_shared_kv=True)
+    per_q = attention_time(c, dims, hw, "bf16", gqa_shared_kv=False)
+    assert shared == pytest.approx((2 * qo + kv) / 3.35e12, rel=1e-9)      # 20.072 us
+    assert per_q == pytest.approx((2 * qo + 4 * kv) / 3.35e12, rel=1e-9)   # 80.169 us
+
+
+def test_attention_dims_from_the_node():
+    q = TensorSpec((2, 32, 16, 128), "bf16")
+    k = TensorSpec((2, 8, 512, 128), "bf16", Role.KV_CACHE)
+    node = OpNode("a", "aten.scaled_dot_product_attention", inputs=(q, k, k), outputs=(q,))
+    assert attention_dims(node) == AttentionDims(128, 128, 4, 2.0)
+    assert attention_dims(OpNode("x", "kernel.attention")) == AttentionDims()
+
+
+def _node(kind, keys, inputs, mnk=None, dtype="bf16"):
+    return OpNode("k", f"kernel.{kind}", inputs=inputs, attrs={"kernel_kind": kind, "op_keys": keys,
+                                                             "gemm_mnk": mnk, "compute_dtype": dtype})
+
+
+@pytest.mark.parametrize("variant", ["default", "older kernels"])
+def test_vectorised_equals_per_op_for_the_new_branches(variant):
+    runtime = None if variant == "default" else replace(
+        get_runtime("serving"), weight_only_gemm="dequant_then_gemm", moe_grouped_gemm=False, gqa_shared_kv=False)
+    hw = load_hardware("h100-sxm")
+    rng = np.random.default_rng(7)
+    m = rng.choice([1, 3, 16, 100, 2048], 40)
+    n, k = np.full(40, 4096), np.full(40, 14336)
+    x = TensorSpec((1, 14336), "bf16")
+    cases = [
+        # weight-only int4 (packed bytes counted) and int8
+        (_node("gemm", ("aten.mm",), (x, TensorSpec((14336, 4096), "int4", Role.WEIGHT))), k * n * 0.5),
+        (_node("gemm", ("aten.mm",), (x, TensorSpec((14336, 4096), "int8", Role.WEIGHT))), k * n * 1.0),
+        # MoE grouped GEMM over 8 experts: 1 ... 8 experts' bytes counted
+        (_node("gemm", ("aten._grouped_mm",), (x, TensorSpec((8, 14336, 4096), "bf16", Role.WEIGHT))),
+         k * n * 2.0 * rng.uniform(1, 8, 40)),
+    ]
+    for node, wb in cases:
+        cost = _cost(matrix_flops=2.0 * m * n * k, weight_bytes=wb, act_read_bytes=m * k * 2.0,
+                     act_write_bytes=m * n * 2.0 + 64)
+        cost = {f: np.asarray(v, dtype=float) * np.ones(40) for f, v in cost.items()}
+        vec = kernel_times("gemm", node.attrs["op_keys"], "bf16", cost, (m, n, k), hw, runtime, node=node)
+        for i in range(40):
+            nd = replace(node, attrs={**node.attrs, "gemm_mnk": (int(m[i]), int(n[i]), int(k[i]))})
+            b = evaluate(Cost(**{f: float(cost[f][i]) for f in FIELDS}), hw, "bf16", node=nd, runtime=runtime)
+            assert vec[i] == pytest.approx(b.t_realistic_s - b.t_launch_s, rel=1e-12), (node.inputs[1], i)
+    # attention with a GQA group of 4
+    q, kk = TensorSpec((1, 32, 1, 128), "bf16"), TensorSpec((1, 8, 64, 128), "bf16", Role.KV_CACHE)
+    node = _node("attention", ("aten.scaled_dot_product_attention",), (q, kk, kk))
+    ctx = rng.integers(1, 8192, 40).astype(float)
+    bsz = rng.integers(1, 64, 40).astype(float)
+    cost = _cost(matrix_flops=512 * bsz * 32 * ctx, vector_flops=5 * bsz * 32 * ctx,
+                 act_read_bytes=bsz * 32 * 256, act_write_bytes=bsz * 32 * 256,
+                 kv_read_bytes=bsz * 8 * ctx * 512, kv_write_bytes=bsz * 8 * 512)
+    cost = {f: np.asarray(v, dtype=float) * np.ones(40) for f, v in cost.items()}
+    vec = kernel_times("attention", node.attrs["op_keys"], "bf16", cost, None, hw, runtime, node=node)
+    for i in range(40):
+        b = evaluate(Cost(**{f: float(cost[f][i]) for f in FIELDS}), hw, "bf16", node=node, runtime=runtime)
+        assert vec[i] == pytest.approx(b.t_realistic_s - b.t_launch_s, rel=1e-12)
+
+
+def test_materialised_scores_get_no_flash_fill():
+    hw = _hw()
+    # naive byte model: O (32,768 rows x 128 x 2 B = 8.4 MB) plus S and P written and read back, each the full
+    # 32 x 1024 x 1024 square x 2 B = 67.1 MB: >= 2 elements written per pair -> no per-row fill, compute =
+    # 16,793,600 pairs x 0.89443 ps = 15.0 us; memory (8.4 MB + 4 x 67.1 MB) / 3.35e12 = 82.6 us: memory-bound
+    pairs, rows, square = 32 * 1024 * 1025 / 2, 32 * 1024, 32 * 1024 * 1024 * 2.0
+    c = _cost(matrix_flops=512 * pairs, act_write_bytes=rows * 256 + 2 * square, act_read_bytes=2 * square)
+    t = attention_time(c, AttentionDims(128, 128, 1, 2.0), hw, "bf16")
+    assert t == pytest.approx(max(pairs * (512 / 794.5e12 + 1 / 4e12), (rows * 256 + 4 * square) / 3.35e12), rel=1e-9)
