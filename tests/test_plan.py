@@ -256,3 +256,19 @@ def test_ray_missing_is_one_line(monkeypatch):
 
 
 
+
+
+def test_origin_note_names_picks_on_derived_constants():
+    from types import SimpleNamespace
+
+    from graphroof.planner.api import _origin_notes
+
+    fitted, derived = SimpleNamespace(name="h100-sxm", origin="fitted"), SimpleNamespace(name="mi300x", origin="derived")
+    pick = {"config": "mi300x tp1 w=fp8 kv=fp8 seqs=16 tokens=2048"}
+    rows = [{"rate_rps": 1.0, "by_gpus": pick, "by_usd": None}]
+    (note,) = _origin_notes([fitted, derived], rows)
+    assert "h100-sxm fitted, mi300x derived" in note and "cheapest picks on mi300x" in note
+    assert _origin_notes([fitted], rows) == []  # one origin: nothing to say
+    (note,) = _origin_notes([fitted, derived], [{"rate_rps": 1.0, "by_gpus": {"config": "h100-sxm tp8"},
+                                                 "by_usd": None}])
+    assert "cheapest picks" not in note  # the pick rests on fitted constants

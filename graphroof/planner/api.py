@@ -168,6 +168,7 @@ def plan(model: Any, *, hw: Any, rate: Any, slo_ttft_s: float | None = None, slo
         out_configs.append(rec)
     counts = _counts(records, refined)
     notes += _notes(st, refined)
+    notes += _origin_notes(chk["profiles"], cheapest)
     if any(c.disagg for c in configs):
         notes.append("disaggregated configurations: simulated by graphroof.serve(disagg=...) (its own max-rate "
                      "search, engines built per call); a group is x prefill + y decode replicas; their points keep "
@@ -180,7 +181,8 @@ def plan(model: Any, *, hw: Any, rate: Any, slo_ttft_s: float | None = None, slo
                 "search_requests": st.search_requests, "tolerance": st.tolerance, "gpu_budget": st.gpu_budget,
                 "prices_usd_per_hour": dict(st.prices), "engines": chk["engines"], "policy": policy,
                 "admission": admission, "runtime": runtime, "gpu_mem_util": st.gpu_mem_util, "kv_block": st.kv_block,
-                "fanout": {"jobs": jobs, "ray": ray, "groups": len(groups)}}
+                "fanout": {"jobs": jobs, "ray": ray, "groups": len(groups)},
+                "hw_origins": {p.name: p.origin for p in chk["profiles"]}}
     timing = {"check_and_open_s": t1 - t0, "search_and_refine_s": t2 - t1, "choose_s": t3 - t2,
               "total_s": time.perf_counter() - t0}
     return PlanResult(model=src.name, settings=settings, configs=out_configs, frontier=frontier, cheapest=cheapest,
@@ -267,6 +269,21 @@ def _reason_kind(reason: str | None) -> str:
         if k in reason:
             return k
     return reason.split(":")[0][:60]
+
+
+def _origin_notes(profiles: list[Any], cheapest: list[dict[str, Any]]) -> list[str]:
+    """When the devices' timing constants differ in origin (fitted on measurements, derived from datasheets), say
+    so beside the picks that rest on derived ones: a cross-vendor pick is only as good as its constants."""
+    origin = {p.name: p.origin for p in profiles}
+    if len(set(origin.values())) < 2:
+        return []
+    picked = sorted({str(row[k]["config"]).split(" ")[0] for row in cheapest for k in ("by_gpus", "by_usd")
+                     if row.get(k)})
+    soft = [n for n in picked if origin.get(n) != "fitted"]
+    text = ", ".join(f"{n} {o}" for n, o in origin.items())
+    return [f"timing constants differ in origin ({text})" + (
+        f"; the cheapest picks on {', '.join(soft)} rest on constants not fitted on measurements of that device"
+        if soft else "")]
 
 
 def _notes(st: Settings, refined: int) -> list[str]:
