@@ -120,6 +120,13 @@ def render_sweep(r, fmt: str = "terminal") -> str | bytes:
         note = r.origin_note(cheap) if hasattr(r, "origin_note") else None
         lines += ["", f"cheapest under the SLO: {cheap.hw} ({cheap.label}), "
                       f"${cheap.usd_per_million_tokens:,.3g} per million output tokens" + (f" ({note})" if note else "")]
+    bands = getattr(r, "bands", None) or {}
+    if bands:
+        lines += ["", "error bands (the factor within which 90% of graphroof validate's measured predictions of the "
+                      "regime fell; fallback: no measured data): " + "; ".join(
+                          f"{hw} TTFT {1 + b['ttft']['p90_abs']:.2f}x, TPOT {1 + b['tpot']['p90_abs']:.2f}x, tok/s "
+                          f"{1 + b['throughput']['p90_abs']:.2f}x" + (" (fallback)" if b["tpot"].get("fallback") else "")
+                          for hw, b in bands.items())]
     for n in r.notes:
         lines += ["", f"note: {n}"]
     return "\n".join(lines) + "\n"

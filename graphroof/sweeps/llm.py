@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..hardware.bands import band_for
 from .limits import MAX_POINTS, check_grid
 from .points import _OBJECT, COLUMNS, RunningFrontier, SweepPoint, SweepResult
 
@@ -268,6 +269,8 @@ def sweep_llm(
         notes.append(sustained_note(list(profs)))
     return SweepResult(raw_src.name, columns=columns, hw_labels={pr.name: pr.label for pr in profs},
                        hw_origins={pr.name: pr.origin for pr in profs},
+                       bands=None if ideal else {pr.name: {k: band_for(k, pr.name, pr.vendor, "serving").as_dict()
+                                                           for k in ("ttft", "tpot", "throughput")} for pr in profs},
                        max_ttft_s=max_ttft_s, max_tpot_s=max_tpot_s, ideal=ideal, notes=notes,
                        traces=len(src._graphs), trace_s=src.trace_s,
                        streamed=running if on_point is not None else None)

@@ -213,11 +213,15 @@ class SweepResult:
                  columns: dict[str, Any] | None = None, hw_labels: dict[str, str] | None = None,
                  max_ttft_s: float | None = None, max_tpot_s: float | None = None, ideal: bool = False,
                  notes: list[str] | None = None, traces: int = 0, trace_s: float = 0.0,
-                 streamed: RunningFrontier | None = None, hw_origins: dict[str, str] | None = None):
+                 streamed: RunningFrontier | None = None, hw_origins: dict[str, str] | None = None,
+                 bands: dict[str, dict[str, dict[str, Any]]] | None = None):
         self.model = model
         self.hw_labels = dict(hw_labels or {})
         #: per device, where its timing constants come from (``fitted`` / ``derived`` / ``assumed``: HardwareProfile.origin)
         self.hw_origins = dict(hw_origins or {})
+        #: per device, the error band of each realistic figure kind (``ttft``, ``tpot``, ``throughput``:
+        #: :meth:`graphroof.hardware.bands.ErrorBand.as_dict`); empty for the ideal roofline
+        self.bands = dict(bands or {})
         self.max_ttft_s, self.max_tpot_s, self.ideal = max_ttft_s, max_tpot_s, ideal
         self.notes = list(notes or [])
         self.traces, self.trace_s = traces, trace_s
@@ -354,13 +358,31 @@ class SweepResult:
             "best_overall_origin_note": self.origin_note(), "cheapest_origin_note": self.origin_note(cheap),
             "slo": {"max_ttft_s": self.max_ttft_s, "max_tpot_s": self.max_tpot_s},
             "traces": self.traces, "trace_s": self.trace_s, "notes": self.notes,
-            "points": [p.to_dict() for p in self.points],
+            "error_bands": self.bands,
+            "points": [self._banded(p) for p in self.points],
             "frontier": front, "best": best, "cheapest": cheap_i,
             "graphroof_version": __version__,
         })
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    def _banded(self, p: SweepPoint) -> dict[str, Any]:
+        """A point's dict with the low / high ends of its realistic figures from its device's error bands (a time
+        *t* with band half-width factor f: ``[t / (1 + f), t (1 + f)]``; a rate the reciprocal)."""
+        d = p.to_dict()
+        b = self.bands.get(p.hw)
+        if not b:
+            return d
+        for key, kind in (("ttft_s", "ttft"), ("tpot_s", "tpot")):
+            v, f = d.get(key), 1.0 + float(b[kind]["p90_abs"])
+            if v is not None:
+                d[key.replace("_s", "_low_s")], d[key.replace("_s", "_high_s")] = v / f, v * f
+        f = 1.0 + float(b["throughput"]["p90_abs"])
+        v = d.get("tokens_per_s_per_gpu")
+        if v is not None:
+            d["tokens_per_s_per_gpu_low"], d["tokens_per_s_per_gpu_high"] = v / f, v * f
+        return d
 
     def __repr__(self) -> str:
         return f"<SweepResult {self.model}: {len(self)} points on {', '.join(self.devices)}>"
