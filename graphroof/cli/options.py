@@ -72,6 +72,14 @@ def parse_int_list(text: str, flag: str, what: str = "values", example: str = ""
     return out
 
 
+
+def parse_one_int(text: str, flag: str) -> int:
+    """One integer >= 1 (:func:`parse_int_list` of exactly one value)."""
+    vals = parse_int_list(text, flag)
+    if len(vals) != 1:
+        raise InputError(f"{flag} {text!r}: takes one integer")
+    return vals[0]
+
 def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
     """``["batch=8", "seq=512"]`` -> ``{"batch": 8, "seq": 512}``."""
     out: dict[str, int] = {}

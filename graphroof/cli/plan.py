@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError
-from .options import check_output_path, parse_int_list, parse_seconds, run_options
+from .options import check_output_path, parse_int_list, parse_one_int, parse_seconds, run_options
 from .outfile import resolve_output, say_written
 from .serve import parse_rates
 
@@ -66,13 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "page goes to MODEL-report.html)")
 
 
-def _one_int(text: str, flag: str) -> int:
-    v = parse_int_list(text, flag)
-    if len(v) != 1:
-        raise InputError(f"{flag} {text!r}: takes one integer")
-    return v[0]
-
-
 def _names(text: str | None) -> list[str | None] | None:
     if text is None:
         return None
@@ -119,11 +112,11 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
                 max_num_seqs=parse_int_list(args.max_num_seqs, "--max-num-seqs"),
                 max_batched_tokens=parse_int_list(args.max_batched_tokens, "--max-batched-tokens"),
                 prompt_len=args.prompt_len, gen_len=args.gen_len, arrival=args.arrival, seed=seed,
-                requests=_one_int(args.requests, "--requests"),
-                search_requests=_one_int(args.search_requests, "--search-requests"),
-                gpu_budget=None if args.gpu_budget is None else _one_int(args.gpu_budget, "--gpu-budget"),
+                requests=parse_one_int(args.requests, "--requests"),
+                search_requests=parse_one_int(args.search_requests, "--search-requests"),
+                gpu_budget=None if args.gpu_budget is None else parse_one_int(args.gpu_budget, "--gpu-budget"),
                 usd_per_hour=_prices(args.usd_per_hour), engines=[e for e in args.engines.split(",") if e.strip()],
-                jobs=None if args.jobs is None else _one_int(args.jobs, "--jobs"), ray=args.ray,
+                jobs=None if args.jobs is None else parse_one_int(args.jobs, "--jobs"), ray=args.ray,
                 runtime=args.runtime, gpu_mem_util=frac)
 
 

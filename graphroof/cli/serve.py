@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..units import parse_quantity
-from .options import check_output_path, parse_int_list, parse_seconds, run_options
+from .options import check_output_path, parse_one_int, parse_seconds, run_options
 from .outfile import resolve_output, say_written
 
 __all__ = ["parse_rates", "parse_seconds", "length_cap", "serve_kwargs", "FORMATS"]
@@ -149,14 +149,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "page goes to MODEL-report.html)")
 
 
-def _int(text: str, flag: str) -> int:
-    """One integer >= 1."""
-    vals = parse_int_list(text, flag)
-    if len(vals) != 1:
-        raise InputError(f"{flag} {text!r}: takes one integer")
-    return vals[0]
-
-
 def _number(text: str | None, flag: str, *, low: float = 0.0, high: float = math.inf,
             strict: bool = True) -> float | None:
     if text is None:
@@ -193,7 +185,7 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
     if args.trace is not None:
         read_trace(str(Path(args.trace).expanduser()))  # read whole now: a bad row fails before the model
         prompt_max = gen_max = None
-    tps = [_int(t.strip(), "--tp") for t in str(args.tp).split(",") if t.strip()] or [1]
+    tps = [parse_one_int(t.strip(), "--tp") for t in str(args.tp).split(",") if t.strip()] or [1]
     hws = [h.strip() for h in str(args.hw).split(",") if h.strip()]
     if not hws:
         raise InputError("--hw needs at least one hardware profile")
@@ -201,12 +193,12 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
     kvs = [k.strip() for k in args.kv.split(",") if k.strip()] if args.kv else [None]
     tp = tps[0]
     pct = _number(args.slo_percentile, "--slo-percentile", high=100.0)
-    kw = dict(hw=hws if len(hws) > 1 else hws[0], rate=rates, requests=_int(args.requests, "--requests"),
+    kw = dict(hw=hws if len(hws) > 1 else hws[0], rate=rates, requests=parse_one_int(args.requests, "--requests"),
               arrival=args.arrival,
               prompt_len=args.prompt_len, gen_len=args.gen_len, trace=args.trace,
               prefix_share=_fraction(args.prefix_share, "--prefix-share") or 0.0, seed=seed, mode=args.mode,
-              max_batched_tokens=_int(args.max_batched_tokens, "--max-batched-tokens"),
-              max_num_seqs=_int(args.max_num_seqs, "--max-num-seqs"), policy=args.policy, admission=args.admission,
+              max_batched_tokens=parse_one_int(args.max_batched_tokens, "--max-batched-tokens"),
+              max_num_seqs=parse_one_int(args.max_num_seqs, "--max-num-seqs"), policy=args.policy, admission=args.admission,
               slo_ttft_s=parse_seconds(args.slo_ttft, "--slo-ttft"),
               slo_tpot_s=parse_seconds(args.slo_tpot, "--slo-tpot"), slo_percentile=pct,
               target_rate=_number(args.target_rate, "--target-rate"),
@@ -218,7 +210,7 @@ def serve_kwargs(args: argparse.Namespace) -> dict:
         kw.update(tp=tps, weights=weights, kv=kvs)
     kw["pricing"] = Pricing(tp=tp, weights=weights[0], activations=args.activations, kv=kvs[0],
                             runtime=args.runtime, gpu_mem_util=_fraction(args.gpu_mem_util, "--gpu-mem-util", True) or 0.9,
-                            kv_block=_int(args.kv_block, "--kv-block"), **spec_kwargs(args), **layout)
+                            kv_block=parse_one_int(args.kv_block, "--kv-block"), **spec_kwargs(args), **layout)
     kw.update(_disagg_kwargs(args))
     if kw.get("configs"):
         for c in kw["configs"]:
@@ -263,7 +255,7 @@ def _config(text: str) -> dict:
         key = key.strip().lstrip("-")
         if not eq or key not in _CONFIG_KEYS or not val:
             raise InputError(f"--config {text!r}: expected KEY=VAL pairs with keys {', '.join(_CONFIG_KEYS)}")
-        out[key.replace("-", "_")] = _int(val, f"--config {key}") if key in _CONFIG_INT else val
+        out[key.replace("-", "_")] = parse_one_int(val, f"--config {key}") if key in _CONFIG_INT else val
     if not out:
         raise InputError("--config needs KEY=VAL pairs, e.g. --config 'disagg=1p1d prefill-tp=4 decode-tp=4'")
     return out
@@ -284,17 +276,17 @@ def _disagg_kwargs(args: argparse.Namespace) -> dict:
                 if args.disagg is None and not args.config:
                     raise InputError(f"--{pool}-{key} sets a pool of disaggregated serving: give --disagg too "
                                      "(e.g. --disagg 1p1d)")
-                kw[f"{pool}_{key}"] = _int(v, f"--{pool}-{key}") if key == "tp" else v
+                kw[f"{pool}_{key}"] = parse_one_int(v, f"--{pool}-{key}") if key == "tp" else v
     for key, flag, val in (("kv_link_bw_bytes_per_s", "--kv-link-bw", _link_bw(args.kv_link_bw)),
                            ("kv_link_latency_s", "--kv-link-latency", _latency(args.kv_link_latency))):
         if val is not None:
             if args.disagg is None and not args.config:
                 raise InputError(f"{flag} sets the link of disaggregated serving: give --disagg too")
             kw[key] = val
-    pool_max = _int(args.max_pool_replicas, "--max-pool-replicas")
+    pool_max = parse_one_int(args.max_pool_replicas, "--max-pool-replicas")
     if pool_max != 8:
         kw["max_pool_replicas"] = pool_max
-    reps = _int(args.replicas, "--replicas")
+    reps = parse_one_int(args.replicas, "--replicas")
     if reps != 1:
         kw["replicas"] = reps
     if args.config:
