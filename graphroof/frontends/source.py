@@ -11,13 +11,15 @@ full forward pass over the whole context (see :mod:`graphroof.llm.phases`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import InputError
 from ..graph import OpGraph, TensorSpec, bind
 
-__all__ = ["ModelSpec", "GraphSource", "LLMSource", "Param"]
+__all__ = ["ModelSpec", "GraphSource", "LLMSource", "Param", "SharedTraces"]
 
 #: (module scope, tensor spec) of one parameter.
 Param = tuple[str, TensorSpec]
@@ -108,6 +110,57 @@ class LLMSource:
             raise InputError(f"--prompt {prompt} + --gen {gen} = {prompt + gen} tokens exceeds {self.name}'s maximum "
                              f"of {limit} positions (max_position_embeddings); {fix}")
 
+
+
+class SharedTraces(LLMSource):
+    """An LLM source whose graphs are traced once per (phase, batch, context) and shared by every engine or
+    pipeline built on it (a sweep across TP degrees and dtypes, a validation run); everything else is the wrapped
+    source's.  ``trace_s``: the wall time spent tracing; ``traces``: how many graphs were traced."""
+
+    def __init__(self, src: LLMSource):
+        self._src = src
+        self._graphs: dict[tuple[str, int, int], OpGraph] = {}
+        self.trace_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._src, name)
+
+    name = property(lambda self: self._src.name)  # type: ignore[assignment]
+    spec = property(lambda self: self._src.spec)  # type: ignore[assignment]
+    kv_cache = property(lambda self: self._src.kv_cache)  # type: ignore[assignment]
+    no_cache_reason = property(lambda self: self._src.no_cache_reason)  # type: ignore[assignment]
+    notes = property(lambda self: self._src.notes)  # type: ignore[assignment]
+
+    @property
+    def traces(self) -> int:
+        return len(self._graphs)
+
+    def _get(self, phase: str, batch: int, x: int) -> OpGraph:
+        key = (phase, batch, x)
+        if key not in self._graphs:
+            fn = self._src.decode_graph if phase == "decode" else self._src.prefill_graph
+            t0 = time.perf_counter()
+            self._graphs[key] = fn(batch, x)
+            self.trace_s += time.perf_counter() - t0
+        return self._graphs[key]
+
+    def prefill_graph(self, batch: int, seq: int) -> OpGraph:
+        return self._get("prefill", batch, seq)
+
+    def decode_graph(self, batch: int, past: int) -> OpGraph:
+        return self._get("decode", batch, past)
+
+    def params(self) -> list[Param] | None:
+        return self._src.params()
+
+    def decode_start(self, prompt: int) -> int:
+        return self._src.decode_start(prompt)
+
+    def cross_tokens(self, prompt: int) -> int:
+        return self._src.cross_tokens(prompt)
+
+    def check_context(self, prompt: int, gen: int) -> None:
+        self._src.check_context(prompt, gen)
 
 @dataclass
 class GraphSource(LLMSource):

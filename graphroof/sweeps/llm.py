@@ -29,40 +29,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..frontends.source import SharedTraces
 from ..hardware.bands import band_for
 from .limits import MAX_POINTS, check_grid
 from .points import _OBJECT, COLUMNS, RunningFrontier, SweepPoint, SweepResult
 
 __all__ = ["sweep_llm"]
-
-
-class _SharedTraces:
-    """An LLM source whose graphs are traced once per (phase, batch, x) and shared by every pipeline."""
-
-    def __init__(self, src: Any):
-        self._src = src
-        self._graphs: dict[tuple[str, int, int], Any] = {}
-        self.trace_s = 0.0   # wall time spent tracing (the rest of a sweep is counting and evaluation)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._src, name)
-
-    def _get(self, phase: str, batch: int, x: int):
-        key = (phase, batch, x)
-        if key not in self._graphs:
-            import time
-
-            fn = self._src.decode_graph if phase == "decode" else self._src.prefill_graph
-            t0 = time.perf_counter()
-            self._graphs[key] = fn(batch, x)
-            self.trace_s += time.perf_counter() - t0
-        return self._graphs[key]
-
-    def prefill_graph(self, batch: int, seq: int):
-        return self._get("prefill", batch, seq)
-
-    def decode_graph(self, batch: int, past: int):
-        return self._get("decode", batch, past)
 
 
 def _ints(values: int | Sequence[int], flag: str) -> list[int]:
@@ -205,7 +177,7 @@ def sweep_llm(
     raw_src.check_context(max(prompts), max(gens))
     for t in tps + ([pair["tp"]] if pair and pair["tp"] else []):
         check_tp(t, raw_src.spec.heads, raw_src.spec.kv_heads, raw_src.spec.intermediate)
-    src: Any = _SharedTraces(raw_src)
+    src: Any = SharedTraces(raw_src)
     drafts: dict[str, Any] = {}  # the draft model's engine per device
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     running = RunningFrontier(max_ttft_s, max_tpot_s)  # with on_point: the frontier and picks, point by point
@@ -272,7 +244,7 @@ def sweep_llm(
                        bands=None if ideal else {pr.name: {k: band_for(k, pr.name, pr.vendor, "serving").as_dict()
                                                            for k in ("ttft", "tpot", "throughput")} for pr in profs},
                        max_ttft_s=max_ttft_s, max_tpot_s=max_tpot_s, ideal=ideal, notes=notes,
-                       traces=len(src._graphs), trace_s=src.trace_s,
+                       traces=src.traces, trace_s=src.trace_s,
                        streamed=running if on_point is not None else None)
 
 

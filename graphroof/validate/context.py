@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ..frontends.source import LLMSource
+from ..frontends.source import SharedTraces
 from ..hardware import HardwareProfile
 from .data import Exclusion, exclusions, read_rows
 
-__all__ = ["Context", "price_on", "SharedTraces", "preset"]
+__all__ = ["Context", "price_on", "preset"]
 
 
 def preset(name: str, fallback: str) -> str:
@@ -26,48 +26,6 @@ def preset(name: str, fallback: str) -> str:
     except GraphroofError:
         return fallback
     return name
-
-
-class SharedTraces(LLMSource):
-    """An LLM source whose graphs are traced once per (phase, batch, context) and shared by every engine built on
-    it (what ``graphroof sweep`` does across TP degrees and dtypes); everything else is the wrapped source's."""
-
-    def __init__(self, src: LLMSource):
-        self._src = src
-        self._graphs: dict[tuple[str, int, int], Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._src, name)
-
-    spec = property(lambda self: self._src.spec)  # type: ignore[assignment]
-    kv_cache = property(lambda self: self._src.kv_cache)  # type: ignore[assignment]
-    no_cache_reason = property(lambda self: self._src.no_cache_reason)  # type: ignore[assignment]
-    notes = property(lambda self: self._src.notes)  # type: ignore[assignment]
-
-    def _get(self, phase: str, batch: int, x: int) -> Any:
-        key = (phase, batch, x)
-        if key not in self._graphs:
-            fn = self._src.decode_graph if phase == "decode" else self._src.prefill_graph
-            self._graphs[key] = fn(batch, x)
-        return self._graphs[key]
-
-    def prefill_graph(self, batch: int, seq: int) -> Any:
-        return self._get("prefill", batch, seq)
-
-    def decode_graph(self, batch: int, past: int) -> Any:
-        return self._get("decode", batch, past)
-
-    def params(self) -> Any:
-        return self._src.params()
-
-    def decode_start(self, prompt: int) -> int:
-        return self._src.decode_start(prompt)
-
-    def cross_tokens(self, prompt: int) -> int:
-        return self._src.cross_tokens(prompt)
-
-    def check_context(self, prompt: int, gen: int) -> None:
-        self._src.check_context(prompt, gen)
 
 
 class Context:
