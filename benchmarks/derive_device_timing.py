@@ -188,7 +188,7 @@ def derive(name, ref_timing, ref_coll, graph_d):
              f"graph_launch_overhead_s: the {REF} assumption (one graph / program launch per step)")
     link = dev.interconnect_bw_bytes_per_s
     lib = d["library"]
-    c = dict(algorithms=["ring"], intra_bus_bw_bytes_per_s=float(f"{link * dev.interconnect_efficiency:.3g}"))
+    c = dict(algorithms=["ring"], library=lib, intra_bus_bw_bytes_per_s=float(f"{link * dev.interconnect_efficiency:.3g}"))
     if lib in ("rccl", "hccl"):
         c.update(base_latency_s=ref_coll["base_latency_s"], device_latency_s=graph_d[0],
                  intra_hop_latency_s=ref_coll["intra_hop_latency_s"] if lib == "rccl" else 3e-6)

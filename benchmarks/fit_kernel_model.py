@@ -84,10 +84,11 @@ def gemm_rows(rows):
 
 
 def h100_gemm_rows(data=None):
-    """((M, N, K), measured s) of our H100 bf16 GEMMs (measure_gemm.csv: cuBLAS via torch.matmul, CUDA-graph
-    replays, M 1-8192, the per-layer GEMMs of five models)."""
-    return [((int(r["M"]), int(r["N"]), int(r["K"])), float(r["time_ms"]) * 1e-3)
-            for r in _csv((data or H100_DATA) / "measure_gemm.csv") if r["dtype"] == "bf16" and r["time_ms"]]
+    """((M, N, K), measured s, dtype) of our H100 GEMMs (measure_gemm.csv: bf16 cuBLAS via torch.matmul and fp8
+    e4m3 torch._scaled_mm with bf16 out, CUDA-graph replays, M 1-8192, the per-layer GEMMs of five models)."""
+    return [((int(r["M"]), int(r["N"]), int(r["K"])), float(r["time_ms"]) * 1e-3,
+             "fp8" if r["dtype"].startswith("fp8") else "fp16")
+            for r in _csv((data or H100_DATA) / "measure_gemm.csv") if r["time_ms"]]
 
 
 def fit_gemm(rows, hw, sm_count, extra=None):
@@ -97,21 +98,24 @@ def fit_gemm(rows, hw, sm_count, extra=None):
     extra = extra or []
     wts = np.array([1.0 / len(g)] * len(g) + ([1.0 / len(extra)] * len(extra) if extra else []))
     wts /= wts.sum()
-    g = g + list(extra)
-    meas = np.array([m for _, m in g])
-    peak, bw = hw.matrix_peak_flops_per_s["fp16"], hw.mem_bw_bytes_per_s
-    # the efficiency is a fraction of the achievable (MAMF) rate where the profile lists one, else of the peak
-    ceiling = gemm_ceiling(hw, peak, "matrix.fp16")[0]
+    g = [(shape, m, "fp16") for shape, m in g] + [tuple(e) if len(e) == 3 else (*e, "fp16") for e in extra]
+    meas = np.array([m for _, m, _ in g])
+    bw = hw.mem_bw_bytes_per_s
+    # the efficiency is a fraction of the achievable (MAMF) rate where the profile lists one, else of the peak;
+    # fp8 rows (our measure_gemm.csv) at the fp8 peak and ceiling, 1-byte inputs and bf16 out
+    peaks = {d: hw.matrix_peak_flops_per_s[d] for d in {d for _, _, d in g}}
+    ceilings = {d: gemm_ceiling(hw, peaks[d], f"matrix.{d}")[0] for d in peaks}
     best = None
     for tile, tmin, skmin, ridge, pol in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN, L2_RIDGE, POLICIES):
-        l2 = float(f"{peak / ridge:.3g}") if ridge else None
+        l2 = float(f"{peaks['fp16'] / ridge:.3g}") if ridge else None
         unit = KernelTiming(sm_count=sm_count, gemm_tile=tile, gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
                             gemm_l2_bw_bytes_per_s=l2, gemm_tile_policy=pol,
                             gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0,
                             gemm_stream_k=bool(hw.timing and hw.timing.gemm_stream_k))
-        parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peak, mem_bw_bytes_per_s=bw,
-                                achievable_flops_per_s=ceiling, l2_bytes=hw.onchip_cache_bytes)
-                 for (m, n, k), _ in g]
+        parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peaks[d], mem_bw_bytes_per_s=bw,
+                                in_bytes=1.0 if d == "fp8" else 2.0, out_bytes=2.0,
+                                achievable_flops_per_s=ceilings[d], l2_bytes=hw.onchip_cache_bytes)
+                 for (m, n, k), _, d in g]
         tc = np.array([p.t_compute_s for p in parts]); tm = np.array([p.t_memory_s for p in parts])
 
         for ov in OVERLAP:
@@ -284,7 +288,7 @@ GPU_INFO = {"a100": dict(sm_count=108, algorithms=["ring", "tree"]),
 #: fitted on the gpt-fast CUDA-graph rows by benchmarks/fit_graph_allreduce.py; the custom all-reduce's are derived
 #: (sources.collectives)
 KEPT_COLLECTIVES = ("device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
-                    "custom_max_bytes")
+                    "custom_max_bytes", "inter_ramp_bytes_per_nic", "library")  # + benchmarks/fit_collectives.py
 
 
 def kept_collectives(hw):
@@ -296,7 +300,7 @@ def kept_collectives(hw):
 
 #: [timing] constants not fitted on the Vidur rows, kept as the profile has them (sources.timing says where each
 #: comes from): the MAMF ceiling table, and the weight-only / attention constants (refit on H100 with --kernels)
-KEPT_TIMING = ("gemm_stream_k", "gemm_achievable_flops_per_s", "gemm_dequant_flops_per_mac", "attn_matrix_efficiency",
+KEPT_TIMING = ("gemm_stream_k", "l2_read_bw_bytes_per_s", "gemm_achievable_flops_per_s", "gemm_dequant_flops_per_mac", "attn_matrix_efficiency",
                "attn_exp_per_s", "attn_fill_keys")
 
 

@@ -140,3 +140,22 @@ def test_convs_of_one_input_run_as_one_wider_gemm():
     # filters of different shapes (a 1x1 and a 3x3) are not one implicit GEMM: no conv shape (the GEMM fallback)
     w3 = TensorSpec((64, 64, 3, 3), "fp16", Role.WEIGHT)
     assert conv_shape(OpNode("k", "kernel.gemm", (x, w1, w3), (y1,), {})) is None
+
+
+def test_fp32_conv_follows_the_profiles_matmul_precision():
+    # a stem conv 3 -> 64, 7x7 / 2 at 224 (112x112 out), batch 8, fp32 on an A100: M = 8 * 112 * 112 = 100352
+    node = _conv_node(8, 3, 64, 224, 7, stride=2, dtype="fp32")
+    cost = _cost(node)
+    shape = conv_shape(node)
+    # default ("high"): TF32 tensor cores, 16-byte chunks of 4 tf32 channels: K = pad(3, 4) * 49 = 196
+    tf32 = conv_time(shape, cost.bytes, A100, "fp32")
+    assert tf32.path == "tensor_core" and tf32.padded_mnk == (100352, 64, 196)
+    # --matmul-precision highest on the profile (no argument): fp32 math on the CUDA cores, no channel padding
+    # (K = 3 * 49 = 147), the same as asking conv_time for "highest" explicitly
+    full = A100.with_overrides(matmul_precision="highest")
+    fp32 = conv_time(shape, cost.bytes, full, "fp32")
+    assert fp32.path == "cuda_core" and fp32.padded_mnk == (100352, 64, 147)
+    assert fp32.t_s == conv_time(shape, cost.bytes, A100, "fp32", "highest").t_s
+    # 2 * 100352 * 64 * 147 = 1.89 GFLOP at 19.5 TFLOP/s x 0.7 (~138 us) vs 2.52 padded GFLOP at TF32 rates, where
+    # the 30.5 MB of x and y (~19 us at 2.039 TB/s x 0.8) and the latency dominate (~54 us): over twice as slow
+    assert fp32.t_s > 2 * tf32.t_s

@@ -71,14 +71,17 @@ def test_tpu_gemm_tiles_and_waves():
 
 
 def test_mi300x_allreduce_has_a_latency_term():
-    # the sweep priced an MI300X TP 8 all-reduce at bandwidth only (2.7 us); now RCCL has NCCL's latency terms:
-    # 16 KB at TP 8 host-launched = 43 us + 14 hops * 0.95 us + 2*7/8*16384 B / 336 GB/s (85.3 ns) = 56.385 us
+    # the sweep priced an MI300X TP 8 all-reduce at bandwidth only (2.7 us); now RCCL has NCCL's latency terms and
+    # protocols (LL for a small buffer: half the bandwidth): 16 KB at TP 8 host-launched = 38.7 us + 14 hops * 0.47 us
+    # + 2*7/8*16384 B / (0.5 * 336 GB/s) (170.7 ns) = 45.451 us
     hw = load_hardware("mi300x")
-    assert allreduce_time(16384, 8, hw).t_s == pytest.approx(56.3e-6 + 28672 / 336e9)
-    # inside a graph: 6.8 us + 14 * 0.2 us + 85.3 ns; custom one-shot: 3.85 us + 7 * 16384 / 336e9 = 3.85 + 0.341 us
-    assert allreduce_time(16384, 8, hw, cuda_graphs=True).t_s == pytest.approx(9.6e-6 + 28672 / 336e9)
+    assert hw.collectives is not None and hw.collectives.library == "rccl"
+    assert allreduce_time(16384, 8, hw).t_s == pytest.approx(45.28e-6 + 28672 / 168e9)
+    # inside a graph: 6.8 us + 14 * 0.2 us + 170.7 ns; custom one-shot: 3.85 us + 7 * 16384 / 336e9 = 3.85 + 0.341 us
+    assert allreduce_time(16384, 8, hw, cuda_graphs=True).t_s == pytest.approx(9.6e-6 + 28672 / 168e9)
     assert allreduce_time(16384, 8, hw, implementation="custom").t_s == pytest.approx(3.85e-6 + 7 * 16384 / 336e9)
-    # TPU: XLA collectives have no host part: 5 us + 14 * 1 us + 14,336 B / 160 GB/s for 8 KB over 8 chips
+    # TPU: XLA collectives have no host part and no NCCL protocols (full bandwidth): 5 us + 14 * 1 us + 14,336 B /
+    # 160 GB/s for 8 KB over 8 chips
     tpu = load_hardware("tpu-v5e")
     assert allreduce_time(8192, 8, tpu).t_s == allreduce_time(8192, 8, tpu, cuda_graphs=True).t_s
     assert allreduce_time(8192, 8, tpu).t_s == pytest.approx(19e-6 + 14336 / 160e9)

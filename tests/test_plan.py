@@ -272,3 +272,52 @@ def test_origin_note_names_picks_on_derived_constants():
     (note,) = _origin_notes([fitted, derived], [{"rate_rps": 1.0, "by_gpus": {"config": "h100-sxm tp8"},
                                                  "by_usd": None}])
     assert "cheapest picks" not in note  # the pick rests on fitted constants
+
+
+# -- trials stop once TTFT is decided -------------------------------------------------------------------------------
+def test_stop_rule_by_hand():
+    """p99 over 100 requests interpolates between the 99th and 100th smallest (index 0.99 x 99 = 98.01): once 2
+    requests are certain to wait longer than the SLO it is above it; p50 over 100 (index 49.5): 100 - 49 = 51; p100
+    over 10 (index 9, taken a hair low: 8): 2; the limit gets a 1e-9 relative margin for rounding."""
+    from graphroof.planner.search import stop_rule
+
+    assert stop_rule(2.0, 99.0, 100) == (2.0 * (1 + 1e-9), 2)
+    assert stop_rule(2.0, 50.0, 100)[1] == 51
+    assert stop_rule(1.0, 100.0, 10)[1] == 2
+    assert stop_rule(1.0, 99.0, 1) is None and stop_rule(None, 99.0, 100) is None  # one request; no TTFT SLO
+
+
+def test_a_stopped_trial_gives_the_whole_runs_verdict():
+    """The capacity search's trials stop once the TTFT percentile is certain to miss the SLO: at rates from far
+    below to far above the toy's capacity, the verdict equals the whole run's, a stopped trial ran fewer steps, and a
+    rate run whole after its trial stopped is counted as one simulation."""
+    from graphroof.planner.search import Simulator
+    from graphroof.planner.space import Config, Settings
+    from graphroof.serving.inputs import parse_arrivals, parse_lengths
+    from graphroof.serving.sim import simulate
+    from graphroof.serving.workload import draw, workload_at
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine(toy_source(**TOY), hw="h100", pricing=Pricing(rules=RULES))
+        sc = eng.step_cost(max_batch=32, max_context=512, max_chunk=256)
+    st = Settings(model=None, frontend_opts=(), options=None, rates=(1.0,), arrival="poisson", prompt_len="fixed:64",
+                  gen_len="fixed:8", seed=0, search_requests=60, requests=60, slo_ttft_s=0.002, slo_tpot_s=0.0005,
+                  slo_percentile=99.0, tolerance=0.05, policy="decode-first", admission="on-demand",
+                  runtime="serving", gpu_mem_util=0.9, kv_block=16, activations=None, prices=(), gpu_budget=None)
+    d = draw(0, 60, parse_arrivals("poisson"), parse_lengths("prompt_len", "fixed:64"),
+             parse_lengths("gen_len", "fixed:8"), None, None)
+    c = Config("h100", 1, None, None, 32, 256)
+    verdicts, stopped = [], 0
+    for lam in (100.0, 1000.0, 3000.0, 10000.0, 1e5):
+        fast, whole = (Simulator(sc, True, c, 10_000, st, d, False) for _ in range(2))
+        why = fast.verdict(lam)
+        verdicts.append(why)
+        assert why == whole.run(lam)["binding"]
+        if lam in fast.missed:
+            stopped += 1
+            wl = workload_at(d, lam, 0.0, 16)
+            part, full = simulate(fast.em, wl, ttft_stop=(0.002 * (1 + 1e-9), 2)), simulate(fast.em, wl)
+            assert part.stopped and not full.stopped and len(part.steps["dur_s"]) < len(full.steps["dur_s"])
+            assert why == "ttft" and fast.run(lam) == whole.run(lam) and fast.count == whole.count == 1
+    assert None in verdicts and stopped >= 1

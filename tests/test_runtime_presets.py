@@ -14,7 +14,7 @@ from graphroof.fuse.runtimes import PRESET_DIR, RUNTIMES, Runtime, get_runtime, 
 from graphroof.timing.stream import host_pipeline
 
 REQUIRED = {"eager", "pytorch-eager", "pytorch-eager-amp", "fastertransformer", "compiled", "serving", "vllm", "sglang", "tensorrt-llm", "tensorrt-llm-v0.5",
-            "tensorrt", "onnxruntime"}
+            "tensorrt", "onnxruntime", "pytorch-cuda-graph"}
 
 
 def test_every_preset_file_loads_with_sources():

@@ -24,7 +24,8 @@ FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act
 def _hw():
     hw = load_hardware("h100-sxm")
     t = replace(hw.timing, attn_matrix_efficiency=1.0, attn_exp_per_s=4e12, attn_fill_keys=100.0,
-                gemm_latency_s=0.0, gemm_overlap_exponent=None, gemm_mem_bw_efficiency=1.0)
+                gemm_latency_s=0.0, gemm_overlap_exponent=None, gemm_mem_bw_efficiency=1.0,
+                l2_read_bw_bytes_per_s=None)
     return replace(hw, timing=t)
 
 
@@ -61,6 +62,26 @@ def test_decode_reads_kv_once_per_kv_head_or_per_query_head():
     per_q = attention_time(c, dims, hw, "bf16", gqa_shared_kv=False)
     assert shared == pytest.approx((2 * qo + kv) / 3.35e12, rel=1e-9)      # 20.072 us
     assert per_q == pytest.approx((2 * qo + 4 * kv) / 3.35e12, rel=1e-9)   # 80.169 us
+
+
+def test_per_query_head_kv_rereads_come_from_l2():
+    # the same decode kernel reading K/V once per query head (group 4) on a device with an L2 read bandwidth of
+    # 10.1e12 B/s: DRAM moves K/V once, (2 qo + kv) / 3.35e12 = 67,239,936 / 3.35e12 = 20.072 us; the L2 delivers
+    # it 4 times, (2 qo + 4 kv) / 10.1e12 = 268,566,528 / 10.1e12 = 26.591 us: the L2 sets the time
+    hw = _hw()
+    hw = replace(hw, timing=replace(hw.timing, l2_read_bw_bytes_per_s=10.1e12))
+    kv, qo = 67_108_864.0, 65_536.0
+    c = _cost(matrix_flops=512 * 8 * 32 * 2048, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    dims = AttentionDims(128, 128, 4, 2.0)
+    per_q = attention_time(c, dims, hw, "bf16", gqa_shared_kv=False)
+    assert per_q == pytest.approx(268_566_528 / 10.1e12, rel=1e-9)
+    assert per_q == pytest.approx(26.591e-6, rel=1e-4)
+    # a group of 1 (or a shared-K/V kernel) reads K/V once: the L2 term never binds
+    assert attention_time(c, dims, hw, "bf16", gqa_shared_kv=True) == pytest.approx(67_239_936 / 3.35e12, rel=1e-9)
+    # a fast L2 (40e12 B/s: 268,566,528 / 40e12 = 6.7 us < 20.07 us): DRAM's single read sets the time
+    fast = replace(hw, timing=replace(hw.timing, l2_read_bw_bytes_per_s=40e12))
+    assert attention_time(c, dims, fast, "bf16", gqa_shared_kv=False) == pytest.approx(67_239_936 / 3.35e12,
+                                                                                        rel=1e-9)
 
 
 def test_attention_dims_from_the_node():
@@ -126,3 +147,35 @@ def test_materialised_scores_get_no_flash_fill():
     c = _cost(matrix_flops=512 * pairs, act_write_bytes=rows * 256 + 2 * square, act_read_bytes=2 * square)
     t = attention_time(c, AttentionDims(128, 128, 1, 2.0), hw, "bf16")
     assert t == pytest.approx(max(pairs * (512 / 794.5e12 + 1 / 4e12), (rows * 256 + 4 * square) / 3.35e12), rel=1e-9)
+
+
+def test_per_query_head_decode_dot_products_run_on_cuda_cores():
+    # 64 query heads over 8 KV heads (group 8), batch 1, context 4096, d = dv = 128, fp8 K/V (1 byte):
+    # K + V = 2 * 8 * 4096 * 128 = 8,388,608 B; pairs = 64 * 4096 = 262,144; Q and O 64 * 128 * 2 = 16,384 B each,
+    # rows = 16,384 / (128 * 2) = 64.  Query rows per K/V byte = 262,144 * 256 / (8 * 8,388,608) = 1 < 8: one
+    # query row per thread block, no MMA: t_pair = 512 / 66.9e12 (H100 fp32 peak) + 1 / 4e12 = 7.9032 ps,
+    # t_compute = (262,144 + 64 * 100) * 7.9032e-12 = 2.1223 us; memory (K/V read 8 times from DRAM, no L2
+    # term) = (2 * 16,384 + 8 * 8,388,608) / 3.35e12 = 20.042 us; p = 3: (2.1223^3 + 20.042^3)^(1/3) = 20.065 us
+    hw = _hw()
+    hw = replace(hw, timing=replace(hw.timing, gemm_overlap_exponent=3.0))
+    kv, qo, pairs = 8_388_608.0, 16_384.0, 262_144.0
+    c = _cost(matrix_flops=512 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    dims = AttentionDims(128, 128, 8, 2.0)
+    tc = (pairs + 64 * 100) * (512 / 66.9e12 + 1 / 4e12)
+    tm = (2 * qo + 8 * kv) / 3.35e12
+    per_q = attention_time(c, dims, hw, "bf16", gqa_shared_kv=False)
+    assert tc == pytest.approx(2.1223e-6, rel=1e-4) and tm == pytest.approx(20.042e-6, rel=1e-4)
+    assert per_q == pytest.approx((tc ** 3 + tm ** 3) ** (1 / 3), rel=1e-9)
+    # the shared-K/V kernel (all 8 query heads of a KV head in one block: MMA rows) runs on the tensor cores:
+    # t_pair = 512 / 794.5e12 + 0.25e-12, and reads K/V once
+    shared = attention_time(c, dims, hw, "bf16", gqa_shared_kv=True)
+    tc_s = (pairs + 64 * 100) * (512 / 794.5e12 + 1 / 4e12)
+    assert shared == pytest.approx((tc_s ** 3 + ((2 * qo + kv) / 3.35e12) ** 3) ** (1 / 3), rel=1e-9)
+    # a prefill (2048 query rows per sequence: 1024 rows per K/V byte at fp16) keeps the tensor cores per head too
+    pre = _cost(matrix_flops=512 * 64 * 2048 * 2049 / 2, act_read_bytes=qo * 2048, act_write_bytes=qo * 2048,
+                kv_read_bytes=2 * 8 * 2048 * 128 * 2.0)
+    rows_p, pairs_p = 64 * 2048, 64 * 2048 * 2049 / 2
+    tc_p = (pairs_p + rows_p * 100) * (512 / 794.5e12 + 1 / 4e12)
+    tm_p = (2 * qo * 2048 + 8 * 2 * 8 * 2048 * 128 * 2.0) / 3.35e12
+    assert attention_time(pre, dims, hw, "bf16", gqa_shared_kv=False) == pytest.approx(
+        (tc_p ** 3 + tm_p ** 3) ** (1 / 3), rel=1e-9)

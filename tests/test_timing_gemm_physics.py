@@ -74,11 +74,14 @@ def test_grouped_gemm_tiles_each_expert():
     t = replace(load_hardware("h100-sxm").timing, gemm_tile=(128, 128), gemm_tile_m_min=16, gemm_tile_policy="cover_m")
     kw = dict(timing=t, peak_flops_per_s=989.4e12, mem_bw_bytes_per_s=3.35e12)
     # (cover_m: the smallest tile height covering one group's rows)
-    # 64 rows over 8 experts = 8 rows each: 8 * ceil(8 / 16) * ceil(128 / 128) = 8 tiles (one GEMM: 1 tile of 64)
+    # 64 rows over 8 experts = 8 rows each (spread sqrt(8) = 2.83, w = 2 * 2.83 / 16 = 0.354): per expert
+    # max(1, 0.646 * ceil(8 / 16) + 0.354 * (0.5 + 0.5)) = 1 tile -> 8 tiles (one GEMM: 1 tile of 64)
     assert gemm_time_with(64, 128, 1024, groups=8, **kw).tiles == 8
     assert gemm_time_with(64, 128, 1024, **kw).tiles == 1
-    # 4096 rows over 8 experts: 512 each, 4 tiles of 128 per expert x 1 column = 32 tiles (= one GEMM's 32)
-    assert gemm_time_with(4096, 128, 1024, groups=8, **kw).tiles == 32
+    # 4096 rows over 8 experts: 512 each (spread 22.6, w = 45.25 / 128 = 0.354): per expert 0.646 * 4 + 0.354 *
+    # (4 + 0.5) = 4.177 tiles of 128 (the last one partly empty) -> ceil(33.41) = 34 tiles (one GEMM's 32)
+    assert gemm_time_with(4096, 128, 1024, groups=8, **kw).tiles == 34
+    assert gemm_time_with(4096, 128, 1024, **kw).tiles == 32
 
 
 def test_experts_read_back_from_counted_bytes():

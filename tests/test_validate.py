@@ -83,6 +83,17 @@ def test_bands_lookup_and_fallback():
     assert fb["p90_abs"] >= 0.5 and fb["p90_abs"] > max(e["p90_abs"] for e in b["bands"].values())
 
 
+def test_host_dispatched_rows_stay_out_of_the_wildcard_bands():
+    # a pytorch-eager row (host cost per kernel) at +150% and a serving row at +10% on the h100: the eager row makes
+    # only its own runtime's band; the device's band over every runtime holds the serving row alone
+    rows = [_row(1.5, runtime="pytorch-eager"), _row(0.1)]
+    b = bands_of(ValidationResult(rows, ["d"]))
+    assert b["bands"]["ttft|h100-sxm|pytorch-eager"]["n"] == 1
+    wild = lookup_band(b, "ttft", "h100-sxm", "NVIDIA", "vllm")
+    assert wild["key"] == "ttft|h100-sxm|*" and wild["n"] == 1 and wild["median_abs"] == pytest.approx(0.1)
+    assert b["bands"]["ttft|*|*"]["n"] == 1
+
+
 def test_exclusions_have_reasons_and_match_only_their_dataset():
     rules = exclusions()
     assert rules, "the exclusions file lists the source-given exclusions"
@@ -153,7 +164,8 @@ def test_bad_input_is_one_line():
 
 @pytest.mark.parametrize("argv,needle", [(["--dataset", "nope"], "unknown dataset"),
                                          (["--holdout", "cpu"], "--holdout"),
-                                         (["--dataset", "kernels", "--rows", "/no/such/dir/r.csv"], "does not exist")])
+                                         (["--dataset", "kernels", "--rows", "/no/such/dir/r.csv"], "does not exist"),
+                                         (["--dataset", "kernels", "--jobs", "0"], "--jobs 0")])
 def test_cli_bad_input_exits_1_without_output(argv, needle, tmp_path, capsys):
     from graphroof.cli import main
 

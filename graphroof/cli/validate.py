@@ -18,7 +18,7 @@ FORMATS = ("terminal", "markdown", "json", "csv")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default=None, metavar="NAME[,NAME]",
                    help="datasets to score (default all): vidur_ops, vidur_allreduce, gptfast, trtllm, kernels, "
-                   "vision")
+                   "vision, torch_gpu")
     p.add_argument("--holdout", default=None, metavar="gpu|engine|model",
                    help="also score each group with constants not fitted on it (gpu: a fitted GPU's [timing] / "
                    "[collectives] constants transferred from the other fitted GPUs)")
@@ -26,14 +26,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "measured, predicted, error, the equivalent command)")
     p.add_argument("--bands", default=None, metavar="PATH", help="write the error bands per regime as JSON "
                    "(figure kind | device | runtime preset)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="worker processes pricing the datasets in parallel (default: 2, or 1 on a 1-CPU machine; "
+                   "1: one after the other in this process; the rows are the same)")
     p.add_argument("--format", "-f", default="terminal", choices=FORMATS,
                    help="terminal | markdown | json | csv (csv: the per-row table; default terminal)")
     p.add_argument("-o", "--output", default="-", help="output file, or - for stdout (default)")
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import sys
 
+    from ..errors import InputError
     from ..report import write_outputs
     from ..report.validate import render_validation, rows_csv
     from ..validate import bands_of, parse_datasets
@@ -42,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
     parse_datasets(args.dataset)  # bad input before any work
     check_holdout(args.holdout)
+    jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs}: use 1 or more worker processes")
     for path in (args.output, args.rows, args.bands):
         if path is not None:
             check_output_path(path)
@@ -50,9 +58,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"graphroof validate: {msg}", file=sys.stderr, flush=True)
 
-    r = run_validate(args.dataset, holdout=args.holdout, progress=progress, options=run_options(args))
+    r = run_validate(args.dataset, holdout=args.holdout, progress=progress, options=run_options(args), jobs=jobs)
     import json
-    import os
 
     files: list[tuple[str | bytes, str | os.PathLike]] = []
     if args.rows:

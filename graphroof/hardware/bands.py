@@ -16,6 +16,8 @@ a band is never fitted per row, it summarises the validation of the regime.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +27,11 @@ from ..errors import InputError
 from ..safe_read import parse_json, read_text, shown_path
 from .load import profile_dir
 
-__all__ = ["ErrorBand", "band_keys", "lookup_band", "load_bands", "band_for", "BANDS_FILE"]
+__all__ = ["ErrorBand", "band_keys", "lookup_band", "load_bands", "band_for", "figure_bands", "band_range",
+           "BANDS_FILE", "FIGURES"]
+
+#: the figure kinds of an LLM's realistic figures (``llm``, ``sweep``, ``serve``, ``plan``)
+FIGURES = ("ttft", "tpot", "throughput")
 
 #: where the shipped table lives, relative to the profile directory
 BANDS_FILE = Path("accuracy") / "bands.json"
@@ -45,6 +51,8 @@ class ErrorBand:
     p90_abs: float           # 90th percentile |error|: the band's half-width as a factor
     signed_median: float     # > 0: predictions ran slow (times) in this regime
     fallback: bool           # no measured data covers this regime: the band is the table's wide fallback
+    device: str = ""         # the regime looked up: the profile name ...
+    runtime: str = ""        # ... and the runtime preset (empty: not given)
 
     def low(self, t_s: float) -> float:
         """The band's low end for a time *t_s* (for a throughput use :meth:`high` of its time, or 1/...)."""
@@ -55,7 +63,21 @@ class ErrorBand:
 
     def as_dict(self) -> dict[str, Any]:
         return {"figure": self.figure, "key": self.key, "n": self.n, "median_abs": self.median_abs,
-                "p90_abs": self.p90_abs, "signed_median": self.signed_median, "fallback": self.fallback}
+                "p90_abs": self.p90_abs, "signed_median": self.signed_median, "fallback": self.fallback,
+                "device": self.device, "runtime": self.runtime}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ErrorBand:
+        """The band of :meth:`as_dict` (a result read back from JSON)."""
+        return cls(figure=str(d.get("figure", "")), key=str(d.get("key", "fallback")), n=int(d.get("n", 0)),
+                   median_abs=float(d.get("median_abs", 0.0)), p90_abs=float(d.get("p90_abs", 0.0)),
+                   signed_median=float(d.get("signed_median", 0.0)), fallback=bool(d.get("fallback", False)),
+                   device=str(d.get("device", "")), runtime=str(d.get("runtime", "")))
+
+    def regime(self) -> str:
+        """``ttft on h100-sxm under serving``: the regime the band was looked up for."""
+        return self.figure + (f" on {self.device}" if self.device else "") + \
+            (f" under {self.runtime}" if self.runtime else "")
 
     def describe(self) -> str:
         where = "no measured data in this regime (wide fallback)" if self.fallback else \
@@ -103,4 +125,20 @@ def band_for(figure: str, device: str, vendor: str = "", runtime: str = "",
     return ErrorBand(figure=figure, key=str(b.get("key", "fallback")), n=int(b.get("n", 0)),
                      median_abs=float(b.get("median_abs", 0.0)), p90_abs=float(b.get("p90_abs", 0.0)),
                      signed_median=float(b.get("signed_median", 0.0)),
-                     fallback=bool(b.get("fallback", False)) or b.get("key") == "fallback")
+                     fallback=bool(b.get("fallback", False)) or b.get("key") == "fallback", device=device,
+                     runtime=runtime)
+
+
+def figure_bands(hw: Any, runtime: str = "", figures: tuple[str, ...] = FIGURES,
+                 table: dict[str, Any] | None = None) -> dict[str, ErrorBand]:
+    """The band of each figure kind on hardware profile *hw* (its ``name`` and ``vendor``) under *runtime*."""
+    return {f: band_for(f, hw.name, getattr(hw, "vendor", "") or "", runtime, table) for f in figures}
+
+
+def band_range(value: float | None, band: ErrorBand | dict[str, Any] | None) -> tuple[float, float] | None:
+    """``(value / (1 + p90_abs), value * (1 + p90_abs))``: the band's range of a time, or of a rate (the reciprocal
+    band of its time is the same pair); None for a missing or non-finite value or no band."""
+    if value is None or band is None or not math.isfinite(float(value)):
+        return None
+    f = 1.0 + float(band["p90_abs"] if isinstance(band, dict) else band.p90_abs)
+    return float(value) / f, float(value) * f

@@ -24,6 +24,8 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     attn_matrix_efficiency = 1.0     # flash attention's Q K^T / P V: fraction of the achievable matmul rate
     attn_exp_per_s = 3.9e12          # softmax exponentials per second (SFU: SMs x 16 / clock x clock)
     attn_fill_keys = 300             # pipeline fill / epilogue per query row, in key positions of work
+    l2_read_bw_bytes_per_s = 7.2e12  # L2 -> SM read bandwidth (datasheet bytes / clock x clock): serves the
+                                     # repeated K/V reads of a decode kernel that reads K/V once per query head
     [timing.gemm_achievable_flops_per_s]  # best achievable dense matmul FLOP/s per dtype (the "MAMF" table):
     bf16 = 794.5e12                  # the large-GEMM ceiling; gemm_matrix_efficiency is then a fraction of it
     fp8 = 1402.6e12
@@ -39,6 +41,8 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     inter_hop_latency_s = 5e-6       # per step that crosses nodes (InfiniBand / Ethernet)
     inter_bw_bytes_per_s_per_nic = 20e9
     nics_per_node = 8
+    inter_ramp_bytes_per_nic = 4.5e6 # buffer bytes per NIC in use: NCCL adds channels (NICs) as a buffer grows
+    library = "nccl"                 # nccl | rccl (LL / LL128 / Simple protocols) | hccl | xla | oneccl (one protocol)
     nvls_bw_bytes_per_s = 400e9      # in-switch reduction bandwidth per GPU (only with "nvls")
     device_latency_s = 8e-6          # the device part of base_latency_s: what a call costs inside a CUDA graph
                                      # (base_latency_s - device_latency_s = host launch + sync of a host call)
@@ -64,6 +68,7 @@ __all__ = ["KernelTiming", "CollectiveParams", "parse_timing", "parse_collective
 #: Kinds of streaming kernels a profile may give a bandwidth fraction for (others fall back to elementwise).
 STREAM_KINDS = ("elementwise", "norm", "rotary", "act_mul", "gather", "softmax", "reduction", "copy")
 COLLECTIVE_ALGORITHMS = ("ring", "tree", "nvls")
+COLLECTIVE_LIBRARIES = ("nccl", "rccl", "hccl", "xla", "oneccl")
 GEMM_TILE_POLICIES = ("best", "cover_m")
 
 
@@ -93,6 +98,7 @@ class KernelTiming:
     attn_matrix_efficiency: float | None = None   # None: gemm_matrix_efficiency
     attn_exp_per_s: float | None = None           # None: derived from the vector fp32 peak (graphroof.timing.attention)
     attn_fill_keys: float = 0.0
+    l2_read_bw_bytes_per_s: float | None = None   # None: repeated K/V reads come from DRAM (graphroof.timing.attention)
 
     def stream_efficiency(self, kind: str) -> float:
         """Bandwidth fraction for a streaming kernel of *kind* (``elementwise`` when the kind is not listed)."""
@@ -113,6 +119,12 @@ class CollectiveParams:
     nics_per_node: int = 1
     nvls_bw_bytes_per_s: float | None = None
     derived: bool = False
+    #: buffer bytes per NIC in use across nodes (NCCL opens channels, each tied to a NIC, as a buffer grows): a
+    #: buffer of S bytes leaves the node through min(g, nics_per_node, max(1, S / this)) NICs; None: all from the start
+    inter_ramp_bytes_per_nic: float | None = None
+    #: the collective library: "nccl" / "rccl" pick among NCCL's LL / LL128 / Simple protocols
+    #: (:data:`graphroof.timing.collectives.PROTOCOLS`); "hccl", "xla", "oneccl": one protocol at the full bandwidth
+    library: str = "nccl"
     #: device-side part of ``base_latency_s`` (a call replayed inside a CUDA graph pays only this); None: the
     #: profile does not split it (the whole base latency counts under CUDA graphs too)
     device_latency_s: float | None = None
@@ -175,7 +187,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
              "gemm_tile_policy", "gemm_overlap_exponent", "gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
              "graph_launch_overhead_s", "stream_bw_efficiency", "gemm_achievable_flops_per_s",
              "gemm_dequant_flops_per_mac", "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys",
-             "gemm_stream_k"}
+             "gemm_stream_k", "l2_read_bw_bytes_per_s"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
     kw: dict[str, Any] = {}
@@ -214,7 +226,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
             raise HardwareProfileError(f"{path.name}: timing.gemm_stream_k must be true or false, "
                                        f"got {t['gemm_stream_k']!r}")
         kw["gemm_stream_k"] = t["gemm_stream_k"]
-    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s"):
+    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s", "l2_read_bw_bytes_per_s"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k])
     if "attn_matrix_efficiency" in t:
@@ -238,7 +250,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
     known = {"algorithms", "base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s",
              "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "nics_per_node", "nvls_bw_bytes_per_s",
              "device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
-             "custom_max_bytes"}
+             "custom_max_bytes", "inter_ramp_bytes_per_nic", "library"}
     _unknown(path, "collectives", c, known)
     kw: dict[str, Any] = {}
     if "algorithms" in c:
@@ -252,9 +264,14 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k], strict_lo=False, hi=1.0)
     for k in ("intra_bus_bw_bytes_per_s", "inter_bw_bytes_per_s_per_nic", "nvls_bw_bytes_per_s",
-              "p2p_bw_bytes_per_s", "custom_max_bytes"):
+              "p2p_bw_bytes_per_s", "custom_max_bytes", "inter_ramp_bytes_per_nic"):
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k])
+    if "library" in c:
+        if c["library"] not in COLLECTIVE_LIBRARIES:
+            raise HardwareProfileError(f"{path.name}: collectives.library must be one of "
+                                       f"{', '.join(COLLECTIVE_LIBRARIES)}, got {c['library']!r}")
+        kw["library"] = c["library"]
     if "nics_per_node" in c:
         kw["nics_per_node"] = _number(path, "collectives.nics_per_node", c["nics_per_node"], integer=True)
     out = CollectiveParams(**{**CollectiveParams().__dict__, **kw})

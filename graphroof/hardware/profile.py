@@ -9,6 +9,7 @@ from typing import Any
 from ..dtypes import canonical_dtype, peak_key_candidates
 from ..errors import HardwareProfileError
 from .params import CollectiveParams, KernelTiming
+from .profile_cache import memo_of
 
 __all__ = ["HardwareProfile"]
 
@@ -56,7 +57,16 @@ class HardwareProfile:
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
-        """(peak FLOP/s, ``"matrix.bf16"``) for computing *dtype* on *unit*; falls back to a wider dtype."""
+        """(peak FLOP/s, ``"matrix.bf16"``) for computing *dtype* on *unit*; falls back to a wider dtype (memoised
+        per profile: :mod:`graphroof.hardware.profile_cache`)."""
+        memo = memo_of(self)
+        key = ("peak", unit, dtype)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = self._peak(unit, dtype)
+        return hit
+
+    def _peak(self, unit: str, dtype: str) -> tuple[float, str]:
         table = self.matrix_peak_flops_per_s if unit == "matrix" else self.vector_peak_flops_per_s
         if not table and unit == "vector":  # no vector table (TPUs): the matrix units are all there is
             table, unit = self.matrix_peak_flops_per_s, "matrix"

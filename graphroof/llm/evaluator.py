@@ -203,9 +203,11 @@ class PhasePricer:
         n = c.shape[-1]
         out = np.empty(n)
         memo: dict[tuple, float] = {}
+        cols = np.asarray(c, dtype=float).T.tolist()  # the same doubles as float(c[f, j]), converted in one pass
+        shapes = None if mnk is None else list(zip(*(np.asarray(m).tolist() for m in mnk)))
         for j in range(n):
-            vals = tuple(float(v) for v in c[:, j])
-            shape = None if mnk is None else tuple(int(m[j]) for m in mnk)
+            vals = tuple(cols[j])
+            shape = None if shapes is None else tuple(int(v) for v in shapes[j])
             nd = node_of(gi, j)
             key = (vals, shape, id(nd))
             if key not in memo:
@@ -316,6 +318,16 @@ class PhasePricer:
             if idx is not None:
                 rows[gi, 1] = (r[1] - r[5])[idx].mean() + r[5][0]
         return means, self._overlap_rows(rows)
+
+    def kernel_rows_at(self, b: int, xs: Sequence[int], groups: Sequence[int]) -> np.ndarray:
+        """One kernel of each of *groups* at the single steps ``(b, x)`` for every x of *xs*, in one pass per
+        group: ``[groups, 6, points]`` (ideal, realistic with its launch, compute, memory, network, launch), the
+        rows :meth:`group_means` gives a step ``lo == hi`` before the overlapped launches are shared out."""
+        grid = self.grid
+        x = np.asarray(xs, dtype=np.int64).reshape(-1)
+        cost, mnks = grid.costs_many(np.full(len(x), b, dtype=np.int64), x)
+        return np.stack([self._group_rows(gi, cost[gi], mnks[gi], lambda g, j: grid.node_at(g, b, int(x[j])))
+                         for gi in groups]).reshape(len(groups), 6, len(x))
 
     def _overlap_rows(self, rows: np.ndarray) -> np.ndarray:
         """Per-group rows of an overlapped step: each group's launch scaled to its share of the exposed host time,

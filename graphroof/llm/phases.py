@@ -14,6 +14,7 @@ step).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -22,7 +23,7 @@ from ..counters.cost import Cost
 from ..counters.count import CountSummary, count
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
-from ..errors import FrontendError
+from ..errors import FrontendError, GraphroofWarning, warn
 from ..frontends.source import LLMSource
 from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
@@ -92,8 +93,10 @@ class Pipeline:
         self.poly_notes: list[str] = []
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
-        g = requantize(mark_kv_cache(graph), self.quant)
-        return shard(g, self.tp if tp is None else tp, self.plan)
+        g, shared = _SHARED.quantized(graph, self.quant)
+        out = shard(g, self.tp if tp is None else tp, self.plan)
+        # the shared graph is never handed out: subclasses may edit the prepared graph in place
+        return out.map_ops(lambda op: op) if shared and out is g else out
 
     def scale(self, graph: OpGraph) -> None:
         """Counted costs -> per-device costs (the TP split; :class:`~graphroof.llm.parallel.ParallelPipeline`
@@ -112,7 +115,7 @@ class Pipeline:
             if g is None:
                 what = f"past {x}" if phase == "decode" else f"seq {x}"
                 self.progress(f"tracing {self.source.name}: {phase} graph, batch {batch}, {what}")
-                g = self.source.decode_graph(batch, x) if phase == "decode" else self.source.prefill_graph(batch, x)
+                g = _SHARED.traced(self.source, phase, batch, x)
             self._raw[key] = g
         return self._raw[key]
 
@@ -198,7 +201,7 @@ class Pipeline:
     def _priced(self, graph_phase: str, plan: GridPlan, check: tuple, batch: int, lo: int, hi: int,
                 meta: Mapping | None) -> Analysis | None:
         """The breakdown on *plan*, or None when its counted graphs cannot be interpolated there."""
-        grids = self._breakdown(graph_phase, plan, check)
+        grids = self.breakdown(graph_phase, plan, check)
         if grids is None:
             return None
         kgrid, ogrid, counted = grids
@@ -215,7 +218,7 @@ class Pipeline:
         return Analysis(g, self.hw, counted[0].summary, depth=self.depth, meta=dict(meta or {}), kernels=kg,
                         runtime=self.runtime.name, step_launch_s=launch)
 
-    def _breakdown(self, graph_phase: str, plan: GridPlan, check: tuple) -> tuple | None:
+    def breakdown(self, graph_phase: str, plan: GridPlan, check: tuple) -> tuple | None:
         """(kernel grid, op grid, counted graphs at the plan's points) of *graph_phase* on *plan*; None when the
         counted graphs cannot be interpolated (they differ in structure)."""
         key = (graph_phase, plan, check)
@@ -264,6 +267,63 @@ class Pipeline:
                     kg.set(n, BOUND, replace(b, t_realistic_s=b.t_realistic_s - b.t_launch_s, t_launch_s=0.0))
         return Analysis(g, self.hw, c.summary, depth=self.depth, kernels=kg, runtime=self.runtime.name,
                         step_launch_s=self.step_launch_s(phase))
+
+
+class _SharedGraphs:
+    """Traced graphs, and their KV-marked and requantized forms, shared by every :class:`Pipeline` on the same
+    source object (the planner's pipeline groups, a sweep's TP degrees and dtypes): tracing (or reading a stored
+    trace) and re-typing do not depend on the device, the TP degree or the runtime, and the graphs are never edited
+    in place (each stage returns a new graph).  Only the latest source's graphs are kept, at most
+    :attr:`MAX_GRAPHS` of each kind; the warnings a trace raised are raised again on every hit, as a fresh trace
+    raises them."""
+
+    MAX_GRAPHS = 64
+
+    def __init__(self) -> None:
+        self.source: object | None = None
+        self.raw: dict[tuple, tuple[OpGraph, list]] = {}
+        self.quant: dict[tuple, tuple[OpGraph, OpGraph]] = {}   # (id(raw), quant) -> (raw, prepared minus TP)
+
+    def traced(self, source: LLMSource, phase: str, batch: int, x: int) -> OpGraph:
+        if self.source is not source:
+            self.source, self.raw, self.quant = source, {}, {}
+        key = (phase, batch, x)
+        hit = self.raw.get(key)
+        if hit is not None:
+            for category, message in hit[1]:
+                warn(message, category)
+            return hit[0]
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            g = source.decode_graph(batch, x) if phase == "decode" else source.prefill_graph(batch, x)
+        ours = []
+        for w in rec:  # raised again outside the recorder: the caller's filters decide
+            if issubclass(w.category, GraphroofWarning):
+                ours.append((w.category, str(w.message)))
+                warn(str(w.message), w.category)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if len(self.raw) >= self.MAX_GRAPHS:
+            self.raw.clear()
+            self.quant.clear()
+        self.raw[key] = (g, ours)
+        return g
+
+    def quantized(self, graph: OpGraph, quant: Quant) -> tuple[OpGraph, bool]:
+        """``requantize(mark_kv_cache(graph), quant)`` and whether it is a shared graph (only graphs of
+        :meth:`traced` are shared)."""
+        if not any(g is graph for g, _ in self.raw.values()):
+            return requantize(mark_kv_cache(graph), quant), False
+        key = (id(graph), quant)
+        hit = self.quant.get(key)
+        if hit is None or hit[0] is not graph:
+            if len(self.quant) >= self.MAX_GRAPHS:
+                self.quant.clear()
+            hit = self.quant[key] = (graph, requantize(mark_kv_cache(graph), quant))
+        return hit[1], True
+
+
+_SHARED = _SharedGraphs()
 
 
 def _priced_view(counted: list, which: str, grid: KernelGrid, priced: tuple, w: list[float],

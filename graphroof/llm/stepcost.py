@@ -24,7 +24,14 @@ every other LLM figure (:class:`~graphroof.llm.evaluator.PhasePricer`):
   graph launch, no per-kernel launch); a step with prefill work launches each working kernel.
 
 Kernel groups whose cost depends only on ``m`` (weights' GEMMs, norms, collectives) or only on ``n`` are priced
-once per value into tables; only attention and KV-cache groups are evaluated per step.
+once per value into tables; only attention and KV-cache groups are evaluated per step.  A single step (scalar
+arguments, what a simulation's general step asks) takes a scalar path: the tables read as floats, and the
+per-step groups' sums memoised on what they depend on, ``(m, s)`` for the decode part and ``(n, attention work,
+m == 0)`` for the chunk's part; a miss is priced exactly as the vectorised path prices one step (the same
+1-element arrays), so a memoised step equals the vectorised one bit for bit (``memo=False``: no memo).  A
+decode-only call (a simulation's decode run) keeps its kernels' rows: the step an arrival then joins, at one of
+those states, takes its decode part from them plus each working kernel's launch (launched eagerly, not replayed
+as a graph), the same doubles as pricing it again.
 """
 
 from __future__ import annotations
@@ -35,13 +42,18 @@ import numpy as np
 
 from ..errors import InputError
 from .evaluator import PhasePricer
-from .grids import KernelGrid
+from .grids import FIELDS, KernelGrid
 from .poly import DEGREE, GridPlan, grid_points
 from .price import _lattice, _recounter, step_launch_s
 
 __all__ = ["StepCost"]
 
 _SUMS = ("ideal", "realistic", "compute", "memory", "network", "launch")
+#: entries a memo of per-step sums holds before it is emptied (a bound on memory; ~100 bytes an entry)
+MEMO_ENTRIES = 1 << 18
+_INTS = (int, np.integer)
+_FLOATS = (int, float, np.integer, np.floating)
+_F = {f: i for i, f in enumerate(FIELDS)}
 
 
 
@@ -64,7 +76,8 @@ class StepCost:
     steps will ask for (they place the traced grid; larger values are extrapolated along the exact polynomials).
     """
 
-    def __init__(self, engine: Any, *, max_batch: int = 256, max_context: int = 4096, max_chunk: int = 4096):
+    def __init__(self, engine: Any, *, max_batch: int = 256, max_context: int = 4096, max_chunk: int = 4096,
+                 memo: bool = True):
         src, pipe = engine.source, engine.pipeline
         if not src.kv_cache or src.cross_tokens(1) or src.spec.state_layers:
             raise InputError(f"{src.name}: the step cost models decoders with a KV cache (no encoder-decoder, no "
@@ -74,6 +87,10 @@ class StepCost:
                 raise InputError(f"{flag} must be an integer >= 2, got {v!r}")
         self.hw, self.pipe = engine.hw, pipe
         self.max_batch, self.max_chunk = max_batch, max_chunk
+        self.memo = memo
+        self._memo_dec: dict[tuple, tuple[float, float]] = {}   # (alone, m, s) -> the decode part (ideal, real)
+        self._memo_pre: dict[tuple, tuple[float, float]] = {}   # (n, attention, m == 0) -> the chunk's part
+        self._last: tuple | None = None  # the last decode-only call: (m, s, per group (costs, CUDA-graph rows))
         self.spec = spec = getattr(engine, "spec", None)
         self.k = spec.k if spec is not None else 0
         self._draft = (spec.draft.step_cost(max_batch=max_batch, max_context=max_context, max_chunk=2)
@@ -93,11 +110,12 @@ class StepCost:
         self._pre = PhasePricer(self.prefill, self.hw, runtime=rt)
         self._decode_tables(max_batch * (self.k + 1) + max_chunk)
         self._prefill_tables(max_chunk)
+        self._fixed_rows()
 
     # -- tables ----------------------------------------------------------------------------------------------
     def _decode_tables(self, top: int) -> None:
         """Per batch m = 0 .. top: each group's cost ``A[m] + B[m] x`` in the cached length x, and the summed
-        time of the groups that do not depend on x."""
+        time of the groups that do not depend on x (under a CUDA graph up to the largest decode-only step)."""
         ms = np.arange(1, top + 1)
         x0, x1 = self.decode.plan.xs[0], self.decode.plan.xs[-1]
         c0, mk0 = self.decode.costs_many(ms, np.full(top, x0))
@@ -119,10 +137,11 @@ class StepCost:
             self.d_mnk.append(tuple((np.concatenate([[1.0], u - s * x0]), np.concatenate([[0.0], s]))
                                     for u, s in zip(a, sl)))
         fixed = [gi for gi in range(len(self.d_vary)) if not self.d_vary[gi]]
-        m_all = np.arange(top + 1)
         self.d_table = {}
-        for key, pricer in (("graph", self._dec_graph), ("eager", self._dec_eager)):
-            self.d_table[key] = self._sum(pricer, fixed, self.dA, self.d_mnk, m_all, np.zeros(top + 1))
+        # a CUDA-graph step decodes alone: at most max_batch (k + 1) tokens; a mixed step adds its chunk's
+        for key, pricer, last in (("graph", self._dec_graph, self.max_batch * (self.k + 1)),
+                                  ("eager", self._dec_eager, top)):
+            self.d_table[key] = self._sum(pricer, fixed, self.dA, self.d_mnk, np.arange(last + 1), np.zeros(last + 1))
 
     def _prefill_tables(self, top: int) -> None:
         """Each group's prompt-length polynomial ``p0 + p1 x + p2 x^2`` at batch 1, and the summed time of the
@@ -143,10 +162,11 @@ class StepCost:
         cost_n[:, :, 0] = 0.0
         self.p_table = {True: self._sum(self._pre, fixed, cost_n, self._chunk_mnk(n), None, None)}
 
-    def _chunk_mnk(self, n: np.ndarray) -> list[tuple | None]:
+    def _chunk_mnk(self, n: np.ndarray, groups: Any = None) -> list[tuple | None]:
+        """Each prefill group's GEMM shape at chunks of *n* tokens (only *groups*' when given; None elsewhere)."""
         out: list[tuple | None] = []
-        for m in self.p_mnk:
-            if m is None:
+        for gi, m in enumerate(self.p_mnk):
+            if m is None or (groups is not None and gi not in groups):
                 out.append(None)
                 continue
             out.append(tuple(np.maximum(1, np.rint(sum(c * n ** k for k, c in enumerate(d)))).astype(np.int64)
@@ -182,6 +202,128 @@ class StepCost:
 
         return pricer._steps(cost_of, mnk_of, node_of, n, groups)  # noqa: SLF001 - the evaluator's per-step sums
 
+    def _fixed_rows(self) -> None:
+        """The per-step groups, and the tables as Python floats for the scalar path (the same doubles)."""
+        self._vary_d = [gi for gi in range(len(self.d_vary)) if self.d_vary[gi]]
+        self._vary_p = [gi for gi in range(len(self.p_vary)) if self.p_vary[gi]]
+        launch = self._dec_graph.step_launch_s
+        self._graph = {row: self.d_table["graph"][row] + (0.0 if row == 0 else launch) for row in (0, 1)}
+        self._lists = {row: (self._graph[row].tolist(), self.d_table["eager"][row].tolist(),
+                             self.p_table[True][row].tolist()) for row in (0, 1)}
+
+    def _remember(self, memo: dict, key: tuple, sums: np.ndarray) -> tuple[float, float]:
+        val = (float(sums[0, 0]), float(sums[1, 0]))
+        if self.memo:
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            memo[key] = val
+        return val
+
+    def _decode_part(self, alone: bool, m: int, s: int) -> tuple[float, float]:
+        """(ideal, realistic) seconds of the per-step decode groups (attention over the cache) of *m* sequences
+        with *s* cached tokens in all: under the CUDA graph when the step decodes *alone*, else launched eagerly."""
+        key = (alone, m, s)
+        hit = self._memo_dec.get(key)
+        if hit is not None:
+            return hit
+        if not alone and self._last is not None:
+            at = np.flatnonzero((self._last[0] == m) & (self._last[1] == s))
+            if len(at):
+                return self._remember(self._memo_dec, key, self._eager_from(self._last[2], int(at[0])))
+        pricer = self._dec_graph if alone else self._dec_eager
+        sums = self._sum(pricer, self._vary_d, self.dA, self.d_mnk, np.array([m], dtype=np.int64), np.array([s / m]))
+        return self._remember(self._memo_dec, key, sums)
+
+    def _chunk_part(self, n: int, attn: float, alone: bool) -> tuple[float, float]:
+        """(ideal, realistic) seconds of the chunk's per-step groups (attention-like, quadratic in the prompt): *n*
+        tokens doing *attn* causal pairs of work, with the weights' share ``P(0)`` when the chunk runs *alone*."""
+        key = (n, attn, alone)
+        hit = self._memo_pre.get(key)
+        if hit is not None:
+            return hit
+        nn = np.array([float(n)])
+        cost = (self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * np.array([attn])
+                + self.p[:, :, :1] * np.array([alone]))
+        sums = self._sum(self._pre, self._vary_p, cost, self._chunk_mnk(nn, self._vary_p), None, None)
+        return self._remember(self._memo_pre, key, sums)
+
+    def _decode_rows(self, m: np.ndarray, x: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per decode group growing with the context: its costs ``[fields, n]`` at batches *m* and mean cached
+        lengths *x*, and one kernel's rows ``[6, n]`` under the CUDA graph (what :meth:`_sum` adds up)."""
+        grid, x0, out = self.decode, int(self.decode.plan.xs[0]), []
+        for gi in self._vary_d:
+            c = np.maximum(0.0, self.dA[gi][:, m] + self.dB[gi][:, m] * x)
+            mk = self.d_mnk[gi]
+            mnk = None if mk is None else tuple(np.maximum(1, np.rint(a[m] + b[m] * x)).astype(np.int64) for a, b in mk)
+            out.append((c, self._dec_graph._group_rows(  # noqa: SLF001 - the evaluator's per-kernel rows
+                gi, c, mnk, lambda g, j: grid.node_at(g, max(int(m[j]), 1), x0))))
+        return out
+
+    def _eager_from(self, parts: list[tuple[np.ndarray, np.ndarray]], j: int) -> np.ndarray:
+        """The sums ``[6, 1]`` of the same groups at column *j* launched eagerly: the CUDA-graph rows plus each
+        working kernel's launch (as :meth:`PhasePricer._group_rows` adds it), summed as :meth:`_sum` sums."""
+        sums, launch_s = np.zeros((6, 1)), self._dec_eager.launch_s
+        for gi, (c, rows) in zip(self._vary_d, parts):
+            c, r = c[:, j:j + 1], rows[:, j:j + 1].copy()
+            nbytes = c[_F["weight_bytes"]] + c[_F["act_read_bytes"]] + c[_F["act_write_bytes"]] + \
+                c[_F["kv_read_bytes"]] + c[_F["kv_write_bytes"]]
+            works = ((c[_F["matrix_flops"]] + c[_F["vector_flops"]]) != 0) | (nbytes != 0) | (c[_F["net_bytes"]] != 0)
+            r[5] = np.where(works, launch_s, 0.0)
+            r[1] = r[1] + r[5]
+            sums += self._dec_eager.mult[gi] * r
+        return sums
+
+    def _decodes(self, decode_seqs: Any, decode_context: Any, ideal: bool) -> np.ndarray:
+        """Decode-only steps (arrays; what a simulation's decode run asks): the vectorised path without a chunk."""
+        m, s = (np.asarray(v, dtype=np.int64) for v in np.broadcast_arrays(decode_seqs, decode_context))
+        shape = m.shape
+        m, s = m.reshape(-1), s.reshape(-1)
+        if not m.size:
+            return np.zeros(shape)
+        if m.max() > self.max_batch:
+            raise InputError(f"a step beyond the step cost's tables (decode batch <= {self.max_batch}, chunk <= "
+                             f"{self.max_chunk} tokens): build it with larger max_batch / max_chunk")
+        if m.min() < 0 or s.min() < 0:
+            raise InputError("step sizes must be >= 0")
+        row, dec = (0 if ideal else 1), m > 0
+        t = np.where(dec, self._graph[row][m * (self.k + 1)], 0.0)
+        rows = np.flatnonzero(dec)
+        if self._vary_d and len(rows):
+            mr, sr = m[rows], s[rows]
+            parts = self._decode_rows(mr, sr / mr)
+            sums = np.zeros((6, len(rows)))
+            for gi, (_, r) in zip(self._vary_d, parts):
+                sums += self._dec_graph.mult[gi] * r
+            t[rows] += sums[row]
+            self._last = (mr, sr, parts)  # the step an arrival joins next decodes one of these states, eagerly
+        if self.spec is not None and len(rows):
+            t += self._drafts(m, s, ideal)
+        return t.reshape(shape)
+
+    def _one(self, n: int, o: int, m: int, s: int, attn: float | None, ideal: bool) -> np.ndarray:
+        """One step (scalar arguments): the vectorised path's arithmetic on floats, in its order."""
+        if m > self.max_batch or n > self.max_chunk:
+            raise InputError(f"a step beyond the step cost's tables (decode batch <= {self.max_batch}, chunk <= "
+                             f"{self.max_chunk} tokens): build it with larger max_batch / max_chunk")
+        attn = 2.0 * o * n + float(n) ** 2 if attn is None else float(attn)
+        if n < 0 or o < 0 or m < 0 or s < 0 or attn < 0:
+            raise InputError("step sizes must be >= 0")
+        row = 0 if ideal else 1
+        graph, eager, chunk = self._lists[row]
+        t = 0.0
+        if m > 0:
+            t = graph[m * (self.k + 1)] if n == 0 else eager[m * (self.k + 1) + n]
+            if self._vary_d:
+                t += self._decode_part(n == 0, m, s)[row]
+        if n > 0:
+            if m == 0:
+                t += chunk[n]
+            if self._vary_p:
+                t += self._chunk_part(n, attn, m == 0)[row]
+        if self.spec is not None and m > 0:
+            t += float(self._drafts(np.array([m], dtype=np.int64), np.array([s], dtype=np.int64), ideal)[0])
+        return np.array(t)
+
     # -- steps -----------------------------------------------------------------------------------------------
     def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
                  decode_context: Any = 0, *, prefill_attention: Any = None, ideal: bool = False) -> np.ndarray:
@@ -191,6 +333,14 @@ class StepCost:
         Several chunks in one step (of different sequences): *prefill_tokens* their sum and *prefill_attention*
         the sum over the chunks of ``2 o_i n_i + n_i^2`` (the causal attention work each adds); default
         ``2 o n + n^2`` of the one chunk."""
+        if (isinstance(prefill_tokens, _INTS) and isinstance(prefill_offset, _INTS) and isinstance(decode_seqs, _INTS)
+                and isinstance(decode_context, _INTS) and (prefill_attention is None
+                                                           or isinstance(prefill_attention, _FLOATS))):
+            return self._one(int(prefill_tokens), int(prefill_offset), int(decode_seqs), int(decode_context),
+                             None if prefill_attention is None else float(prefill_attention), ideal)
+        if (isinstance(prefill_tokens, _INTS) and prefill_tokens == 0 and isinstance(prefill_offset, _INTS)
+                and prefill_offset >= 0 and prefill_attention is None):
+            return self._decodes(decode_seqs, decode_context, ideal)
         n, o, m, s, attn, shape = step_arrays(prefill_tokens, prefill_offset, decode_seqs, decode_context,
                                               prefill_attention)
         if np.any(m > self.max_batch) or np.any(n > self.max_chunk):
@@ -219,7 +369,7 @@ class StepCost:
         if vary_p and len(rows):
             nn = n[rows].astype(float)
             cost = self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * attn[rows] + self.p[:, :, :1] * (m[rows] == 0)
-            t[rows] += self._sum(self._pre, vary_p, cost, self._chunk_mnk(nn), None, None)[row]
+            t[rows] += self._sum(self._pre, vary_p, cost, self._chunk_mnk(nn, vary_p), None, None)[row]
         if self.spec is not None and np.any(dec):  # the drafts of the m decode sequences
             t += self._drafts(m, s, ideal)
         return t.reshape(shape)

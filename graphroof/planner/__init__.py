@@ -12,19 +12,10 @@ GPU against tokens/s per user, the cheapest configuration per rate, and each con
 
 from __future__ import annotations
 
-from typing import Any
+from .._lazy import lazy_getattr
 
 __all__ = ["plan", "PlanResult"]
 
 _LAZY = {"plan": "api", "PlanResult": "result"}
 
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphroof.planner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import InputError
 from .fanout import check_fanout, ray_session, run_tasks
 from .flags import check_engines, flags_for
-from .result import PlanResult, pareto
+from .result import PlanResult, pareto, plan_bands
 from .space import Config, Settings, by_gpus, by_usd, check_list, expand
 from .worker import clear_cache, run_group
 
@@ -186,7 +186,8 @@ def plan(model: Any, *, hw: Any, rate: Any, slo_ttft_s: float | None = None, slo
     timing = {"check_and_open_s": t1 - t0, "search_and_refine_s": t2 - t1, "choose_s": t3 - t2,
               "total_s": time.perf_counter() - t0}
     return PlanResult(model=src.name, settings=settings, configs=out_configs, frontier=frontier, cheapest=cheapest,
-                      counts=counts, notes=notes, timing=timing)
+                      counts=counts, notes=notes, timing=timing,
+                      bands=plan_bands(chk["profiles"], runtime, bool(pricing is not None and pricing.ideal)))
 
 
 def _open(st: Settings, configs: list[Config], progress: Callable[[str], None] | None) -> Any:

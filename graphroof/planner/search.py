@@ -8,7 +8,10 @@ process ran it or in what order.
 * **Capacity**: bisection on the per-replica rate from the analytic estimate (:mod:`.bounds`): up by 1.5x while
   the SLOs hold (to 1.5x the decode-only upper bound), down by 2x while they do not (to 1/64 of the estimate),
   then halving the bracket until it is within ``tolerance`` of its top (at most :data:`MAX_TRIALS` simulations).
-  The SLOs hold when the ``slo_percentile`` of TTFT and of TPOT over the requests are within them.
+  The SLOs hold when the ``slo_percentile`` of TTFT and of TPOT over the requests are within them.  A trial needs
+  only that verdict: its simulation stops once the TTFT percentile is certain to miss the SLO (:func:`stop_rule`;
+  the verdict is the whole run's, the TTFT SLO being checked first), else runs to the end (its figures then serve
+  a point at the same rate).
 * **Replicas**: an offered rate R runs on ``r = ceil(R / capacity)`` replicas, each seeing R / r (requests split
   evenly; each replica's stream is the seeded Poisson stream at R / r); that point is simulated for its figures, and
   r raised (at most 3 times) if it misses the SLOs (simulation noise at the bracket's edge).
@@ -24,9 +27,22 @@ import numpy as np
 from .bounds import Bounds
 from .space import Config, Settings, replicas_floor
 
-__all__ = ["Simulator", "search_config", "MAX_TRIALS"]
+__all__ = ["Simulator", "search_config", "stop_rule", "MAX_TRIALS"]
 
 MAX_TRIALS = 14
+
+
+def stop_rule(slo_ttft_s: float | None, pct: float, n: int) -> tuple[float, int] | None:
+    """When a trial of *n* requests may stop: (limit, k) once k requests are certain to have a TTFT above the limit.
+
+    numpy's percentile ``q`` (linear) lies between the order statistics ``floor(q (n - 1))`` and the next, so when
+    ``k = n - floor(q (n - 1))`` requests exceed the SLO, both do and so does the percentile, whatever the rest of
+    the run.  The floor is taken a hair low and the limit a hair high (1e-9) so rounding never decides it; None:
+    no stop (no TTFT SLO, or a single request)."""
+    lower = math.floor((n - 1) * (float(pct) / 100.0) - 1e-9)
+    if slo_ttft_s is None or not math.isfinite(slo_ttft_s) or slo_ttft_s <= 0 or lower < 0:
+        return None
+    return slo_ttft_s * (1.0 + 1e-9), n - lower
 
 
 class Simulator:
@@ -39,10 +55,19 @@ class Simulator:
                               ideal=ideal, attention_arg=attn, admission=st.admission)
         self.c, self.st, self.d = c, st, d
         self.memo: dict[float, dict[str, Any]] = {}
+        self.missed: set[float] = set()  # rates whose trial stopped early on the TTFT SLO (no figures)
         self.count = 0
 
-    def run(self, lam: float) -> dict[str, Any]:
-        """The figures of one replica at *lam* requests/s."""
+    def verdict(self, lam: float) -> str | None:
+        """The SLO *lam* requests/s misses (None: it meets them), stopping the simulation once TTFT is decided."""
+        if lam in self.memo:
+            return self.memo[lam]["binding"]
+        if lam in self.missed:
+            return "ttft"
+        return self.run(lam, stop_rule(self.st.slo_ttft_s, self.st.slo_percentile, len(self.d.prompt)))["binding"]
+
+    def run(self, lam: float, ttft_stop: tuple[float, int] | None = None) -> dict[str, Any]:
+        """The figures of one replica at *lam* requests/s (with *ttft_stop*, perhaps only ``{"binding": "ttft"}``)."""
         if lam in self.memo:
             return self.memo[lam]
         from ..serving.metrics import rate_point, records_of
@@ -51,7 +76,12 @@ class Simulator:
 
         st = self.st
         wl = workload_at(self.d, lam, 0.0, st.kv_block)
-        out = simulate(self.em, wl, None)
+        out = simulate(self.em, wl, None, ttft_stop)
+        if lam not in self.missed:
+            self.count += 1  # a rate whose trial stopped early and is now run whole counts once
+        if out.stopped:
+            self.missed.add(lam)
+            return {"binding": "ttft"}
         rec = records_of(out, wl)
         pt = rate_point(lam, out, rec, self.c.gpus_per_replica, st.slo_ttft_s, st.slo_tpot_s)
         pct = st.slo_percentile
@@ -71,7 +101,6 @@ class Simulator:
                "preemptions": pt.preemptions, "kv_used_max": pt.kv_used_max, "binding": why,
                "requests": len(wl)}
         self.memo[lam] = fig
-        self.count += 1
         return fig
 
     def point(self, rate: float, replicas: int) -> dict[str, Any]:
@@ -94,7 +123,7 @@ def capacity(sim: Simulator, b: Bounds, st: Settings) -> tuple[float | None, flo
     top, bottom = 1.5 * b.capacity_upper_rps, lam / 64.0
     while trials < MAX_TRIALS:
         trials += 1
-        why = sim.run(lam)["binding"]
+        why = sim.verdict(lam)
         if why is None:
             lo = lam
             if lam >= top:
@@ -110,7 +139,7 @@ def capacity(sim: Simulator, b: Bounds, st: Settings) -> tuple[float | None, flo
     while trials < MAX_TRIALS and lo > 0 and math.isfinite(hi) and hi - lo > st.tolerance * hi:
         trials += 1
         mid = (lo + hi) / 2.0
-        why = sim.run(mid)["binding"]
+        why = sim.verdict(mid)
         if why is None:
             lo = mid
         else:

@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .columns import Column, table
+from .serve_bands import STEP_NOTE, band_parts, bands_of, range_text
 from .tables import csv_text
 
-__all__ = ["render_plan", "plan_rows", "pick_columns", "frontier_columns", "header_lines", "get"]
+__all__ = ["render_plan", "plan_rows", "pick_columns", "frontier_columns", "header_lines", "get", "plan_band_line",
+           "has_bands"]
 
 
 def get(obj: Any, name: str, default: Any = None) -> Any:
@@ -44,7 +46,37 @@ def _final(p: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**f, "config": p.get("config"), "config_index": p.get("config_index")} if f else p
 
 
-def pick_columns(pct: float) -> tuple[Column, ...]:
+def _range(key: str, fmt: Any) -> Any:
+    return lambda p: range_text(p.get(f"{key}_low"), p.get(f"{key}_high"), fmt)
+
+
+def _range_columns(pct: float) -> tuple[Column, ...]:
+    """The error-band ranges of a pick or a frontier point (graphroof.planner.result's ``*_low`` / ``*_high``)."""
+    return (Column(f"TTFT p{pct:g} range", lambda p: range_text(p.get("ttft_low_s"), p.get("ttft_high_s"), _ms)),
+            Column(f"TPOT p{pct:g} range", lambda p: range_text(p.get("tpot_low_s"), p.get("tpot_high_s"), _ms)),
+            Column("tok/s/user range", _range("tokens_per_s_per_user", _n)),
+            Column("out tok/s/GPU range", _range("output_tokens_per_s_per_gpu", _n)))
+
+
+def has_bands(r: Any) -> bool:
+    """Whether the plan holds error bands (its picks and frontier points then carry ranges)."""
+    return bool(get(r, "bands") or get(r, "error_bands"))
+
+
+def plan_band_line(r: Any) -> str | None:
+    """Each device's bands: regime and coverage, in words (None without bands)."""
+    bands = get(r, "bands") or get(r, "error_bands") or {}
+    if not bands:
+        return None
+    names = {"ttft": "TTFT", "tpot": "TPOT and tok/s/user", "throughput": "tok/s/GPU"}
+    parts = [p for dev in bands.values() for p in band_parts(bands_of({"bands": dev}), names)]
+    return ("error bands (the ranges: the factor within which 90% of graphroof validate's measured predictions of "
+            f"the regime fell; {STEP_NOTE}): " + "; ".join(parts))
+
+
+def pick_columns(pct: float, bands: bool = False) -> tuple[Column, ...]:
+    """A pick's columns; *bands*: with the error-band range columns after the figures."""
+    ranges = _range_columns(pct) if bands else ()
     return (
         Column("configuration", lambda p: p["config"]),
         Column("replicas", lambda p: str(p["replicas"])),
@@ -53,14 +85,15 @@ def pick_columns(pct: float) -> tuple[Column, ...]:
         Column(f"TPOT p{pct:g}", lambda p: _ms(p["tpot_s"])),
         Column("tok/s/user", lambda p: _n(p["tokens_per_s_per_user"])),
         Column("out tok/s/GPU", lambda p: _n(p["output_tokens_per_s_per_gpu"])),
+        *ranges,
         Column("$/h", lambda p: _usd(p.get("usd_per_hour"))),
         Column("$/M out tok", lambda p: _usd(p.get("usd_per_million_tokens"), "${:,.3f}")),
         Column("requests", lambda p: str(p.get("requests", "-"))),
     )
 
 
-def frontier_columns(pct: float) -> tuple[Column, ...]:
-    return (Column("rate req/s", lambda p: _n(p["rate_rps"], "{:,.4g}")), *pick_columns(pct))
+def frontier_columns(pct: float, bands: bool = False) -> tuple[Column, ...]:
+    return (Column("rate req/s", lambda p: _n(p["rate_rps"], "{:,.4g}")), *pick_columns(pct, bands))
 
 
 def header_lines(r: Any) -> list[str]:
@@ -154,6 +187,7 @@ def render_plan(r: Any, fmt: str = "terminal") -> str:
     md = fmt == "markdown"
     tf = "markdown" if md else "terminal"
     pct = (get(r, "settings") or {}).get("slo_percentile", 99.0)
+    banded = has_bands(r)
     h2 = "## " if md else "== "
     lines = [("# " if md else "") + header_lines(r)[0], ""]
     lines += [f"{x}{'  ' if md else ''}" for x in header_lines(r)[1:]] + [""]
@@ -164,10 +198,13 @@ def render_plan(r: Any, fmt: str = "terminal") -> str:
             lines += [f"{row['rate_rps']:g} req/s: no configuration meets the SLOs", ""]
             continue
         uniq = [picks[0]] + [p for p in picks[1:] if p["config_index"] != picks[0]["config_index"]]
-        lines += [f"{row['rate_rps']:g} req/s:", table(uniq, pick_columns(pct), tf), ""]
+        lines += [f"{row['rate_rps']:g} req/s:", table(uniq, pick_columns(pct, banded), tf), ""]
     lines += [f"{h2}Pareto frontier: output tok/s per GPU against tok/s per user (SLOs met, within budget)", ""]
     front = [{**_final(p), "rate_rps": p["rate_rps"]} for p in get(r, "frontier") or []]
-    lines += [table(front, frontier_columns(pct), tf) if front else "(no point meets the SLOs)", ""]
+    lines += [table(front, frontier_columns(pct, banded), tf) if front else "(no point meets the SLOs)", ""]
+    band = plan_band_line(r)
+    if band:
+        lines += [band, ""]
     fl = _flags_lines(r, md)
     if fl:
         lines += [f"{h2}engine flags of the picks", ""] + (fl if md else fl) + [""]

@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from .plan import _final, frontier_columns, get, header_lines, pick_columns
+from .plan import _final, frontier_columns, get, has_bands, header_lines, pick_columns, plan_band_line
 
 __all__ = ["render_plan_html"]
 
@@ -88,6 +88,7 @@ def _table(rows: list[Any], columns: Any) -> str:
 
 def render_plan_html(r: Any) -> str:
     pct = (get(r, "settings") or {}).get("slo_percentile", 99.0)
+    banded = has_bands(r)
     hl = header_lines(r)
     parts = [f"<h1>{_esc(hl[0])}</h1>"] + [f"<p>{_esc(x)}</p>" for x in hl[1:]]
     parts += ["<h2>Pareto frontier</h2>", _chart(r)]
@@ -96,11 +97,14 @@ def render_plan_html(r: Any) -> str:
         picks = [p for p in (row.get("by_gpus"), row.get("by_usd")) if p]
         if picks:
             uniq = [picks[0]] + [p for p in picks[1:] if p["config_index"] != picks[0]["config_index"]]
-            parts += [f"<h3>{row['rate_rps']:g} req/s</h3>", _table(uniq, pick_columns(pct))]
+            parts += [f"<h3>{row['rate_rps']:g} req/s</h3>", _table(uniq, pick_columns(pct, banded))]
         else:
             parts.append(f"<p>{row['rate_rps']:g} req/s: no configuration meets the SLOs</p>")
     front = [{**_final(p), "rate_rps": p["rate_rps"]} for p in get(r, "frontier") or []]
-    parts += ["<h2>Frontier points</h2>", _table(front, frontier_columns(pct))]
+    parts += ["<h2>Frontier points</h2>", _table(front, frontier_columns(pct, banded))]
+    band = plan_band_line(r)
+    if band:
+        parts.append(f'<p class="bands">{_esc(band)}</p>')
     configs = get(r, "configs") or []
     flags = []
     for row in get(r, "cheapest") or []:

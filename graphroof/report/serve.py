@@ -16,11 +16,16 @@ from typing import Any
 from ..errors import ReportError
 from ..units import fmt_time
 from .columns import Column, table
+from .serve_bands import STEP_NOTE, band_line, bands_of, range_columns, range_text
 from .serve_disagg import disagg_columns, disagg_lines, is_disagg
 from .tables import csv_text
 
 __all__ = ["render_serve", "serve_columns", "records_rows", "settings_text", "slo_text", "max_rate_text",
-           "replicas_text", "rate_str", "header_lines", "has_slo", "CONVENTIONS", "get", "pct", "num"]
+           "replicas_text", "rate_str", "header_lines", "has_slo", "CONVENTIONS", "get", "pct", "num",
+           "serve_band_line", "BAND_NAMES"]
+
+#: the figures each band covers in a serve report
+BAND_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "e2e, tok/s and max rate"}
 
 #: How the figures are defined (printed in the header of every serve report).
 CONVENTIONS = (
@@ -153,6 +158,9 @@ def max_rate_text(r: Any) -> str | None:
         extra.append(f"{rate_str(upper)} req/s misses it" + (f": {binds}" if binds else ""))
     elif binds:
         extra.append(binds)
+    band = range_text(get(m, "rate_rps_low"), get(m, "rate_rps_high"), rate_str)
+    if band != "-":
+        extra.append(f"error band {band} req/s")
     its = get(m, "iterations")
     if its is not None:
         extra.append(f"{its} simulations" + ("" if get(m, "converged", True) else ", not converged"))
@@ -175,6 +183,9 @@ def replicas_text(r: Any) -> str | None:
     line = f"replicas: {n}" + (f" ({gpus} GPU{'s' if gpus != 1 else ''})" if gpus is not None else "") + goal
     if cap is not None:
         line += f" at {rate_str(cap)} req/s each" + (f" ({basis})" if basis else "")
+    lo, hi = get(rep, "replicas_needed_low"), get(rep, "replicas_needed_high")
+    if lo is not None and hi is not None and (lo, hi) != (n, n):
+        line += f" (error band of the capacity: {lo} - {hi} replicas)"
     usd = get(rep, "usd_per_million_tokens")
     if usd is not None:
         line += f"; ${usd:,.3g} per million output tokens"
@@ -202,12 +213,26 @@ def render_serve(r: Any, fmt: str = "terminal", rate: int | None = None) -> str:
     lines += ["", table(get(r, "points") or [], serve_columns(r), "markdown" if md else "terminal"), ""]
     lines.append("KV mean/max: KV-cache blocks in use, mean and peak over the engine steps; preempt: requests "
                  "evicted and recomputed")
+    line = serve_band_line(r)
+    if line:
+        lines += ["", table(get(r, "points") or [], _range_cols(), "markdown" if md else "terminal"), "", line]
     for line in (max_rate_text(r), replicas_text(r)):
         if line:
             lines += ["", f"**{line}**" if md else line]
     for n in get(r, "notes") or ():
         lines += ["", f"note: {n}"]
     return "\n".join(lines) + "\n"
+
+
+def serve_band_line(r: Any) -> str | None:
+    """The line naming each band's regime and coverage (None: the result has no bands, e.g. the ideal roofline)."""
+    bands = bands_of(r)
+    return band_line(bands, BAND_NAMES, STEP_NOTE) if bands else None
+
+
+def _range_cols() -> tuple[Column, ...]:
+    return (Column("rate", lambda p: "-" if get(p, "rate_rps") is None else rate_str(get(p, "rate_rps"))),
+            *range_columns())
 
 
 # -- per-request records --------------------------------------------------------------------------------------

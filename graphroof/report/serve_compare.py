@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from .columns import Column, table
-from .serve import get, num, records_rows, render_serve
+from .serve import get, num, rate_str, records_rows, render_serve
+from .serve_bands import range_text
 from .tables import csv_text
 
 __all__ = ["render_serve_comparison"]
@@ -38,6 +39,19 @@ SUMMARY = (
     Column("$ / M out tok", lambda r: _opt(r["usd_per_million_tokens"], "{:,.3f}")),
 )
 
+#: the error-band ranges of a row (ServeComparison.rows: from each result's bands), shown when any row has them
+BAND_COLUMNS = (
+    Column("max rate range", lambda r: range_text(r.get("max_rate_rps_low"), r.get("max_rate_rps_high"), rate_str)),
+    Column("tok/s/GPU range", lambda r: range_text(r.get("best_output_tokens_per_s_per_gpu_low"),
+                                                   r.get("best_output_tokens_per_s_per_gpu_high"),
+                                                   lambda v: f"{v:,.1f}")),
+)
+
+
+def summary_columns(rows: list[dict[str, Any]]) -> tuple[Column, ...]:
+    banded = any(r.get(k) is not None for r in rows for k in ("max_rate_rps_low", "best_output_tokens_per_s_per_gpu_low"))
+    return SUMMARY + (BAND_COLUMNS if banded else ())
+
 
 def render_serve_comparison(c: Any, fmt: str = "terminal") -> str:
     """*c* in ``terminal`` | ``markdown`` | ``csv`` | ``html``."""
@@ -55,7 +69,7 @@ def render_serve_comparison(c: Any, fmt: str = "terminal") -> str:
     md = fmt == "markdown"
     lines = [f"{'# ' if md else ''}serve comparison: {get(c, 'model')}, {len(rows)} configurations on the same "
              "requests", ""]
-    lines += [table(rows, SUMMARY, "markdown" if md else "terminal"), ""]
+    lines += [table(rows, summary_columns(rows), "markdown" if md else "terminal"), ""]
     for row, r in zip(rows, results):
         lines += [f"{'## ' if md else '== '}{_label(row)}", "", render_serve(r, fmt)]
     return "\n".join(lines)
@@ -76,8 +90,9 @@ def _html(c: Any, rows: list[dict[str, Any]], results: list[Any]) -> str:
 
 
 def _html_table(rows: list[dict[str, Any]]) -> str:
-    head = "".join(f"<th>{_esc(c.header)}</th>" for c in SUMMARY)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(c.cell(r, 'terminal'))}</td>" for c in SUMMARY) + "</tr>"
+    cols = summary_columns(rows)
+    head = "".join(f"<th>{_esc(c.header)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c.cell(r, 'terminal'))}</td>" for c in cols) + "</tr>"
                    for r in rows)
     return f'<table class="serve-comparison"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 

@@ -16,7 +16,20 @@ from typing import Any
 from ..units import fmt_time
 from .columns import Column
 from .content import generated_stamp
-from .serve import get, has_slo, header_lines, max_rate_text, num, pct, rate_str, replicas_text, serve_columns, slo_text
+from .serve import (
+    get,
+    has_slo,
+    header_lines,
+    max_rate_text,
+    num,
+    pct,
+    rate_str,
+    replicas_text,
+    serve_band_line,
+    serve_columns,
+    slo_text,
+)
+from .serve_bands import RANGE_VALUES, range_columns
 from .sweep_html import _JS as SORT_JS
 from .sweep_html import nice_ticks, sortable_table, tick_label
 
@@ -232,12 +245,15 @@ def _timeline_rate(r: Any) -> str:
 
 
 def _table(r: Any) -> str:
-    cols = serve_columns(r)
+    """The rate table; with error bands, their range columns after the figures (:mod:`.serve_bands`)."""
+    cols = serve_columns(r) + (range_columns() if serve_band_line(r) else ())
     raw = {"rate": "rate_rps", "req/s": "throughput_rps", "out tok/s": "output_tokens_per_s",
            "tok/s/GPU": "output_tokens_per_s_per_gpu", "preempt": "preemptions", "goodput": "goodput_rps",
            "SLO met": "slo_attainment", "KV mean/max": "kv_used_mean"}
 
     def value(c: Column) -> Callable[[Any], Any]:
+        if c.header in RANGE_VALUES:
+            return RANGE_VALUES[c.header]
         if c.header in raw:
             return lambda p: get(p, raw[c.header])
         if c.header.endswith(" busy"):  # disaggregated: a pool's busy share
@@ -273,8 +289,11 @@ def render_serve_html(r: Any) -> str:
               "<h2>Throughput vs rate</h2><figure>", _throughput_chart(r), "</figure>"]
     if batch:
         parts += [f"<h2>Timeline{e(_timeline_rate(r))}</h2><figure>", batch, "</figure><figure>", kv, "</figure>"]
+    band = serve_band_line(r)
     parts += ["<h2>Rates</h2>", '<p class="muted">click a header to sort; rows in red miss the SLO attainment '
-              "target</p>", _table(r)]
+              "target" + ("; the range columns: each figure's error band" if band else "") + "</p>", _table(r)]
+    if band:
+        parts.append(f'<p class="muted bands">{e(band)}</p>')
     pts = get(r, "points") or []
     little = [get(p, "littles_law") for p in pts]
     if any(little):

@@ -13,20 +13,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from .._lazy import lazy_getattr
 
 __all__ = ["serve", "ServeResult", "RatePoint", "ServeComparison"]
 
 #: public name -> the submodule defining it, imported on first use (the LLM engine loads with ``serve``)
 _LAZY = {"serve": "compare", "ServeResult": "result", "RatePoint": "result", "ServeComparison": "compare"}
 
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphroof.serving' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import InputError
 from .disagg import simulate_replicas
 from .inputs import check_choice, parse_arrivals, parse_lengths, positive, rates_of, read_trace, whole
-from .metrics import rate_point, records_of, timeline_of
+from .metrics import rate_point, records_of, serve_bands, timeline_of
 from .result import ServeResult
 from .search import max_rate, replicas_for
 from .sim import EngineModel, simulate
@@ -206,5 +206,7 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
     settings.update(replicas=replicas, gpus=pr.layout.world * replicas, tp=pr.tp, pp=pr.pp, dp=pr.dp, ep=pr.ep, kv_block=em.block, kv_blocks=em.blocks, gpu_mem_util=pr.gpu_mem_util,
                     weights=pr.weights, kv=pr.kv, runtime=pr.runtime, ideal=pr.ideal,
                     hw=eng.hw.name, step_prefill_attention=em.attention_arg)
-    return ServeResult(model=eng.source.name, hw=eng.hw.name, hw_label=eng.hw.label, settings=settings,
-                       points=points, max_rate=best, replicas=reps, timeline=timeline, records=records, notes=notes)
+    res = ServeResult(model=eng.source.name, hw=eng.hw.name, hw_label=eng.hw.label, settings=settings,
+                      points=points, max_rate=best, replicas=reps, timeline=timeline, records=records, notes=notes)
+    res.attach_bands(serve_bands(eng.hw, eng.hw, eng.runtime.name, pr.ideal))
+    return res

@@ -46,9 +46,11 @@ class ServeComparison:
         for r in self.results:
             s = r.settings
             ok = [p for p in r.points if p.slo_attainment is None or p.slo_attainment >= 1.0]
-            best = max((p.output_tokens_per_s_per_gpu for p in ok), default=None)
+            top = max(ok, key=lambda p: p.output_tokens_per_s_per_gpu, default=None)
+            best = top.output_tokens_per_s_per_gpu if top is not None else None
             reps = r.replicas or {}
             dis = s.get("disagg")
+            m = r.max_rate or {}
             out.append({
                 "config": _config_text(s), "gpus_per_group": s.get("gpus") or s.get("tp"),
                 "hw": r.hw, "hw_label": r.hw_label, "tp": s.get("tp"), "weights": s.get("weights"),
@@ -57,6 +59,10 @@ class ServeComparison:
                 "best_output_tokens_per_s_per_gpu": best,
                 "replicas_needed": reps.get("replicas_needed"), "gpus": reps.get("gpus"),
                 "usd_per_million_tokens": reps.get("usd_per_million_tokens"), "disagg": dis,
+                # the error-band ranges (ServeResult.attach_bands); None without bands
+                "max_rate_rps_low": m.get("rate_rps_low"), "max_rate_rps_high": m.get("rate_rps_high"),
+                "best_output_tokens_per_s_per_gpu_low": getattr(top, "output_tokens_per_s_per_gpu_low", None),
+                "best_output_tokens_per_s_per_gpu_high": getattr(top, "output_tokens_per_s_per_gpu_high", None),
             })
         return out
 

@@ -24,7 +24,7 @@ from ..errors import GraphroofError, InputError
 from ..sweeps.kvlink import full_kv_bytes_per_token, link_between
 from .api import _check_fits, _engine_model, _settings, _shown
 from .disagg import DisaggOut, disagg_point, disagg_records, simulate_disagg
-from .metrics import timeline_of
+from .metrics import serve_bands, timeline_of
 from .result import ServeResult
 from .search import _verdict, max_rate, replicas_for
 from .workload import draw, workload_at
@@ -216,8 +216,10 @@ def serve_disagg(model: Any, *, disagg: Any, hw: Any = "a100", pricing: Any = No
                             "search": search})
     hw_name = hw_p.name if hw_p.name == hw_d.name else f"{hw_p.name} + {hw_d.name}"
     label = hw_p.label if hw_p.name == hw_d.name else f"{hw_p.label} (prefill) + {hw_d.label} (decode)"
-    return ServeResult(model=eng_p.source.name, hw=hw_name, hw_label=label, settings=settings, points=points,
-                       max_rate=best, replicas=reps, timeline=timeline, records=records, notes=notes)
+    res = ServeResult(model=eng_p.source.name, hw=hw_name, hw_label=label, settings=settings, points=points,
+                      max_rate=best, replicas=reps, timeline=timeline, records=records, notes=notes)
+    res.attach_bands(serve_bands(eng_p.hw, eng_d.hw, eng_d.runtime.name, base.ideal))
+    return res
 
 
 #: the aggregated keywords of a run and their defaults (those of :func:`~graphroof.serving.api.serve_one`)

@@ -4,14 +4,16 @@ downsampled step timeline, from a :class:`~graphroof.serving.sim.SimOut`."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from ..hardware.bands import ErrorBand, figure_bands
 from .result import RatePoint
 from .sim import SimOut
 from .workload import Workload
 
-__all__ = ["records_of", "rate_point", "timeline_of", "stats", "meets_slo", "TIMELINE_ROWS"]
+__all__ = ["records_of", "rate_point", "timeline_of", "stats", "meets_slo", "serve_bands", "TIMELINE_ROWS"]
 
 TIMELINE_ROWS = 2000
 
@@ -91,3 +93,12 @@ def timeline_of(sim: SimOut, rows: int = TIMELINE_ROWS) -> dict[str, np.ndarray]
     return {"time_s": st["start_s"][idx], "running": st["running"][idx].astype(np.int64),
             "waiting": st["waiting"][idx].astype(np.int64), "batch_tokens": st["batch_tokens"][idx].astype(np.int64),
             "kv_used_fraction": st["kv_blocks"][idx] / max(sim.blocks, 1)}
+
+
+def serve_bands(prefill_hw: Any, decode_hw: Any, runtime: str, ideal: bool) -> dict[str, ErrorBand]:
+    """The error bands of a run's figures (:mod:`graphroof.serving.result`): TTFT from the prefill device's band,
+    TPOT and throughput (e2e, tok/s, max rate) from the decode device's; aggregated, both are the replica's device.
+    None for the ideal roofline (a bound, not an estimate)."""
+    if ideal:
+        return {}
+    return {**figure_bands(decode_hw, runtime), "ttft": figure_bands(prefill_hw, runtime, ("ttft",))["ttft"]}

@@ -18,9 +18,13 @@ its chunk's blocks are free.
 
 Skipping ahead: while every running sequence decodes and no waiting request can be admitted, consecutive steps
 differ only by their cached lengths, so a run of steps up to the next event (an arrival that could be admitted,
-the first completion, the first step without a free block) is priced with one vectorised StepCost call.
+the first completion, the first step without a free block) is priced with one vectorised StepCost call (widened,
+pricing only the steps added, when the guessed length falls short of the next arrival, whose step is general).
 Speculative decoding: a decode step emits E (``tokens``) per sequence on average, as ``floor(frac + E)`` whole
 tokens, the fraction carried (the expected value, no random draws); it takes KV blocks for the tokens it keeps.
+Stopping early (``ttft_stop = (limit, k)``): an open-loop run stops once ``k`` requests are certain to have a TTFT
+above the limit (emitted late, or still without a first token ``limit`` after arriving: it ends a later step);
+the result is marked ``stopped`` (:mod:`graphroof.planner.search` sets ``k`` so the TTFT percentile is decided).
 """
 
 from __future__ import annotations
@@ -81,10 +85,12 @@ class SimOut:
     preemptions: np.ndarray
     steps: dict[str, np.ndarray]
     blocks: int
+    stopped: bool = False  # the run stopped early: the TTFT limit is missed at the percentile (``ttft_stop``)
 
 
 class _Sim:
-    def __init__(self, em: EngineModel, wl: Workload, progress: Callable[[str], None] | None):
+    def __init__(self, em: EngineModel, wl: Workload, progress: Callable[[str], None] | None,
+                 ttft_stop: tuple[float, int] | None = None):
         self.em, self.wl = em, wl
         n = len(wl)
         self.arr = wl.arrival.astype(float).copy()
@@ -107,10 +113,10 @@ class _Sim:
         self.free = em.blocks - (int(self.pblocks.max()) if n else 0)  # the shared prefix's blocks, held once
         self.rows: list[tuple] = []
         self.gone: set[int] = set()        # preempted during the current step
-        self.spec: dict[tuple, float] = {}  # the step after a decode run, priced with the run
         self.last_dt = 0.0                  # the last decode step's seconds (how far to price ahead)
         self.runs: list[np.ndarray] = []
         self.progress, self.t0, self.last_msg = progress, time.perf_counter(), 0.0
+        self.stop, self.late = (None if wl.users else ttft_stop), 0  # late: first tokens past the stop's limit
 
     # -- helpers -------------------------------------------------------------------------------------------
     def _blocks_for(self, i: int, tokens: int) -> int:
@@ -250,11 +256,7 @@ class _Sim:
         attn = sum(2.0 * o * c + float(c) * c for _, c, o in chunks)
         s = int(self.comp[decodes].sum())
         o1 = chunks[0][2] if len(chunks) == 1 else 0
-        key = (n, o1, len(decodes), s, attn)
-        dt = self.spec.pop(key, None) if self.spec else None
-        self.spec = {}
-        if dt is None:
-            dt = float(em.cost(n, o1, len(decodes), s, attn))
+        dt = float(em.cost(n, o1, len(decodes), s, attn))
         start, end = self.now, self.now + dt
         emitted = []
         for i, c, _ in chunks:
@@ -269,6 +271,8 @@ class _Sim:
         self.known[em_ids] += tok
         fresh = em_ids[np.isnan(self.first[em_ids])]
         self.first[fresh] = end
+        if self.stop is not None and len(fresh):
+            self.late += int(np.count_nonzero(end - self.arr[fresh] > self.stop[0]))
         self.rows.append((start, dt, len(self.running), len(self.waiting), n + len(decodes), len(decodes),
                           em.blocks - self.free))
         self.now = end
@@ -281,13 +285,6 @@ class _Sim:
         raise RuntimeError("serve: the engine can neither schedule nor wait for an arrival")  # a bug, not an input
 
     # -- a run of decode steps ------------------------------------------------------------------------------
-    def _join_spec(self, h: int, budget: int) -> tuple[int, int, float, int, int] | None:
-        """(chunk, offset, attention, decodes, their context) arrival *h* adds to the step it joins, priced ahead
-        with a decode run (None: none)."""
-        o = int(self.comp[h])
-        ch = min(int(self.known[h] - o), budget)
-        return (ch, o, 2.0 * o * ch + float(ch) * ch, 0, 0) if ch > 0 else None
-
     def decode_run(self) -> bool:
         """Skip ahead over decode-only steps; False when the next step needs the general path.
 
@@ -327,31 +324,22 @@ class _Sim:
             return mj, total_c - c_before[gone] + (j * mj if e == 1.0 else np.floor(j * e * mj + 1e-9).astype(np.int64))
 
         t_next = float(self.arr[self.next_arr]) if can_join else np.inf
-        spec = None
-        if np.isfinite(t_next):  # the step the arrival joins, priced in the same call
-            spec = self._join_spec(self.next_arr, em.budget - m)
         width = k
         if np.isfinite(t_next):
             guess = (t_next - self.now) / self.last_dt if self.last_dt > 0 else 14.0
             width = int(min(k, max(2.0, 1.25 * guess + 2)))
+        mj, sj = active(np.arange(width + 1))  # and the state after them (the next step's, priced with them)
+        dt = np.asarray(em.cost(0, 0, mj, sj), dtype=float)[:width]
         while True:
-            mj, sj = active(np.arange(width + 1))
-            if spec is None:
-                dt = em.cost(0, 0, mj[:width], sj[:width])
-            else:  # rows: the decode steps 0 .. width-1, then the mixed step after 1 .. width of them
-                both = em.cost(np.r_[np.zeros(width, np.int64), np.full(width, spec[0])], np.full(2 * width, spec[1]),
-                               np.r_[mj[:width], mj[1:] + spec[3]], np.r_[sj[:width], sj[1:] + spec[4]],
-                               np.r_[np.zeros(width), np.full(width, spec[2])])
-                dt, mixed = both[:width], both[width:]
             ends = self.now + np.cumsum(dt)
             hit = int(np.searchsorted(ends, t_next, side="left"))
             if hit < width or width == k:
                 take = min(hit + 1, width)
                 break
-            width = min(k, width * 4)
-        if spec is not None:
-            self.spec = {(spec[0], spec[1], int(mj[take]) + spec[3], int(sj[take]) + spec[4], spec[2]):
-                         float(mixed[take - 1])}
+            wider = min(k, width * 4)  # the arrival comes later: price the steps added only
+            more_m, more_s = active(np.arange(width + 1, wider + 1))
+            more = np.asarray(em.cost(0, 0, np.r_[mj[-1:], more_m], np.r_[sj[-1:], more_s]), dtype=float)
+            mj, sj, dt, width = np.r_[mj, more_m], np.r_[sj, more_s], np.r_[dt, more[:-1]], wider
         self.last_dt = float(dt[take - 1])
         dt, ends, mj = dt[:take], ends[:take], mj[:take]
         starts = ends - dt
@@ -377,8 +365,8 @@ class _Sim:
         return True
 
     def run(self) -> SimOut:
-        n = len(self.arr)
-        while self.done < n:
+        stopped = False
+        while self.done < len(self.arr) and not stopped:
             self._admit_arrivals()
             if not self.running and not self.waiting:
                 self._idle()
@@ -386,7 +374,13 @@ class _Sim:
             if not self.decode_run():
                 self.step()
             self._say()
-        return SimOut(self.arr, self.sched, self.first, self.finish, self.preempt, self._steps(), self.em.blocks)
+            stopped = self.stop is not None and self._missed(*self.stop) >= self.stop[1]
+        return SimOut(self.arr, self.sched, self.first, self.finish, self.preempt, self._steps(), self.em.blocks, stopped)
+
+    def _missed(self, limit: float, _k: int) -> int:
+        """Requests certain to have a TTFT above *limit*: emitted late, or still without a token that long after."""
+        cut = int(np.searchsorted(self.arr, self.now - limit, side="right"))
+        return self.late + int(np.count_nonzero(np.isnan(self.first[:cut]) & (self.now - self.arr[:cut] > limit)))
 
     def _steps(self) -> dict[str, np.ndarray]:
         parts = list(self.runs)
@@ -399,6 +393,8 @@ class _Sim:
         return {f: allsteps[i][order] for i, f in enumerate(STEP_FIELDS)}
 
 
-def simulate(em: EngineModel, wl: Workload, progress: Callable[[str], None] | None = None) -> SimOut:
-    """Run the requests of *wl* through the engine *em* until every one has finished."""
-    return _Sim(em, wl, progress).run()
+def simulate(em: EngineModel, wl: Workload, progress: Callable[[str], None] | None = None,
+             ttft_stop: tuple[float, int] | None = None) -> SimOut:
+    """Run the requests of *wl* through the engine *em* until every one has finished, or, with *ttft_stop*
+    ``(limit seconds, k)``, until k requests are certain to have a TTFT above the limit (``stopped``)."""
+    return _Sim(em, wl, progress, ttft_stop).run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._lazy import lazy_getattr
 from ..errors import InputError
 
 #: public name -> the submodule defining it, imported on first use (``graphroof.cli`` imports ``sweep.limits``
@@ -18,16 +19,7 @@ _LAZY = {"BatchPoint": "batch", "BatchSweep": "batch", "batch_sweep": "batch", "
          "RunningFrontier": "points", "SweepPoint": "points", "SweepResult": "points", "pareto": "points",
          "pick_slo": "points"}
 
-
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphroof.sweeps' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = ["sweep", "is_language_model", "sweep_llm", "batch_sweep", "BatchPoint", "BatchSweep", "SweepPoint",
            "SweepResult", "RunningFrontier", "pareto", "pick_slo"]

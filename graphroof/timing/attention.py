@@ -9,7 +9,7 @@ tile, prime the K / V pipeline, rescale and write O), worth ``attn_fill_keys`` p
     rows      = O bytes / (dv * bytes per element)                  (query rows x heads)
     t_pair    = 2 (d + dv) / (achievable * attn_matrix_efficiency) + 1 / attn_exp_per_s
     t_compute = (pairs + rows * attn_fill_keys) * t_pair
-    t_memory  = (Q + O + K/V read * g + K/V written) / (mem_bw * gemm_mem_bw_efficiency)
+    t_memory  = (Q + O + K/V read * g + K/V written) / (mem_bw * gemm_mem_bw_efficiency)   (g > 1: see below)
     t         = overlap(t_compute, t_memory) + gemm_latency_s        (the GEMM's p-norm overlap)
 
 * head dim: the exponential per pair is a fixed cost, so d = 64 runs at a lower fraction of the matmul rate than
@@ -17,7 +17,11 @@ tile, prime the K / V pipeline, rescale and write O), worth ``attn_fill_keys`` p
 * length: short sequences pay the per-row fill (512 tokens run at a quarter of the long-sequence rate);
 * decode (one query row per sequence): the K / V stream dominates; ``g = 1`` when the kernel reads each KV head
   once for its whole GQA group (runtime ``gqa_shared_kv = True``), ``g = Hq / Hkv`` when it reads K / V once per
-  query head (older decoding kernels);
+  query head (older decoding kernels): the repeated reads hit the L2 (the group's blocks run side by side), so
+  DRAM moves K / V once and the L2 read bandwidth ``l2_read_bw_bytes_per_s`` caps the ``g`` reads
+  (:func:`kv_read_time`; without it all ``g`` reads come from DRAM); such a kernel has one query row per thread
+  block in decode, too few for a tensor-core MMA (16 rows), so its dot products run on the CUDA cores at the
+  vector fp32 peak (``t_pair = 2 (d + dv) / fp32 peak + 1 / attn_exp_per_s``);
 * long contexts at small batch: split-K (flash decoding) keeps every SM streaming, so no occupancy cap is applied;
 * a kernel that writes the scores (``--attention naive``: at least 2 elements per pair) gets no per-row fill.
 
@@ -35,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import dtype_bits
+from ..hardware.profile_cache import memo_of
 
-__all__ = ["AttentionDims", "attention_dims", "attention_time", "exp_rate"]
+__all__ = ["AttentionDims", "attention_dims", "attention_time", "exp_rate", "kv_read_time"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,15 @@ def attention_dims(node: Any) -> AttentionDims:
         return AttentionDims()
 
 
+#: rows of one tensor-core MMA (m16n8k16): fewer query rows per thread block leave the MMA mostly empty
+MMA_MIN_ROWS = 16
+
+
+def vector_fp32_peak(hw: Any) -> float:
+    """The CUDA cores' fp32 FLOP/s (the profile's vector fp32 peak)."""
+    return float(hw.vector_peak_flops_per_s.get("fp32") or hw.peak("vector", "fp32")[0])
+
+
 def exp_rate(hw: Any) -> float:
     """Softmax exponentials per second: the profile's ``attn_exp_per_s``, else ``vector fp32 peak / 16``."""
     from .profile import timing_of
@@ -77,16 +91,53 @@ def exp_rate(hw: Any) -> float:
     return fp32 / 16
 
 
+def kv_read_time(rest_bytes: Any, kv_bytes: Any, g: float, dram_bytes_per_s: float,
+                 l2_bytes_per_s: float | None) -> Any:
+    """Memory time of an attention kernel that reads K / V *g* times (once per query head of a GQA group).
+
+    The ``g`` query heads of one KV head are neighbouring thread blocks (the grid's fastest index), resident at the
+    same time, so after the first reads a line from DRAM the other ``g - 1`` find it in the L2: DRAM moves K / V
+    once, the L2 delivers it ``g`` times, and the slower of the two sets the time::
+
+        t = max((rest + kv) / dram, (rest + g kv) / l2)
+
+    Without an L2 read bandwidth (*l2_bytes_per_s* None) every read comes from DRAM: ``(rest + g kv) / dram``."""
+    if not l2_bytes_per_s or g <= 1.0:
+        return (rest_bytes + g * kv_bytes) / dram_bytes_per_s
+    return np.maximum((rest_bytes + kv_bytes) / dram_bytes_per_s, (rest_bytes + g * kv_bytes) / l2_bytes_per_s)
+
+
+def _constants(hw: Any, dtype: str) -> tuple[Any, float, float, float]:
+    """(timing constants, large-GEMM ceiling, matrix efficiency, exponentials per second) of an attention kernel
+    in *dtype* on *hw*: pure functions of the immutable profile, derived once per (profile, dtype)."""
+    memo = memo_of(hw)
+    key = ("attention", dtype)
+    hit = memo.get(key)
+    if hit is None:
+        from .precision import gemm_ceiling, matmul_peak
+        from .profile import timing_of
+
+        t = timing_of(hw)
+        peak, pk = matmul_peak(hw, dtype if dtype in hw.matrix_peak_flops_per_s else "fp16", "high")
+        ceiling, _ = gemm_ceiling(hw, peak, pk)
+        eff = t.attn_matrix_efficiency if t.attn_matrix_efficiency is not None else t.gemm_matrix_efficiency
+        hit = memo[key] = (t, ceiling, eff, exp_rate(hw))
+    return hit
+
+
+def _fp32_peak(hw: Any) -> float:
+    """:func:`vector_fp32_peak`, once per profile."""
+    memo = memo_of(hw)
+    hit = memo.get("vector_fp32_peak")
+    if hit is None:
+        hit = memo["vector_fp32_peak"] = vector_fp32_peak(hw)
+    return hit
+
+
 def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype: str,
                    gqa_shared_kv: bool = True) -> Any:
     """Kernel time (no launch) of a fused attention kernel with counted *cost* fields (floats or arrays)."""
-    from .precision import gemm_ceiling, matmul_peak
-    from .profile import timing_of
-
-    t = timing_of(hw)
-    peak, key = matmul_peak(hw, dtype if dtype in hw.matrix_peak_flops_per_s else "fp16", "high")
-    ceiling, _ = gemm_ceiling(hw, peak, key)
-    eff = t.attn_matrix_efficiency if t.attn_matrix_efficiency is not None else t.gemm_matrix_efficiency
+    t, ceiling, eff, exp_per_s = _constants(hw, dtype)
     width = 2.0 * (dims.head_dim + dims.v_head_dim)
     mf = np.asarray(cost["matrix_flops"], dtype=float)
     pairs = mf / width
@@ -95,12 +146,20 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
     # a kernel writing >= 2 elements per (query, key) pair materialises the scores (the "naive" byte model): not
     # a pipelined flash kernel, and O's rows cannot be read from its bytes: no per-row fill
     rows = np.where(aw >= 2.0 * pairs * dims.out_bytes, 0.0, rows)
-    t_pair = width / (ceiling * eff) + 1.0 / exp_rate(hw)
-    t_compute = (pairs + rows * t.attn_fill_keys) * t_pair
+    t_pair: Any = width / (ceiling * eff) + 1.0 / exp_per_s
     g = 1.0 if gqa_shared_kv else float(dims.gqa_group)
-    nbytes = (np.asarray(cost["act_read_bytes"], dtype=float) + cost["act_write_bytes"] + g * cost["kv_read_bytes"]
-              + cost["kv_write_bytes"] + cost["weight_bytes"])
-    t_memory = nbytes / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
+    kv = np.asarray(cost["kv_read_bytes"], dtype=float)
+    if not gqa_shared_kv:
+        # one query head per thread block: a decode step has one query row per block, too few for an MMA (16
+        # rows); such kernels (masked MHA) do the dot products on the CUDA cores, fp32 (query rows per K/V byte
+        # loaded: pairs (d + dv) / (g kv bytes) = 1 / element bytes in decode, ~ L / 2 in an L-token prefill)
+        q_per_byte = pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
+        t_pair = np.where((kv > 0) & (q_per_byte < MMA_MIN_ROWS / 2), width / _fp32_peak(hw) + 1.0
+                          / exp_per_s, t_pair)
+    t_compute = (pairs + rows * t.attn_fill_keys) * t_pair
+    rest = (np.asarray(cost["act_read_bytes"], dtype=float) + cost["act_write_bytes"] + cost["kv_write_bytes"]
+            + cost["weight_bytes"])
+    t_memory = kv_read_time(rest, kv, g, hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency, t.l2_read_bw_bytes_per_s)
     p = t.gemm_overlap_exponent
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     out = both + t.gemm_latency_s

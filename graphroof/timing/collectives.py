@@ -3,19 +3,34 @@
 *S* is the buffer size in bytes (all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the
 input), *p* GPUs, *g* of them per node, *n = ceil(p / g)* nodes.  Constants from the profile's ``[collectives]``:
 ``base`` = base_latency_s, ``a_in`` / ``a_x`` = intra / inter-node hop latency, ``B_in`` = intra-node bus bandwidth,
-``B_x = inter_bw_bytes_per_s_per_nic * min(g, nics_per_node)`` the node's network bandwidth, ``B_nvls``.
+``B_x(S)`` the node's network bandwidth (below), ``B_nvls``.
 
-all-reduce::
+all-reduce, for each NCCL protocol *pr* (below: its bandwidth share ``f``, its extra latency per NVLink hop ``e_in``
+and per network hop ``e_x``), with ``h_in = a_in + e_in``, ``h_x = a_x + e_x``::
 
-    ring (n = 1): base + 2 (p-1) a_in + 2 (p-1)/p * S / B_in
-    ring (n > 1): base + 2 (p-1) a_x  + 2 (p-1)/p * S / min(B_in, B_x)   (every ring step waits on the network hop)
-    tree (n > 1): base + 2 (ceil(log2 n) a_x + (g-1) a_in) + 2 S / min(B_in, B_x)
+    ring (n = 1): base + 2 (p-1) h_in + 2 (p-1)/p * S / (f B_in)
+    ring (n > 1): base + (2 (p-1) - 2 (n-1)) h_in + 2 (n-1) h_x + 2 (p-1)/p * S / (f min(B_in, B_x(S)))
+                  (a chunk crosses the network 2 (n-1) times on its way round the ring, NVLink the other steps)
+    tree (n > 1): base + 2 (ceil(log2 n) h_x + (g-1) h_in) + 2 S / (f min(B_in, B_x(S)))
                   (NCCL's double binary tree between nodes, a chain inside each: logarithmic latency)
     nvls (n = 1): base + 2 a_in + S / B_nvls   (NVSwitch reduces in the switch: each GPU sends S, receives S)
 
-all-gather / reduce-scatter (ring; half an all-reduce's steps)::
+The time is the fastest (algorithm, protocol), as NCCL's tuner picks.  Protocols (device-independent constants,
+:data:`PROTOCOLS`): ``LL`` stores 8 data bytes with an 8-byte flag (f = 1/2) and needs no extra synchronisation;
+``LL128`` stores 120 data bytes per 128-byte line (f = 120/128); ``simple`` moves whole buffers at the full
+bandwidth (f = 1) behind memory fences.  ``e_in`` / ``e_x`` are the differences between NCCL's own per-hop
+latencies of LL128 / Simple and LL (NCCL src/graph/tuning.cc, ``hwLat``, ring: NVLink 0.47 / 1.9 / 3.4 us, network
+2.7 / 4.0 / 14 us): small buffers take LL (latency-bound), large ones Simple or LL128 (bandwidth-bound), and the
+switch between them gives the slow bandwidth ramp of mid-size buffers.  A profile whose ``library`` is not NCCL's
+(or RCCL's, its port) -- HCCL, XLA, oneCCL -- has one protocol: ``f = 1``, no extra latency.
 
-    base + (p-1) a + (p-1)/p * S / B
+``B_x(S) = B_nic * min(g, nics_per_node, max(1, S / R))``: NCCL spreads a buffer over more channels (each tied to a
+NIC) as it grows, so a small buffer leaves the node through one NIC; ``R`` = inter_ramp_bytes_per_nic (absent: every
+NIC from the first byte).
+
+all-gather / reduce-scatter (ring, the same protocols; half an all-reduce's steps)::
+
+    base + (p-1 - (n-1)) h_in + (n-1) h_x + (p-1)/p * S / (f B)
 
 p = 1 costs nothing.
 
@@ -27,8 +42,9 @@ table times it: host enqueue, launch, the proxy's and the peers' handshakes, the
     nccl, CUDA graph:     d    + hops(a_d)  + bytes
 
 ``a_d`` = device_hop_latency_s: an intra-node step between ranks that start together (a graph replays on every rank
-at once); a host-launched call's ``a_in`` also holds the launch skew between the ranks, which grows with their
-number.
+at once).  A host-launched call's kernel also waits for the peers' launches (Vidur times rank 0's NCCL kernel over
+back-to-back host-launched calls, kineto): that skew is in ``base``, and it is why small host-launched rows scatter
+(two neighbouring sizes can differ 5x); ``a_in`` is NCCL's LL NVLink hop (0.47 us, not fitted).
 
 Custom all-reduce (``implementation="custom"``: vLLM's / TensorRT-LLM's kernels over NVLink P2P, one node, at most 8
 devices, buffers up to ``custom_max_bytes``; larger or multi-node buffers fall back to NCCL).  ``L_c`` =
@@ -56,7 +72,8 @@ if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
 __all__ = ["CollectiveTime", "collective_time", "collective_time_with", "allreduce_time", "allgather_time",
-           "reduce_scatter_time", "COLLECTIVES", "IMPLEMENTATIONS"]
+           "reduce_scatter_time", "network_bw", "protocols_of", "COLLECTIVES",
+           "IMPLEMENTATIONS", "PROTOCOLS"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 IMPLEMENTATIONS = ("nccl", "custom", "nvls")
@@ -77,11 +94,44 @@ class CollectiveTime:
     size_bytes: float
     t_host_s: float = 0.0       # the host launch + sync part of t_latency_s (0 inside a CUDA graph)
     implementation: str = "nccl"  # "nccl" | "custom" (vLLM / TensorRT-LLM P2P kernels) | "none"
+    protocol: str = ""          # NCCL's protocol: "LL" | "LL128" | "simple" ("" for custom / none)
+
+
+#: NCCL's protocols: (name, share of the link bandwidth carrying data, extra latency per NVLink hop, extra latency
+#: per network hop) over LL.  Shares: LL = 8 data bytes per 16-byte store (8 of flag), LL128 = 120 data bytes per
+#: 128-byte line, Simple = all.  Hop latencies: NCCL's tuning model (src/graph/tuning.cc ``hwLat``, ring, us): NVLink
+#: LL 0.47, LL128 1.9, Simple 3.4; network LL 2.7, LL128 4.0, Simple 14 -- the differences to LL.  Not fitted: the
+#: same on every device (the LL hop itself is the profile's a_in / a_x).
+PROTOCOLS: tuple[tuple[str, float, float, float], ...] = (
+    ("LL", 0.5, 0.0, 0.0),
+    ("LL128", 120 / 128, 1.43e-6, 1.3e-6),
+    ("simple", 1.0, 2.93e-6, 11.3e-6),
+)
+
+
+#: libraries without NCCL's protocols (HCCL, XLA, oneCCL): one protocol at the full bandwidth, no extra latency
+_ONE_PROTOCOL: tuple[tuple[str, float, float, float], ...] = (("simple", 1.0, 0.0, 0.0),)
+
+
+def protocols_of(c: CollectiveParams) -> tuple[tuple[str, float, float, float], ...]:
+    """The protocols the profile's collective library picks from: NCCL's (and RCCL's, its port) or one."""
+    return PROTOCOLS if c.library in ("nccl", "rccl") else _ONE_PROTOCOL
+
+
+def network_bw(s: float, g: int, c: CollectiveParams) -> float:
+    """``B_x(S)``: the node's network bandwidth for an *s*-byte buffer, *g* GPUs of the node taking part (one NIC
+    per ``inter_ramp_bytes_per_nic`` bytes of buffer, at most ``min(g, nics_per_node)``)."""
+    assert c.inter_bw_bytes_per_s_per_nic
+    nics = float(min(g, c.nics_per_node))
+    if c.inter_ramp_bytes_per_nic:
+        nics = min(nics, max(1.0, s / c.inter_ramp_bytes_per_nic))
+    return c.inter_bw_bytes_per_s_per_nic * nics
 
 
 def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams,
-                hop_in: float) -> list[tuple[str, float, float]]:
-    """(algorithm, latency without the base, bandwidth time) of each algorithm; *hop_in*: the intra-node hop."""
+                hop_in: float) -> list[tuple[str, str, float, float]]:
+    """(algorithm, protocol, latency without the base, bandwidth time) of each algorithm and protocol; *hop_in*:
+    the intra-node LL hop."""
     n = math.ceil(p / g)
     b_in = c.intra_bus_bw_bytes_per_s
     if not b_in:
@@ -91,23 +141,26 @@ def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams,
         if not c.inter_bw_bytes_per_s_per_nic:
             raise InputError(f"collective over {n} nodes: the hardware profile has no "
                              "collectives.inter_bw_bytes_per_s_per_nic (the network between nodes)")
-        bw = min(b_in, c.inter_bw_bytes_per_s_per_nic * min(g, c.nics_per_node))
-        hop = c.inter_hop_latency_s
+        bw = min(b_in, network_bw(s, g, c))
     else:
-        bw, hop = b_in, hop_in
+        bw = b_in
+    steps = 2 * (p - 1) if op == "all_reduce" else p - 1
+    x_steps = (2 if op == "all_reduce" else 1) * (n - 1)   # ring steps a chunk spends on the network
+    ring_bytes = steps / p * s
+    ring = "ring" in c.algorithms or op != "all_reduce"
     out = []
-    if op == "all_reduce":
-        if "ring" in c.algorithms or len(c.algorithms) == 0:
-            out.append(("ring", 2 * (p - 1) * hop, 2 * (p - 1) / p * s / bw))
-        if "tree" in c.algorithms and n > 1:
-            lat = 2 * (math.ceil(math.log2(n)) * c.inter_hop_latency_s + (g - 1) * hop_in)
-            out.append(("tree", lat, 2 * s / bw))
-        if "nvls" in c.algorithms and n == 1 and c.nvls_bw_bytes_per_s:
-            out.append(("nvls", 2 * hop_in, s / c.nvls_bw_bytes_per_s))
-        if not out:  # a profile listing only tree / nvls still has the ring fallback NCCL always has
-            out.append(("ring", 2 * (p - 1) * hop, 2 * (p - 1) / p * s / bw))
-    else:
-        out.append(("ring", (p - 1) * hop, (p - 1) / p * s / bw))
+    for proto, share, e_in, e_x in protocols_of(c):
+        h_in, h_x = hop_in + e_in, c.inter_hop_latency_s + e_x
+        if ring:
+            out.append(("ring", proto, (steps - x_steps) * h_in + x_steps * h_x, ring_bytes / (share * bw)))
+        if op == "all_reduce" and "tree" in c.algorithms and n > 1:
+            lat = 2 * (math.ceil(math.log2(n)) * h_x + (g - 1) * h_in)
+            out.append(("tree", proto, lat, 2 * s / (share * bw)))
+    if op == "all_reduce" and "nvls" in c.algorithms and n == 1 and c.nvls_bw_bytes_per_s:
+        out.append(("nvls", "simple", 2 * hop_in, s / c.nvls_bw_bytes_per_s))
+    if not out:  # a profile listing only nvls still has the ring fallback NCCL always has
+        for proto, share, e_in, _ in protocols_of(c):
+            out.append(("ring", proto, steps * (hop_in + e_in), ring_bytes / (share * bw)))
     return out
 
 
@@ -166,10 +219,10 @@ def collective_time_with(op: str, size_bytes: float, n_gpus: int, params: Collec
         if not cands:
             raise InputError(f"collective algorithm {algorithm!r} is not available for {op} on {n_gpus} GPUs "
                              f"({g} per node) with this profile (algorithms: {', '.join(params.algorithms)})")
-    name, lat, bw = min(cands, key=lambda x: x[1] + x[2])
+    name, proto, lat, bw = min(cands, key=lambda x: x[2] + x[3])
     base = params.graph_latency_s if cuda_graphs else params.base_latency_s
     lat += base
-    return CollectiveTime(lat + bw, lat, bw, name, op, n_gpus, g, s, base - params.graph_latency_s, "nccl")
+    return CollectiveTime(lat + bw, lat, bw, name, op, n_gpus, g, s, base - params.graph_latency_s, "nccl", proto)
 
 
 def collective_time(op: str, size_bytes: float, n_gpus: int, hw: HardwareProfile, *,

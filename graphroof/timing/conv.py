@@ -123,9 +123,12 @@ def _pad(v: int, a: int) -> int:
 
 
 def conv_time(shape: ConvShape, nbytes: float, hw: HardwareProfile, dtype: str,
-              matmul_precision: str = "high") -> ConvTime:
+              matmul_precision: str | None = None) -> ConvTime:
     """Predicted time of one convolution kernel of *shape* moving *nbytes* (its real input, weight, output and
-    fused-epilogue bytes) computing in *dtype* on *hw* (see the module docstring)."""
+    fused-epilogue bytes) computing in *dtype* on *hw* (see the module docstring); *matmul_precision*: the fp32
+    math (``high``: TF32 where the device has it, ``highest``: fp32), default the profile's
+    (``--matmul-precision``)."""
+    matmul_precision = matmul_precision or hw.matmul_precision
     t = timing_of(hw)
     m, n, k = shape.gemm
     flops = 2.0 * m * n * k * shape.groups

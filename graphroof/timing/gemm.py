@@ -34,7 +34,8 @@ Three refinements (all data in the profile, see docs/kernel_timing.md):
   the scales / zeros stream with the weights, and the dequant ALU work ``gemm_dequant_flops_per_mac * M N K``
   at the half-precision vector peak adds to the compute time (:mod:`graphroof.timing.quantgemm`);
 * **grouped GEMMs** (MoE experts): the rows split over *groups* experts, each tiled on its own:
-  ``tiles = groups * ceil(M / groups / tm) * ceil(N / tn)`` (:mod:`graphroof.timing.moe`).
+  ``tiles = ceil(groups * E[ceil(n_e / tm)]) * ceil(N / tn)``, each expert's rows ``n_e`` spread around
+  ``M / groups`` (:func:`graphroof.timing.moe.group_m_tiles`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING
 from ..dtypes import dtype_bits
 from ..errors import InputError
 from ..hardware.params import KernelTiming
+from .moe import group_m_tiles
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
@@ -86,7 +88,7 @@ def _tile_heights(t: KernelTiming) -> list[int]:
 def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTiming, rate: float, in_bytes: float,
              i_l2: float, sms: int, groups: float = 1.0) -> tuple[float, int, int, int, float]:
     """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration on *sms* SMs."""
-    tiles = math.ceil(groups * math.ceil(m / groups / tm)) * math.ceil(n / tn) * batch
+    tiles = group_m_tiles(m, groups, tm) * math.ceil(n / tn) * batch
     split = 1
     if tiles < sms:
         split = max(1, min(sms // tiles, k // max(1, t.gemm_split_k_min)))

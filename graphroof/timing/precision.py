@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..dtypes import canonical_dtype
 from ..errors import InputError
+from ..hardware.profile_cache import memo_of
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
@@ -52,7 +53,17 @@ def matmul_peak_key(dtype: str, precision: str, hw: HardwareProfile) -> str:
 
 
 def matmul_peak(hw: HardwareProfile, dtype: str, precision: str = "high") -> tuple[float, str]:
-    """(peak FLOP/s, key) for a matmul computing in *dtype* under *precision* on *hw*."""
+    """(peak FLOP/s, key) for a matmul computing in *dtype* under *precision* on *hw* (memoised per profile: a
+    pure function of the immutable profile, see :mod:`graphroof.hardware.profile_cache`)."""
+    memo = memo_of(hw)
+    mk = ("matmul_peak", dtype, precision)
+    hit = memo.get(mk)
+    if hit is None:
+        hit = memo[mk] = _matmul_peak(hw, dtype, precision)
+    return hit
+
+
+def _matmul_peak(hw: HardwareProfile, dtype: str, precision: str) -> tuple[float, str]:
     key = matmul_peak_key(dtype, precision, hw)
     unit, k = key.split(".", 1)
     table = hw.matrix_peak_flops_per_s if unit == "matrix" else hw.vector_peak_flops_per_s
@@ -77,6 +88,17 @@ def gemm_ceiling(hw: HardwareProfile, peak_flops_per_s: float, key: str) -> tupl
     >>> gemm_ceiling(hw, 494.7e12, "matrix.tf32")[1]
     'peak x bf16 achievable/peak'
     """
+    memo = memo_of(hw)
+    mk = ("gemm_ceiling", peak_flops_per_s, key)
+    hit = memo.get(mk)
+    if hit is None:
+        hit = _gemm_ceiling(hw, peak_flops_per_s, key)
+        if peak_flops_per_s == peak_flops_per_s:  # a NaN key never hits: not stored
+            memo[mk] = hit
+    return hit
+
+
+def _gemm_ceiling(hw: HardwareProfile, peak_flops_per_s: float, key: str) -> tuple[float, str]:
     table = hw.timing.gemm_achievable_flops_per_s if hw.timing is not None else {}  # derived timing: no table
     d = key.split(".", 1)[-1]
     if not table:

@@ -18,12 +18,13 @@ import numpy as np
 from ..dtypes import dtype_bits
 from ..fuse.runtimes import Runtime
 from ..hardware.params import KernelTiming
-from .attention import attention_dims, attention_time
+from ..hardware.profile_cache import memo_of
+from .attention import AttentionDims, attention_dims, attention_time
 from .conv import is_conv_key
 from .gemm import _tile_heights
 from .gemm_plan import GemmPlan, gemm_plan
 from .kernel import stream_kind
-from .moe import experts_in_step, per_expert_latency_s
+from .moe import experts_in_step, group_m_tiles, per_expert_latency_s
 from .precision import gemm_ceiling, matmul_peak
 from .profile import timing_of
 from .quantgemm import dequant_then_gemm_bytes, dequant_time, scale_bytes
@@ -104,7 +105,7 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
 
 def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups):
     sms = t.sm_count
-    tiles = np.ceil(groups * np.ceil(m / groups / tm)).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
+    tiles = np.asarray(group_m_tiles(m, groups, tm)).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
     split = np.where(tiles < sms, np.maximum(1, np.minimum(sms // np.maximum(tiles, 1),
                                                           k // max(1, t.gemm_split_k_min))), 1)
     waves = np.ceil(tiles * split / sms)
@@ -129,6 +130,16 @@ def _lexmin(a, b):
     return tuple(np.where(take_b, y, x) for x, y in zip(a, b))
 
 
+def _dims(node) -> AttentionDims:
+    """:func:`attention_dims` of *node*, once per node object (nodes are immutable: their tensors are tuples of
+    frozen specs)."""
+    memo = memo_of(node)
+    hit = memo.get("attention_dims")
+    if hit is None:
+        hit = memo["attention_dims"] = attention_dims(node)
+    return hit
+
+
 def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
                  mnk: tuple[np.ndarray, np.ndarray, np.ndarray] | None, hw,
                  runtime: Runtime | None = None, node=None) -> np.ndarray | None:
@@ -147,11 +158,11 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
     mf, vf = cost["matrix_flops"], cost["vector_flops"]
     nbytes = cost["weight_bytes"] + (cost["act_read_bytes"] + cost["act_write_bytes"]) + (
         cost["kv_read_bytes"] + cost["kv_write_bytes"])
-    tc = mf / pm + vf / pv
-    tm = nbytes / hw.mem_bw_bytes_per_s
     works = ((mf + vf) != 0) | (nbytes != 0) | (cost["net_bytes"] != 0)
-    veff = pv * hw.vector_efficiency
-    tv = np.where(vf != 0, vf / veff, 0.0)
+    # each term is computed only by the kinds that read it (the same operations, in the same order)
+    if kind in ("gemm", "vector", "pointwise", "reduction"):
+        veff = pv * hw.vector_efficiency
+        tv = np.where(vf != 0, vf / veff, 0.0)
     if kind == "gemm":
         assert mnk is not None
         plan = gemm_plan(node, dtype, hw, runtime)
@@ -160,13 +171,15 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
         out = np.maximum(g_t + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency), tv)
     elif kind == "attention":
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
-        out = attention_time(cost, attention_dims(node), hw, dtype, shared) * np.ones(mf.shape)
+        out = attention_time(cost, _dims(node), hw, dtype, shared) * np.ones(mf.shape)
     elif kind in ("vector", "pointwise", "reduction"):
         sk = stream_kind(tuple(op_keys) if op_keys else ())
         eff = timing.stream_efficiency(sk)
         s = np.where(nbytes != 0, nbytes / (hw.mem_bw_bytes_per_s * eff) + timing.stream_latency_s, 0.0)
         out = np.maximum(s, tv + timing.stream_latency_s)
     else:
+        tc = mf / pm + vf / pv
+        tm = nbytes / hw.mem_bw_bytes_per_s
         derated = np.maximum(np.where(mf != 0, tc / hw.matrix_efficiency, tc / hw.vector_efficiency),
                              tm / hw.mem_bw_efficiency)
         out = derated

@@ -11,6 +11,11 @@ Lookup (:func:`lookup_band`), first key present wins::
     FIGURE|<profile>|<runtime>  ->  FIGURE|<profile>|*  ->  FIGURE|vendor:<vendor>|<runtime>
     ->  FIGURE|vendor:<vendor>|*  ->  FIGURE|*|*  ->  the fallback band
 
+Rows priced under a runtime that dispatches from the host ahead of the device (a preset with a host cost per
+kernel: ``pytorch-eager``, ``pytorch-eager-amp``, ``fastertransformer``) are pooled only under their own runtime's
+keys, never under a ``*`` runtime: their error is mostly the host's dispatch cost, which says nothing of a figure
+priced under another runtime on the same device.
+
 The fallback (a regime without data) is wider than anything measured: median 2x and p90 3x the p90 over all
 scored rows, at least 25% / 50%; it says ``"fallback": true``.
 """
@@ -22,7 +27,7 @@ from typing import Any
 from ..hardware.bands import band_keys, lookup_band
 from .result import ValidationResult, stats_of
 
-__all__ = ["FIGURE_KINDS", "bands_of", "lookup_band", "band_keys"]
+__all__ = ["FIGURE_KINDS", "bands_of", "lookup_band", "band_keys", "host_dispatched"]
 
 #: the Row.figure of each dataset -> the figure kind a band is keyed by
 FIGURE_KINDS = {"layer-kernels": "layer-kernel", "allreduce": "collective", "tokens-per-s": "tpot",
@@ -32,19 +37,35 @@ LOOKUP_ORDER = ("FIGURE|<profile>|<runtime>", "FIGURE|<profile>|*", "FIGURE|vend
                 "FIGURE|vendor:<vendor>|*", "FIGURE|*|*", "fallback")
 
 
+def host_dispatched(runtime: str) -> bool:
+    """Whether the runtime preset *runtime* (a name or a preset file) adds a host cost per kernel."""
+    from ..errors import GraphroofError
+    from ..fuse import get_runtime
+
+    if not runtime:
+        return False
+    try:
+        return get_runtime(runtime).host_overhead_per_kernel_s > 0
+    except GraphroofError:
+        return False
+
+
 def bands_of(result: ValidationResult) -> dict[str, Any]:
     """The bands JSON of a validation result (every key level that has scored rows)."""
     groups: dict[str, list[float]] = {}
+    host: dict[str, bool] = {}
     for r in result.scored:
         fig = FIGURE_KINDS.get(r.figure, r.figure)
         err = r.error
         if err is None:
             continue
-        for key in band_keys(fig, r.gpu, r.vendor, r.runtime):
+        if r.runtime not in host:
+            host[r.runtime] = host_dispatched(r.runtime)
+        keys = band_keys(fig, r.gpu, r.vendor, r.runtime)
+        if host[r.runtime]:  # only under its own runtime (module docstring)
+            keys = [k for k in keys if not k.endswith("|*")]
+        for key in keys:  # each row once per key (band_keys already holds the runtime's '*' levels)
             groups.setdefault(key, []).append(err)
-        if r.runtime:
-            for key in band_keys(fig, r.gpu, r.vendor, ""):
-                groups.setdefault(key, []).append(err)
     bands = {}
     for key, errs in sorted(groups.items()):
         s = stats_of(errs)

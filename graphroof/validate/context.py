@@ -73,13 +73,15 @@ class Context:
         return self._held[key]
 
     def source(self, model: str, **frontend: Any) -> SharedTraces:
-        """The model's LLM source, opened once per (model, frontend options), its traces shared by every engine."""
+        """The model's LLM source, opened once per (model, frontend options), its traces shared by every engine
+        and a graph at another batch of a traced context derived from them (:class:`~.traces.BatchDerived`)."""
         from ..llm import open_source
+        from .traces import BatchDerived
 
         key = (model, tuple(sorted(frontend.items())))
         if key not in self._sources:
             self.progress(f"opening {model}")
-            self._sources[key] = SharedTraces(open_source(model, options=self.options, **frontend))
+            self._sources[key] = BatchDerived(open_source(model, options=self.options, **frontend), self.progress)
         return self._sources[key]
 
     def engine(self, model: str, hw: str, pricing: Any, **frontend: Any) -> Any:

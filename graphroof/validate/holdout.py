@@ -10,7 +10,8 @@ fitted GPU, :func:`held_out_profile` replaces its fitted constants by those tran
   (L2 -> SM bandwidth per unit of fp16 matrix peak, as the derived profiles scale it; intra-node bus and NVLS
   bandwidth per unit of interconnect bandwidth);
 * SM count, GEMM tile and smallest tile M stay (datasheet facts of the device and its GEMM library's tiles);
-  the inter-node network (a property of the measured cluster, not the GPU) is transferred as is (median).
+  the inter-node network (a property of the measured cluster, not the GPU: only the A100 cluster has multi-node
+  rows) is kept as the profile has it.
 
 A derived profile is its own hold-out (its constants came from another GPU's rows).
 
@@ -36,8 +37,9 @@ __all__ = ["HOLDOUTS", "held_out_profile", "fitted_profiles", "holdout_notes", "
 HOLDOUTS = ("gpu", "engine", "model")
 _MEDIAN_TIMING = ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s",
                   "gemm_overlap_exponent", "gemm_split_k_min")
-_MEDIAN_COLL = ("base_latency_s", "intra_hop_latency_s", "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic",
-                "device_latency_s", "custom_latency_s")
+#: per-GPU [collectives] constants; the network ones (inter_hop_latency_s, inter_bw_bytes_per_s_per_nic,
+#: inter_ramp_bytes_per_nic, nics_per_node) are the measured cluster's, not the GPU's: kept as the profile has them
+_MEDIAN_COLL = ("base_latency_s", "intra_hop_latency_s", "device_latency_s", "custom_latency_s")
 
 
 def check_holdout(kind: str | None) -> str | None:

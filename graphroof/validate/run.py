@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -50,6 +52,12 @@ def _kernels(ctx: Context) -> list[Row]:
     return kernel_rows(ctx)
 
 
+def _torch_gpu(ctx: Context) -> list[Row]:
+    from .torchgpu import torch_gpu_rows
+
+    return torch_gpu_rows(ctx)
+
+
 #: Dataset name -> (adapter, what it is).  Order: the order of the report.
 DATASETS: dict[str, tuple[Callable[[Context], list[Row]], str]] = {
     "vidur_ops": (_vidur_ops, "Vidur profiling: one Llama-2 layer's non-attention kernels, A100 / H100, TP 1-8"),
@@ -58,6 +66,8 @@ DATASETS: dict[str, tuple[Callable[[Context], list[Row]], str]] = {
     "trtllm": (_trtllm, "TensorRT-LLM v0.5 / v0.6.1 docs: static-batch throughput and first-token latency"),
     "kernels": (_kernels, "MAMF best matmul per accelerator, DeepGEMM fp8 GEMMs"),
     "vision": (_vision, "DeepLearningExamples / TensorRT demo / FasterTransformer: vision and BERT latency"),
+    "torch_gpu": (_torch_gpu, "measured by graphroof with PyTorch on one H100 and one H200: GEMMs, attention, a "
+                              "Llama-3-8B-shaped decode step and prefill, ResNet-50 / BERT-base"),
 }
 
 
@@ -75,9 +85,48 @@ def parse_datasets(datasets: str | Sequence[str] | None) -> list[str]:
     return [d for d in DATASETS if d in names]
 
 
+#: about how long each dataset takes (CPU seconds, nothing stored, this 2-core machine, 2026-11-27): the longest
+#: start first
+COST_S = {"gptfast": 40.0, "trtllm": 35.0, "vision": 23.0, "torch_gpu": 20.0, "vidur_ops": 15.0, "kernels": 2.0,
+          "vidur_allreduce": 1.0}
+#: what the forked workers of :func:`_in_workers` read (set before the pool forks, cleared after)
+_WORK: dict[str, Any] = {}
+
+
+def _one(name: str) -> tuple[str, list[Row]]:
+    """One dataset's rows in a worker (its own :class:`Context`: engines and traces are per process)."""
+    w = _WORK
+    if w["progress"]:
+        w["progress"](f"dataset {name} (worker {os.getpid()})")
+    return name, DATASETS[name][0](Context(w["holdout"], w["progress"], w["options"], w["only"]))
+
+
+def _in_workers(names: list[str], jobs: int, holdout: str | None, progress: Callable[[str], None] | None,
+                options: Any, only: Collection[str] | None) -> dict[str, list[Row]] | None:
+    """Each dataset priced in one of *jobs* forked worker processes (the same code as in one process, so the same
+    rows), longest first; None where workers cannot be forked safely (no ``fork``, or torch already imported:
+    its thread pools do not survive a fork) -- the caller then runs them in turn."""
+    import multiprocessing as mp
+
+    if "torch" in sys.modules or "fork" not in mp.get_all_start_methods():
+        return None
+    _WORK.update(holdout=holdout, progress=progress, options=options, only=only)
+    out: dict[str, list[Row]] = {}
+    t0 = time.perf_counter()
+    try:
+        with mp.get_context("fork").Pool(min(jobs, len(names))) as pool:
+            for name, rows in pool.imap_unordered(_one, sorted(names, key=lambda n: -COST_S.get(n, 1.0))):
+                out[name] = rows
+                if progress:
+                    progress(f"dataset {name} done ({len(out)}/{len(names)}, {time.perf_counter() - t0:.0f} s so far)")
+    finally:
+        _WORK.clear()
+    return out
+
+
 def validate(datasets: str | Sequence[str] | None = None, *, holdout: str | None = None,
              progress: Callable[[str], None] | None = None, options: Any = None,
-             only: Collection[str] | None = None) -> ValidationResult:
+             only: Collection[str] | None = None, jobs: int = 1) -> ValidationResult:
     """Price every row of the bundled measured datasets through graphroof's own path (``analyze`` / the ``llm``
     engine / the collective model) and score the errors.
 
@@ -88,6 +137,8 @@ def validate(datasets: str | Sequence[str] | None = None, *, holdout: str | None
     progress : called with a short message per engine / dataset (the CLI prints them on stderr).
     options : :class:`graphroof.options.Options` (the trace store ...).
     only : price only these rows (``"file.csv:LINE"`` ids, as the per-row table names them).
+    jobs : worker processes (``graphroof validate --jobs``): the datasets are priced in parallel, each by the same
+        code in its own process (the rows are the same as with 1); 1: in this process, one after the other.
 
     >>> r = graphroof.validate("trtllm")                          # doctest: +SKIP
     >>> r.per_dataset()[0]["stats"]["median_abs"]                 # doctest: +SKIP
@@ -95,12 +146,17 @@ def validate(datasets: str | Sequence[str] | None = None, *, holdout: str | None
     names = parse_datasets(datasets)
     kind = check_holdout(holdout)
     t0 = time.perf_counter()
-    ctx = Context(kind, progress, options, only)
+    done = _in_workers(names, jobs, kind, progress, options, only) if jobs > 1 and len(names) > 1 else None
     rows: list[Row] = []
-    for name in names:
-        if progress:
-            progress(f"dataset {name}")
-        rows.extend(DATASETS[name][0](ctx))
+    if done is not None:
+        for name in names:  # the report's order
+            rows.extend(done[name])
+    else:
+        ctx = Context(kind, progress, options, only)
+        for i, name in enumerate(names):
+            if progress:
+                progress(f"dataset {name} ({i + 1}/{len(names)}, {time.perf_counter() - t0:.0f} s so far)")
+            rows.extend(DATASETS[name][0](ctx))
     if kind:  # a row no held-out constant touches is its own hold-out (nothing was fitted on its group)
         for r in rows:
             if r.predicted is not None and kind not in r.holdout:

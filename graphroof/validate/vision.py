@@ -1,14 +1,22 @@
 """Vision and encoder rows (``vision_encoder.csv``) priced by :func:`graphroof.analyze` of the zoo model:
 ``analyze(model, hw, runtime, batch, dtype[, seq])``, its realistic time per batch.
 
-* runtime: the engine's preset: ``tensorrt`` for TensorRT, Paddle + TensorRT and FasterTransformer (hand-fused
-  BERT kernels), ``pytorch-eager`` for PyTorch eager and TorchScript, ``compiled`` for TensorFlow + XLA (the
-  generic ``compiled`` / ``eager`` where a preset is absent);
+* runtime: the engine's preset: ``tensorrt`` for TensorRT and Paddle + TensorRT, ``fastertransformer`` for
+  FasterTransformer (hand-fused BERT kernels launched from its C++ op), ``pytorch-eager`` for PyTorch eager and
+  TorchScript, ``compiled`` for TensorFlow + XLA (the generic ``compiled`` / ``eager`` where a preset is absent);
 * dtype: ``fp16`` for fp16 / AMP rows, ``fp32`` for fp32 and TF32 rows (fp32 matmuls run on TF32 units where the
-  device has them: analyze's default matmul precision); int8 engines are not covered (analyze prices a model
-  dtype, not a calibrated int8 engine);
+  device has them: analyze's default matmul precision; FasterTransformer's docs' fp32 rows are FP32 math:
+  ``--matmul-precision highest``); int8 engines are not covered (analyze prices a model dtype, not a calibrated
+  int8 engine);
+* attention: fused (``flash``), or ``--attention naive`` (scores in memory) where the engine has no fused kernel:
+  TorchScript / TF + XLA BERT of FT's docs, TensorRT / FT on Volta (:func:`_kernels`);
 * measured: the published mean latency of one batch, else the median, else batch / throughput (a rate);
 * rows without a zoo model, without a profile, or with a ``?`` mapping are reported as not covered.
+
+A model asked for at many batch sizes (and sequence lengths) is traced at a few of them (the smallest and largest
+batch, and sequence) and its graph at the others interpolated from those, exactly the graph a trace gives there
+(:mod:`graphroof.validate.traces`: checked against one more trace, else every point is traced); each graph is then
+counted and priced per device by :func:`graphroof.api.analyze_on_profiles`, as ``analyze`` does.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..options import DEFAULT
 from .context import Context, preset
 from .data import DATA_DIR, excluded_reason, profile_or_none
 from .result import Row
@@ -28,7 +37,9 @@ def _runtime(framework: str) -> str:
     f = framework.lower()
     if "eager" in f or "torchscript" in f:
         return preset("pytorch-eager", "eager")
-    if "tensorrt" in f or "fastertransformer" in f:  # TensorRT, Paddle + TensorRT, FT's fused BERT kernels
+    if "fastertransformer" in f:  # FT's fused BERT kernels, launched one by one from its C++ op (host per kernel)
+        return preset("fastertransformer", "tensorrt")
+    if "tensorrt" in f:           # TensorRT, Paddle + TensorRT: one enqueue per engine
         return preset("tensorrt", "compiled")
     return "compiled"                                 # TensorFlow + XLA
 
@@ -42,6 +53,28 @@ def _dtype(precision: str) -> str | None:
     if p in ("fp32", "tf32"):
         return "fp32"
     return None
+
+
+#: profiles of GPUs for which TensorRT's BERT plugin (and FasterTransformer, which reuses its kernels) has no fused
+#: multi-head attention kernel: NVIDIA/TensorRT plugin/bertQKVToContextPlugin/fused_multihead_attention ships
+#: cubins for sm75, sm80, sm86, sm87, sm89/90, sm100, sm120 only; on Volta (sm70) it runs the unfused path
+#: (batched GEMMs and a softmax over the score matrix in memory)
+NO_FUSED_MHA = ("v100",)
+
+
+def _kernels(source_id: str, framework: str, dtype: str | None, prof: str = "") -> tuple[str, str]:
+    """(attention, matmul precision) of the row's engine.  Attention: FasterTransformer's docs time TorchScript and
+    TF + XLA BERT of their era, whose attention is matmul - softmax - matmul with the score matrix in memory (PyTorch
+    1.x has no scaled_dot_product_attention, XLA does not emit a fused kernel), and TensorRT / FT on a GPU without
+    their fused MHA kernels (:data:`NO_FUSED_MHA`) run the same unfused path: ``naive``; else fused: ``flash``.
+    Matmul precision: FT's docs' "fp32" rows are FP32 math (cuBLAS's default math mode; their A10 fp32 rates,
+    ~10 TFLOP/s, are below the 31 TFLOP/s fp32 peak, far below TF32's 62.5): ``highest``; every other fp32 row
+    keeps analyze's default (TF32 where the device has it)."""
+    f = framework.lower()
+    ft_doc = source_id.startswith("FT_BERT")
+    unfused = (ft_doc and ("torchscript" in f or "xla" in f)) or (
+        ("tensorrt" in f or "fastertransformer" in f) and prof.startswith(NO_FUSED_MHA))
+    return "naive" if unfused else "flash", "highest" if ft_doc and dtype == "fp32" else "high"
 
 
 def _engine(framework: str) -> str:
@@ -68,6 +101,28 @@ def _target(source_id: str, model: str) -> str:
     if model == "bert-base" and source_id.startswith("FT_BERT"):
         return str(DATA_DIR / "models" / "bert-base-encoder" / "config.json")
     return model
+
+
+def _short(target: str) -> str:
+    return target.split("/")[-2] if "/" in target else target
+
+
+def _graphs(ctx: Context, target: str, dtype: str, points: set[tuple]) -> dict[tuple, Any]:
+    """*target*'s graph at every ``(batch, seq)`` of *points* (:func:`graphroof.validate.traces.graphs_at`: a few
+    traces where the dependence on the batch and the sequence checks linear), each as ``load(target, batch=B,
+    dtype, seq)`` gives it."""
+    from ..frontends import load
+    from .traces import graphs_at
+
+    def trace(b: int, s: int | None) -> Any:
+        return load(target, options=ctx.options or DEFAULT, batch=b, dtype=dtype, **({"seq": s} if s else {}))
+
+    ctx.progress(f"tracing {_short(target)}, {dtype}: {len(points)} (batch, seq) points")
+    out, n = graphs_at(trace, points, ctx.progress)
+    if n < len(out):
+        ctx.progress(f"{_short(target)}, {dtype}: {n} traces; the other {len(out) - n} graphs interpolated from them "
+                     "(checked against one more trace)")
+    return out
 
 
 def vision_rows(ctx: Context) -> list[Row]:
@@ -113,25 +168,36 @@ def vision_rows(ctx: Context) -> list[Row]:
             row.not_covered = "no latency or throughput in the row"
         if hw is not None and not row.excluded and not row.not_covered:
             target = _target(r["source_id"], model)
-            jobs.setdefault((target, runtime, batch, seq, dtype), []).append((row, prof))
+            att, mp = _kernels(r["source_id"], r["framework"], dtype, prof)
+            jobs.setdefault((target, (runtime, att, mp), batch, seq, dtype), []).append((row, prof))
             row.vendor = hw.vendor
             row.command = (f"graphroof analyze {target} --hw {prof} --runtime {runtime} --batch {batch} --dtype {dtype}"
-                           + (f" --seq {seq}" if seq else "") + " -f json: totals time_realistic_s"
+                           + (f" --seq {seq}" if seq else "") + (" --attention naive" if att == "naive" else "")
+                           + (" --matmul-precision highest" if mp == "highest" else "") + " -f json: totals time_realistic_s"
                            + (" (throughput = batch / time)" if is_rate else ""))
         out.append(row)
-    for (target, runtime, batch, seq, dtype), rows_ in jobs.items():
+    models: dict[tuple, set[tuple]] = {}  # (target, dtype) -> the (batch, seq) its rows ask for
+    for target, _, batch, seq, dtype in jobs:
+        models.setdefault((target, dtype), set()).add((batch, seq))
+    graphs: dict[tuple, dict[tuple, Any]] = {}
+    order = {m: i for i, m in enumerate(models)}  # one model after the other, in the order of the data
+    for (target, (runtime, att, mp), batch, seq, dtype), rows_ in sorted(
+            jobs.items(), key=lambda j: order[j[0][0], j[0][4]]):
+        if (target, dtype) not in graphs:  # one model's graphs at a time (the previous one's are dropped)
+            graphs = {(target, dtype): _graphs(ctx, target, dtype, models[target, dtype])}
+        graph = graphs[target, dtype][batch, seq]
         profs = sorted({p for _, p in rows_})
         hws: list[Any] = [ctx.hw(p) for p in profs]
         held = [ctx.holdout_hw(p, "vision") for p in profs]
         held = [h if h is not None and h is not ctx.hw(p) else None for p, h in zip(profs, held)]
         hws += [h for h in held if h is not None]
-        ctx.progress(f"vision {target.split('/')[-2] if '/' in target else target}: batch {batch}"
-                     + (f", seq {seq}" if seq else "") + f", {dtype}, {runtime} on {', '.join(profs)}")
-        kw: dict[str, Any] = {"batch": batch, "dtype": dtype}
-        if seq:
-            kw["seq"] = seq
-        # the model traced once, counted and priced per device (graphroof compare's path; = analyze per device)
-        ts = [a.time_realistic_s for a in analyze_on_profiles(target, hws, runtime=runtime, options=ctx.options, **kw)]
+        if mp != "high":  # the engine's fp32 matmul math (see _kernels)
+            hws = [h.with_overrides(matmul_precision=mp) for h in hws]
+        ctx.progress(f"vision {_short(target)}: batch {batch}" + (f", seq {seq}" if seq else "")
+                     + f", {dtype}, {runtime} on {', '.join(profs)}")
+        # the model's graph at the row's batch (traced, or interpolated and checked: .traces), counted and priced
+        # per device (graphroof compare's path; = analyze per device)
+        ts = [a.time_realistic_s for a in analyze_on_profiles(graph, hws, runtime=runtime, attention=att)]
         t_of = dict(zip(profs, ts[:len(profs)]))
         th_of = dict(zip([p for p, h in zip(profs, held) if h is not None], ts[len(profs):]))
         for row, prof in rows_:

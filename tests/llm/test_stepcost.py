@@ -15,7 +15,7 @@ from graphroof.llm import Engine, Pricing
 from tests.llm.toy import RULES, toy_source
 
 
-def _engine(hw: str, **kw) -> Engine:
+def _engine(hw, **kw) -> Engine:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return Engine(toy_source(L=2, H=256, heads=4, kv_heads=2, I=512, V=1000), hw=hw,
@@ -100,3 +100,43 @@ def test_several_chunks_in_one_step():
     same = float(sc(prefill_tokens=96, prefill_attention=96 ** 2, ideal=True))
     two = float(sc(prefill_tokens=96, prefill_attention=2 * 100_000 * 64 + 64 ** 2 + 32 ** 2, ideal=True))
     assert same == pytest.approx(one, rel=1e-12) and two > 1.5 * one
+
+
+@pytest.mark.parametrize("hw", ["h100", "efficiency"])  # the kernel-level model / efficiency factors only
+def test_scalar_path_and_its_memo_equal_the_vectorised_steps(hw):
+    """A single step (scalar arguments) is priced on floats with its per-step groups memoised on (m, s) and
+    (n, attention work, m == 0); every value equals the vectorised path's bit for bit, first call (a miss), second
+    call (a hit) and without the memo (memo=False); repeated keys are served from the memo."""
+    from graphroof.hardware import adhoc_profile
+
+    eng = _engine(adhoc_profile(100e12, 1e12) if hw == "efficiency" else hw)
+    assert (eng.hw.timing is None) == (hw == "efficiency")
+    sc = eng.step_cost(max_batch=32, max_context=256, max_chunk=128)
+    plain = eng.step_cost(max_batch=32, max_context=256, max_chunk=128, memo=False)
+    rng = np.random.default_rng(1)
+    n = np.where(rng.random(120) < 0.5, rng.integers(1, 129, 120), 0)
+    o = np.where(rng.random(120) < 0.3, rng.integers(0, 100, 120), 0)
+    m = rng.integers(0, 33, 120)
+    s = m * rng.integers(1, 256, 120)
+    n[:10], o[:10] = 64, 0                                  # repeated chunks: the memo serves them
+    for ideal in (False, True):
+        together = sc(n, o, m, s, ideal=ideal)
+        for i in range(120):
+            args = (int(n[i]), int(o[i]), int(m[i]), int(s[i]))
+            first, again = sc(*args, ideal=ideal), sc(*args, ideal=ideal)
+            assert float(first) == float(again) == float(plain(*args, ideal=ideal)) == together[i]
+    assert sc._memo_pre and sc._memo_dec and not plain._memo_pre and not plain._memo_dec
+    # several chunks (their attention work given) and decode-only arrays take their own paths, same values
+    assert float(sc(96, 0, 3, 300, prefill_attention=5000.0)) == sc(np.array([96]), 0, 3, 300,
+                                                                   prefill_attention=np.array([5000.0]))[0]
+    assert np.array_equal(sc(0, 0, m, s), sc(np.zeros(120, dtype=np.int64), o * 0, m, s))
+    # a mixed step at a state of the last decode-only call takes its decode part from that call's CUDA-graph rows
+    # plus the eager launches: the same doubles as pricing it eagerly
+    derived = []
+    sc._eager_from = lambda parts, j, f=sc._eager_from: derived.append(j) or f(parts, j)
+    sc._memo_dec.clear()
+    sc(0, 0, m, s)
+    for j in np.flatnonzero(m)[:12]:
+        mixed = float(sc(32, 0, int(m[j]), int(s[j])))
+        assert mixed == sc(np.array([32]), 0, m[j:j + 1], s[j:j + 1])[0] == float(plain(32, 0, int(m[j]), int(s[j])))
+    assert len(derived) >= 10  # (m, s) pairs repeat in the draw: those are memo hits

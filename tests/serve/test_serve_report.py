@@ -285,7 +285,8 @@ def test_real_result_renders_every_format(real):
     assert set(FORMATS_BY_KIND["serve"]) == {"terminal", "markdown", "json", "csv", "html"}
     text = render(real, "terminal")
     rows = [ln for ln in text.splitlines() if re.match(r"^(1|4)\s", ln)]
-    assert len(rows) == 2 and "maximum sustainable rate:" in text and "replicas: 1 (1 GPU) for 10 req/s" in text
+    # one row per rate in the figures' table, and again in the error-band ranges' table
+    assert len(rows) == 4 and sum(" - " in ln for ln in rows) == 2 and "maximum sustainable rate:" in text and "replicas: 1 (1 GPU) for 10 req/s" in text
     assert not re.search(r"\de\+\d", text)                      # rates written out (8,192, not 8.19e+03)
     assert render(real, "markdown").startswith("# serve: toy-llama on ")
     d = json.loads(render(real, "json"))

@@ -14,15 +14,19 @@ P = CollectiveParams(algorithms=("ring", "tree", "nvls"), base_latency_s=10e-6, 
 
 
 def test_ring_allreduce_by_hand():
-    # p = 8 in one node, S = 64e6: latency 10 + 2 * 7 * 1 = 24 us; bandwidth 2 * 7/8 * 64e6 / 100e9 = 1.12 ms
+    # p = 8 in one node, S = 64e6, bytes 2 * 7/8 * 64e6 = 112e6 B; per protocol (share, extra per NVLink hop):
+    # LL (1/2, 0): 10 + 14 * 1 = 24 us + 112e6 / 50e9 = 2.24 ms -> 2.264 ms
+    # LL128 (120/128, 1.43 us): 10 + 14 * 2.43 = 44.02 us + 112e6 / 93.75e9 = 1194.67 us -> 1238.69 us
+    # Simple (1, 2.93 us): 10 + 14 * 3.93 = 65.02 us + 112e6 / 100e9 = 1.12 ms -> 1185.02 us (picked)
     r = collective_time_with("all_reduce", 64e6, 8, P, algorithm="ring")
-    assert r.t_latency_s == pytest.approx(24e-6)
+    assert r.protocol == "simple"
+    assert r.t_latency_s == pytest.approx(65.02e-6)
     assert r.t_bandwidth_s == pytest.approx(1.12e-3)
-    assert r.t_s == pytest.approx(1.144e-3)
+    assert r.t_s == pytest.approx(1.18502e-3)
 
 
 def test_nvls_by_hand_and_picked_when_faster():
-    # NVLS: 10 + 2 * 1 = 12 us + 64e6 / 200e9 = 320 us -> 332 us < ring's 1.144 ms
+    # NVLS: 10 + 2 * 1 = 12 us + 64e6 / 200e9 = 320 us -> 332 us < ring's 1.185 ms
     r = collective_time_with("all_reduce", 64e6, 8, P)
     assert r.algorithm == "nvls" and r.t_s == pytest.approx(332e-6)
     # without nvls in the list the ring runs
@@ -32,13 +36,17 @@ def test_nvls_by_hand_and_picked_when_faster():
 
 def test_multi_node_ring_vs_tree_by_hand():
     # p = 16, 8 per node, 2 nodes; network = 20e9 * min(8, 8) = 160e9 per node > 100e9 NVLink: bottleneck 100e9
-    # ring: 10 + 2 * 15 * 5 = 160 us + 2 * 15/16 * 64e6 / 100e9 = 1200 us -> 1360 us
-    # tree: 10 + 2 * (ceil(log2 2) * 5 + 7 * 1) = 34 us + 2 * 64e6 / 100e9 = 1280 us -> 1314 us (picked)
+    # ring, Simple (NVLink hop 1 + 2.93 = 3.93 us, network hop 5 + 11.3 = 16.3 us): 30 steps, 2 of them on the
+    # network: 10 + 28 * 3.93 + 2 * 16.3 = 152.64 us + 2 * 15/16 * 64e6 / 100e9 = 1200 us -> 1352.64 us (picked)
+    # tree, Simple: 10 + 2 * (ceil(log2 2) * 16.3 + 7 * 3.93) = 97.62 us + 2 * 64e6 / 100e9 = 1280 us -> 1377.62 us
     ring = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="ring")
     tree = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="tree")
-    assert ring.t_s == pytest.approx(1360e-6)
-    assert tree.t_s == pytest.approx(1314e-6)
-    assert collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8).algorithm == "tree"
+    assert ring.t_s == pytest.approx(1352.64e-6) and ring.protocol == "simple"
+    assert tree.t_s == pytest.approx(1377.62e-6) and tree.protocol == "simple"
+    assert collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8).algorithm == "ring"
+    # 2 KB: LL; ring 10 + 28 * 1 + 2 * 5 = 48 us; tree 10 + 2 * (5 + 7 * 1) = 34 us + 2 * 2048 / 50e9 = 81.92 ns
+    small = collective_time_with("all_reduce", 2048, 16, P, gpus_per_node=8)
+    assert (small.algorithm, small.protocol) == ("tree", "LL") and small.t_s == pytest.approx(34.08192e-6)
     # one NIC per node: network 20e9 is the bottleneck: ring bandwidth 2 * 15/16 * 64e6 / 20e9 = 6 ms
     one_nic = CollectiveParams(**{**P.__dict__, "nics_per_node": 1})
     r1 = collective_time_with("all_reduce", 64e6, 16, one_nic, gpus_per_node=8, algorithm="ring")
@@ -49,10 +57,26 @@ def test_multi_node_ring_vs_tree_by_hand():
 
 
 def test_allgather_reduce_scatter_ring_by_hand():
-    # p = 4, S = 4e6: 10 + 3 * 1 = 13 us + 3/4 * 4e6 / 100e9 = 30 us -> 43 us
+    # p = 4, S = 4e6, bytes 3/4 * 4e6 = 3e6: LL 10 + 3 * 1 = 13 us + 3e6 / 50e9 = 60 us -> 73 us;
+    # LL128 10 + 3 * 2.43 = 17.29 us + 3e6 / 93.75e9 = 32 us -> 49.29 us (picked); Simple 10 + 3 * 3.93 + 30 = 51.79 us
     for op in ("all_gather", "reduce_scatter"):
         r = collective_time_with(op, 4e6, 4, P)
-        assert r.algorithm == "ring" and r.t_s == pytest.approx(43e-6)
+        assert r.algorithm == "ring" and r.protocol == "LL128" and r.t_s == pytest.approx(49.29e-6)
+
+
+def test_network_ramp_by_hand():
+    # one NIC per 4e6 B of buffer, at most min(g = 8, nics 8): 1e6 B -> 1 NIC (20e9), 16e6 -> 4 (80e9), 64e6 -> 8
+    from dataclasses import replace
+
+    from graphroof.timing.collectives import network_bw
+    ramp = replace(P, inter_ramp_bytes_per_nic=4e6)
+    assert [network_bw(s, 8, ramp) for s in (1e6, 16e6, 64e6)] == pytest.approx([20e9, 80e9, 160e9])
+    assert network_bw(1e6, 8, P) == pytest.approx(160e9)          # no ramp: every NIC from the first byte
+    # 1e6 B over 2 nodes of 1 GPU (p = 2): network 20e9 < NVLink; ring LL: 10 + 2 * 5 = 20 us + 1e6 / 10e9 = 100 us;
+    # Simple: 10 + 2 * 16.3 = 42.6 us + 1e6 / 20e9 = 50 us -> 92.6 us (picked); LL128 10 + 2 * 6.3 = 22.6 us
+    # + 1e6 / 18.75e9 = 53.33 us -> 75.93 us (picked over both)
+    r = collective_time_with("all_reduce", 1e6, 2, ramp, gpus_per_node=1, algorithm="ring")
+    assert r.protocol == "LL128" and r.t_s == pytest.approx(22.6e-6 + 1e6 / 18.75e9)
 
 
 def test_small_messages_are_latency_bound():

@@ -1,0 +1,174 @@
+"""Rows measured by graphroof's developers with PyTorch on one NVIDIA H100 SXM and one H200 SXM
+(``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``).  No constant was fitted on them (the
+H200's timing constants are derived from the H100's; the H100's were fitted on other rows), so every row is a
+check of the model, priced through the paths users run:
+
+* ``gemm.csv``: ``torch.mm`` bf16 and ``torch._scaled_mm`` fp8 (bf16 out), M = 1 .. 16384 on Llama-3 linear shapes
+  -> the one-op ``aten.mm`` graph of :mod:`.kernels` under ``compiled`` (kernel time, no host launch: the source
+  replays back-to-back calls from a CUDA graph);
+* ``attention.csv``: ``F.scaled_dot_product_attention`` (flash and cuDNN backends), prefill and one-token decode
+  -> a one-op ``aten.scaled_dot_product_attention`` graph, same pricing;
+* ``decode.csv``: a Llama-3-8B-shaped decoder step in plain torch ops replayed from a CUDA graph (static K/V cache of
+  ``context`` positions) -> ``graphroof llm llama-3-8b --runtime pytorch-cuda-graph``, TPOT of the first decode
+  step after a ``context - 1`` token prompt;
+* ``models.csv``: ResNet-50 / BERT-base fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
+  under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-3-8B-shaped transformers model's eager prefill ->
+  ``graphroof llm`` TTFT under ``pytorch-eager``;
+* ``grouped.csv``: ``torch._grouped_mm`` MoE expert GEMMs: not covered (no one-op grouped-GEMM graph), as in
+  :mod:`.kernels`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import Context
+from .data import excluded_reason
+from .kernels import matmul_time_s
+from .result import Row
+
+__all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
+
+#: data folder -> the profile its GPU is priced on
+SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm"}
+ENGINE = "PyTorch 2.11 (cu130), measured by graphroof"
+DATASET = "torch_gpu"
+
+
+def attention_graph(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int, causal: bool,
+                    dtype: str = "bf16") -> Any:
+    """A one-op graph: ``aten.scaled_dot_product_attention(q, k, v, is_causal=causal)``."""
+    from ..graph import OpGraph, OpNode, TensorSpec
+
+    q = TensorSpec((batch, heads, q_len, head_dim), dtype)
+    k = TensorSpec((batch, kv_heads, kv_len, head_dim), dtype)
+    g = OpGraph(f"sdpa_{batch}x{heads}x{q_len}x{kv_len}")
+    node = OpNode("sdpa", "aten.scaled_dot_product_attention", inputs=(q, k, k), outputs=(q,),
+                  attrs={"is_causal": causal}, scope="sdpa")
+    g.add_op(node, ["q", "k", "v"], ["o"])
+    return g
+
+
+def attention_time_s(hw: Any, *shape: Any) -> float:
+    """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph on *hw*."""
+    from ..api import analyze
+
+    ks = analyze(attention_graph(*shape), hw=hw, runtime="compiled").to_dict()["kernels"]
+    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+
+
+def _m_regime(m: int) -> str:
+    return "M <= 64" if m <= 64 else "M 65-512" if m <= 512 else "M > 512"
+
+
+def _row(ctx: Context, hw: str, where: str, r: dict, family: str, regime: str, figure: str, runtime: str,
+         inputs: dict, measured: float) -> Row:
+    row = Row(DATASET, where, ENGINE, hw, "", family, regime, figure, runtime, "time_s", "s", inputs, measured)
+    row.excluded = excluded_reason(DATASET, r, ctx.rules)
+    return row
+
+
+def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
+    hw, out = ctx.hw(hw_name), []
+    for where, r in ctx.rows(f"{folder}/gemm.csv"):
+        m, n, k, dt = int(r["M"]), int(r["N"]), int(r["K"]), r["dtype"]
+        row = _row(ctx, hw_name, where, r, "gemm", f"{dt} GEMM, {_m_regime(m)}", "kernel-time", "compiled",
+                   {"shape": r["shape"], "M": m, "N": n, "K": k, "dtype": dt}, float(r["time_s"]))
+        out_dt = "bf16" if dt == "fp8" else None
+        if not row.excluded:
+            row.predicted = matmul_time_s(hw, m, n, k, dt, out_dt)
+            row.vendor = hw.vendor
+        row.command = (f"graphroof.analyze(graphroof.validate.kernels.matmul_graph({m}, {n}, {k}, '{dt}'"
+                       + (f", '{out_dt}'" if out_dt else "") + f"), hw='{hw_name}', runtime='compiled'): "
+                       "kernel time_realistic_s - t_launch_s")
+        out.append(row)
+    for where, r in ctx.rows(f"{folder}/attention.csv"):
+        b, h, kvh, lq, lk, d = (int(r[c]) for c in ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"))
+        causal = r["causal"] == "True"
+        kind = r["kind"]
+        regime = f"{kind} attention ({r['backend']})" + (", causal" if causal else "")
+        row = _row(ctx, hw_name, where, r, "attention", regime, "kernel-time", "compiled",
+                   {"backend": r["backend"], "batch": b, "heads": h, "q_len": lq, "kv_len": lk, "head_dim": d,
+                    "causal": causal}, float(r["time_s"]))
+        if not row.excluded:
+            row.predicted = attention_time_s(hw, b, h, kvh, lq, lk, d, causal)
+            row.vendor = hw.vendor
+        row.command = (f"graphroof.analyze(graphroof.validate.h200.attention_graph({b}, {h}, {kvh}, {lq}, {lk}, "
+                       f"{d}, {causal}), hw='{hw_name}', runtime='compiled'): kernel time_realistic_s - t_launch_s")
+        out.append(row)
+    for where, r in ctx.rows(f"{folder}/grouped.csv"):
+        row = _row(ctx, hw_name, where, r, "grouped-gemm", "bf16 grouped GEMM", "kernel-time", "compiled",
+                   {"shape": r["shape"], "tokens": r["tokens"], "experts": r["experts"]}, float(r["time_s"]))
+        row.not_covered = "grouped (MoE) GEMM: no one-op grouped-GEMM graph in the validation yet"
+        out.append(row)
+    return out
+
+
+def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
+    from ..llm.engine import Pricing
+
+    out: list[Row] = []
+    dec = [(w, r) for w, r in ctx.rows(f"{folder}/decode.csv")]
+    pre = [(w, r) for w, r in ctx.rows(f"{folder}/models.csv") if r["model"].startswith("llama")]
+    for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
+        live = []
+        for where, r in rows:
+            b = int(r["batch"])
+            ctx_len = int(r["context"]) if figure == "tpot" else int(r["seq"])
+            # the decode step attends over `context` positions: the first step after a (context - 1) prompt;
+            # the zoo model's 8,192 positions cap the 8,192-token prefill at 8,190 (0.02% fewer tokens)
+            prompt = ctx_len - 1 if figure == "tpot" else min(ctx_len, 8190)
+            regime = (f"decode batch {'1' if b == 1 else '8-64' if b <= 64 else '> 64'}" if figure == "tpot"
+                      else f"prefill {'<= 512' if ctx_len <= 512 else '> 512'} tokens")
+            row = _row(ctx, hw_name, where, r, "llama-3-8b", regime, figure, runtime,
+                       {"batch": b, "prompt": prompt, "gen": 2}, float(r["time_s"]))
+            row.command = (f"graphroof llm llama-3-8b --hw {hw_name} --batch {b} --prompt {prompt} --gen 2 --runtime "
+                           f"{runtime} --dtype bf16 -f json: configs[0].{'tpot_s' if figure == 'tpot' else 'ttft_s'}")
+            out.append(row)
+            if not row.excluded:
+                live.append((row, b, prompt))
+        if live:
+            eng = ctx.engine("llama-3-8b", hw_name, Pricing(runtime=runtime), dtype="bf16")
+            figs = eng.price([x[1] for x in live], [x[2] for x in live], [2] * len(live))
+            vals = figs.tpot_s if figure == "tpot" else figs.ttft_s
+            for i, (row, _, _) in enumerate(live):
+                row.predicted, row.vendor = float(vals[i]), eng.hw.vendor
+    return out
+
+
+def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
+    from ..api import analyze
+
+    out: list[Row] = []
+    zoo = {"resnet-50": ("resnet-50", None), "bert-base": ("bert-base", 128)}
+    for where, r in ctx.rows(f"{folder}/models.csv"):
+        if r["model"] not in zoo:
+            continue
+        target, seq = zoo[r["model"]]
+        b = int(r["batch"])
+        runtime = "pytorch-cuda-graph" if r["mode"] == "cuda-graph" else "pytorch-eager"
+        regime = f"{r['mode']}, batch {'<= 8' if b <= 8 else '> 8'}"
+        row = _row(ctx, hw_name, where, r, r["model"], regime, "vision-latency", runtime,
+                   {"batch": b, "dtype": "fp16"} | ({"seq": seq} if seq else {}), float(r["time_s"]))
+        seq_arg = f" --seq {seq}" if seq else ""
+        row.command = (f"graphroof analyze {target} --hw {hw_name} --batch {b} --dtype fp16{seq_arg} --runtime {runtime} "
+                       "-f json: totals.time_realistic_s")
+        if not row.excluded:
+            kw: dict[str, Any] = {"seq": seq} if seq else {}
+            a = analyze(target, hw=hw_name, batch=b, dtype="fp16", runtime=runtime, **kw)
+            row.predicted = float(a.to_dict()["totals"]["time_realistic_s"])
+            row.vendor = ctx.hw(hw_name).vendor
+        out.append(row)
+    return out
+
+
+def torch_gpu_rows(ctx: Context) -> list[Row]:
+    out: list[Row] = []
+    for folder, hw in SESSIONS.items():
+        ctx.progress(f"{hw}: kernels")
+        out += _kernels(ctx, folder, hw)
+        ctx.progress(f"{hw}: llama-3-8b")
+        out += _llm(ctx, folder, hw)
+        ctx.progress(f"{hw}: resnet-50 / bert-base")
+        out += _vision(ctx, folder, hw)
+    return out

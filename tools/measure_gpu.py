@@ -1,0 +1,472 @@
+"""Measure kernels and small models on the local NVIDIA GPU, for checking graphroof's predictions against a real device.
+
+What it times (each a CSV in ``--out``):
+
+* ``gemm.csv``: ``torch.mm`` in bf16 and ``torch._scaled_mm`` in fp8 (e4m3, per-tensor scales, bf16 output) over
+  Llama-3-8B / 70B linear-layer shapes and a few square / odd ones, M = 1 .. 16384;
+* ``attention.csv``: ``F.scaled_dot_product_attention`` forward (flash and cuDNN backends), causal prefill and
+  one-token decode;
+* ``models.csv``: ResNet-50 (torchvision, random weights, fp16, channels-last) and BERT-base (transformers, from
+  its config, fp16, sequence 128) forward passes, eager and replayed from a CUDA graph; a Llama-3-8B-shaped
+  decoder (transformers, random bf16 weights) prefill forward, eager;
+* ``decode.csv``: a Llama-3-8B-shaped decode step in plain torch ops replayed from a CUDA graph;
+* ``grouped.csv``: ``torch._grouped_mm`` Mixtral expert GEMMs;
+* ``gqa.csv``: decode attention of a 64 / 8-head GQA layer, native GQA against K/V read once per query head;
+* ``stream.csv``: ``torch.sum`` over and a copy of a buffer of 2 MB to 2 GB (L2-resident to DRAM-streaming).
+
+Method: device time from CUDA events around a CUDA-graph replay of ``reps`` back-to-back calls (no host launch
+gaps: what an engine that replays graphs sees), after warm-up; the median of ``--trials`` replays divided by
+``reps``.  Eager model rows time the Python forward (host dispatch included), median of the trials.  Inputs are
+random normal (all-zero inputs draw less power and run faster on Hopper).
+
+This script made the bundled validation rows ``graphroof/validate/data/h100_session`` and ``h200_session`` (scored by
+``graphroof validate --dataset torch_gpu``).  ``benchmarks/gpu_measure.py`` is the calibration sibling: it rotates
+GEMM weights over copies larger than L2 (cold-cache GEMMs, as a model's layers see them) and adds weight-only int4
+and pointwise kernels; here the rows whose operands fit in L2 are marked instead (``operands_fit_l2``).
+
+Run on a GPU machine: ``python tools/measure_gpu.py --out DIR [--quick]``; ``--smoke`` runs a tiny CPU check of
+the script's logic (no timing meaning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+GEMM_NK = {  # (N, K) of y[M, N] = x[M, K] @ W[K, N]
+    "llama3-8b.qkv": (6144, 4096), "llama3-8b.o": (4096, 4096), "llama3-8b.gate_up": (28672, 4096),
+    "llama3-8b.down": (4096, 14336), "llama3-70b.qkv": (10240, 8192), "llama3-70b.o": (8192, 8192),
+    "llama3-70b.gate_up": (57344, 8192), "llama3-70b.down": (8192, 28672), "square.8192": (8192, 8192),
+    "resnet.fc": (1000, 2048), "odd.5120x3000": (5120, 3000),
+}
+GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+class Timer:
+    """Device time of a callable: CUDA-graph replay of ``reps`` calls, CUDA events, median of trials."""
+
+    def __init__(self, device: str, trials: int) -> None:
+        self.cuda = device == "cuda"
+        self.trials = trials
+
+    def graph(self, fn: Callable[[], Any], reps: int) -> float:
+        if not self.cuda:
+            return self.eager(fn)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(reps):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(self.trials):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3 / reps)
+        return statistics.median(times)
+
+    def eager(self, fn: Callable[[], Any], reps: int = 1) -> float:
+        for _ in range(3):
+            fn()
+        self.sync()
+        times = []
+        for _ in range(self.trials):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            self.sync()
+            times.append((time.perf_counter() - t0) / reps)
+        return statistics.median(times)
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def reps_for(flops: float, peak: float = 7e14) -> int:
+    """Calls per graph: enough for ~2 ms of work, at most 50."""
+    return int(max(1, min(50, 2e-3 / max(flops / peak, 2e-6))))
+
+
+def l2_bytes(dev: str) -> int:
+    """The device's L2 size (PyTorch's reading); 0 on the CPU."""
+    return int(torch.cuda.get_device_properties(0).L2_cache_size) if dev == "cuda" else 0
+
+
+def l2_mark(row: dict, operand_bytes: float, l2: int) -> dict:
+    """*row* with its operands' bytes and whether they all fit in L2 (then back-to-back calls re-read them from L2:
+    a warm-cache time)."""
+    return row | {"operand_bytes": int(operand_bytes), "operands_fit_l2": "yes" if operand_bytes <= l2 else "no"}
+
+
+def write(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def gemms(t: Timer, dev: str, ms: tuple[int, ...], out: Path, fp8: bool) -> None:
+    rows: list[dict] = []
+    l2 = l2_bytes(dev)
+    for name, (n, k) in GEMM_NK.items():
+        w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+        for m in ms:
+            x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            r = reps_for(2.0 * m * n * k)
+            wt = w.t()
+            ts = t.graph(lambda x=x, wt=wt, y=y: torch.mm(x, wt, out=y), r)
+            rows.append(l2_mark({"shape": name, "dtype": "bf16", "M": m, "N": n, "K": k, "reps": r, "time_s": ts,
+                                 "tflops": 2.0 * m * n * k / ts / 1e12}, 2 * (m * k + n * k + m * n), l2))
+            if fp8 and dev == "cuda" and k % 16 == 0 and n % 16 == 0:
+                try:
+                    x8 = x.to(torch.float8_e4m3fn)
+                    w8 = w.to(torch.float8_e4m3fn)
+                    one = torch.ones((), device=dev, dtype=torch.float32)
+                    w8t = w8.t()
+                    t8 = t.graph(lambda x8=x8, w8t=w8t, one=one: torch._scaled_mm(
+                        x8, w8t, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), r)
+                    rows.append(l2_mark({"shape": name, "dtype": "fp8", "M": m, "N": n, "K": k, "reps": r,
+                                         "time_s": t8, "tflops": 2.0 * m * n * k / t8 / 1e12},
+                                        m * k + n * k + 2 * m * n, l2))
+                except Exception as exc:  # noqa: BLE001 - record why a shape is not measured
+                    print(f"fp8 {name} M={m}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+        print(f"gemm {name} done", flush=True)
+        write(out / "gemm.csv", rows)
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
+def attention(t: Timer, dev: str, out: Path, quick: bool) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows: list[dict] = []
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    dt = torch.bfloat16 if dev == "cuda" else torch.float32
+    heads, hd = 32, 128
+    l2 = l2_bytes(dev)
+    prefill = [(1, s) for s in ((512, 2048) if quick else (512, 1024, 2048, 4096, 8192, 16384))] + [(8, 2048)]
+    for b, s in prefill:
+        q, k, v = (torch.randn(b, heads, s, hd, device=dev, dtype=dt) for _ in range(3))
+        for causal in (True, False):
+            flops = 4.0 * b * heads * s * s * hd * (0.5 if causal else 1.0)
+            for bname, be in backends.items():
+                try:
+                    with sdpa_kernel([be]):
+                        ts = t.graph(lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+                                     reps_for(flops))
+                except Exception as exc:  # noqa: BLE001
+                    print(f"attn {bname} b={b} s={s}: {type(exc).__name__}", flush=True)
+                    continue
+                rows.append(l2_mark({"kind": "prefill", "backend": bname, "batch": b, "heads": heads,
+                                     "kv_heads": heads, "q_len": s, "kv_len": s, "head_dim": hd, "causal": causal,
+                                     "time_s": ts, "tflops": flops / ts / 1e12},
+                                    2 * (2 * b * heads * s * hd + 2 * b * heads * s * hd), l2))
+    for b in ((1, 64) if quick else (1, 8, 32, 128)):
+        for ctx in (1024, 4096):
+            q = torch.randn(b, heads, 1, hd, device=dev, dtype=dt)
+            k, v = (torch.randn(b, heads, ctx, hd, device=dev, dtype=dt) for _ in range(2))
+            kv_bytes = 2.0 * b * heads * ctx * hd * k.element_size()
+            for bname, be in backends.items():
+                try:
+                    with sdpa_kernel([be]):
+                        ts = t.graph(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), 20)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"decode {bname} b={b} ctx={ctx}: {type(exc).__name__}", flush=True)
+                    continue
+                rows.append(l2_mark({"kind": "decode", "backend": bname, "batch": b, "heads": heads,
+                                     "kv_heads": heads, "q_len": 1, "kv_len": ctx, "head_dim": hd, "causal": False,
+                                     "time_s": ts, "tflops": kv_bytes / ts / 1e12},  # decode: TB/s of K/V read
+                                    2 * (2 * b * heads * hd + 2 * b * heads * ctx * hd), l2))
+    write(out / "attention.csv", rows)
+    print("attention done", flush=True)
+
+
+def models(t: Timer, dev: str, out: Path, quick: bool) -> None:
+    rows: list[dict] = []
+    cuda = dev == "cuda"
+    dt = torch.float16 if cuda else torch.float32
+    torch.backends.cudnn.benchmark = True
+
+    def record(model: str, mode: str, batch: int, seq: int, run: Callable[[], float]) -> None:
+        try:
+            ts = run()
+        except Exception as exc:  # noqa: BLE001 - a capture that fails (host sync in the model) is noted
+            print(f"{model} {mode} b={batch}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+            return
+        rows.append({"model": model, "mode": mode, "dtype": str(dt).split(".")[-1], "batch": batch, "seq": seq,
+                     "time_s": ts, "per_s": batch / ts})
+        print(f"{model} {mode} b={batch} s={seq}: {ts * 1e3:.3f} ms", flush=True)
+        write(out / "models.csv", rows)
+
+    try:
+        import torchvision
+
+        net = torchvision.models.resnet50(weights=None).to(dev, dt).eval()
+        if cuda:
+            net = net.to(memory_format=torch.channels_last)
+        for b in ((1,) if not cuda else (1, 32) if quick else (1, 8, 32, 128, 256)):
+            x = torch.randn(b, 3, 224, 224, device=dev, dtype=dt)
+            if cuda:
+                x = x.to(memory_format=torch.channels_last)
+            with torch.inference_mode():
+                record("resnet-50", "eager", b, 224, lambda x=x, net=net: t.eager(lambda: net(x), reps=5))
+            with torch.no_grad():
+                record("resnet-50", "cuda-graph", b, 224, lambda x=x, net=net: t.graph(lambda: net(x), 3))
+    except Exception as exc:  # noqa: BLE001
+        print(f"resnet: {type(exc).__name__}: {exc}", flush=True)
+    try:
+        from transformers import BertConfig, BertModel
+
+        bert = BertModel(BertConfig(attn_implementation="sdpa")).to(dev, dt).eval()
+        for b in ((1,) if not cuda else (1, 32) if quick else (1, 8, 32, 128)):
+            ids = torch.randint(0, 30000, (b, 128), device=dev)
+            with torch.inference_mode():
+                record("bert-base", "eager", b, 128, lambda ids=ids, bert=bert: t.eager(lambda: bert(input_ids=ids), reps=5))
+            with torch.no_grad():
+                record("bert-base", "cuda-graph", b, 128, lambda ids=ids, bert=bert: t.graph(lambda: bert(input_ids=ids), 3))
+    except Exception as exc:  # noqa: BLE001
+        print(f"bert: {type(exc).__name__}: {exc}", flush=True)
+    if not cuda:
+        return
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                          num_key_value_heads=8, vocab_size=128256, max_position_embeddings=16384,
+                          rope_theta=500000.0, attn_implementation="sdpa", torch_dtype=torch.bfloat16)
+        torch.set_default_dtype(torch.bfloat16)
+        with torch.device(dev):
+            llm = LlamaForCausalLM(cfg).eval()
+        torch.set_default_dtype(torch.float32)
+        for b, s in (((1, 512), (1, 2048)) if quick else ((1, 128), (1, 512), (1, 2048), (1, 8192), (4, 2048))):
+            ids = torch.randint(0, 128000, (b, s), device=dev)
+            with torch.inference_mode():
+                ts = t.eager(lambda ids=ids, llm=llm: llm(input_ids=ids, use_cache=False, logits_to_keep=1))
+            rows.append({"model": "llama-3-8b-shaped", "mode": "eager-prefill", "dtype": "bfloat16", "batch": b,
+                         "seq": s, "time_s": ts, "per_s": b * s / ts})
+            print(f"llama prefill b={b} s={s}: {ts * 1e3:.2f} ms", flush=True)
+            write(out / "models.csv", rows)
+    except Exception as exc:  # noqa: BLE001
+        print(f"llama: {type(exc).__name__}: {exc}", flush=True)
+
+
+def rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype) * w
+
+
+class Decoder:
+    """A Llama-3-8B-shaped decoder step in plain torch ops (no fusion): embedding, per layer RMSNorm, fused QKV
+    GEMM, K/V written into a static cache at one position, SDPA over the whole cache (GQA), output GEMM, RMSNorm,
+    fused gate/up GEMM, SiLU x up, down GEMM; final norm and LM head.  Random bf16 weights."""
+
+    def __init__(self, dev: str, batch: int, ctx: int, layers: int = 32, d: int = 4096, inter: int = 14336,
+                 heads: int = 32, kv: int = 8, vocab: int = 128256) -> None:
+        bf = torch.bfloat16
+        self.h, self.kv, self.hd = heads, kv, d // heads
+        self.layers = [dict(qkv=torch.randn((heads + 2 * kv) * self.hd, d, device=dev, dtype=bf) * 0.02,
+                            o=torch.randn(d, d, device=dev, dtype=bf) * 0.02,
+                            gu=torch.randn(2 * inter, d, device=dev, dtype=bf) * 0.02,
+                            dn=torch.randn(d, inter, device=dev, dtype=bf) * 0.02,
+                            n1=torch.ones(d, device=dev, dtype=bf), n2=torch.ones(d, device=dev, dtype=bf),
+                            k=torch.randn(batch, kv, ctx, self.hd, device=dev, dtype=bf),
+                            v=torch.randn(batch, kv, ctx, self.hd, device=dev, dtype=bf))
+                       for _ in range(layers)]
+        self.emb = torch.randn(vocab, d, device=dev, dtype=bf) * 0.02
+        self.head = torch.randn(vocab, d, device=dev, dtype=bf) * 0.02
+        self.nf = torch.ones(d, device=dev, dtype=bf)
+        self.ids = torch.randint(0, vocab, (batch,), device=dev)
+        self.pos = torch.tensor([ctx - 1], device=dev)
+        self.batch = batch
+
+    def step(self) -> torch.Tensor:
+        b, hd = self.batch, self.hd
+        x = self.emb[self.ids]
+        for p in self.layers:
+            a = rms(x, p["n1"]) @ p["qkv"].t()
+            q, k, v = a.split([self.h * hd, self.kv * hd, self.kv * hd], dim=-1)
+            p["k"].index_copy_(2, self.pos, k.view(b, self.kv, 1, hd))
+            p["v"].index_copy_(2, self.pos, v.view(b, self.kv, 1, hd))
+            o = F.scaled_dot_product_attention(q.view(b, self.h, 1, hd), p["k"], p["v"], enable_gqa=True)
+            x = x + o.reshape(b, self.h * hd) @ p["o"].t()
+            g, u = (rms(x, p["n2"]) @ p["gu"].t()).chunk(2, dim=-1)
+            x = x + (F.silu(g) * u) @ p["dn"].t()
+        return rms(x, self.nf) @ self.head.t()
+
+
+def decode(t: Timer, dev: str, out: Path, quick: bool) -> None:
+    rows: list[dict] = []
+    cases = ((1, 1024), (64, 1024)) if quick else ((1, 1024), (8, 1024), (32, 1024), (64, 1024), (128, 1024),
+                                                    (256, 1024), (1, 4096), (16, 4096), (64, 4096))
+    for b, ctx in cases:
+        try:
+            m = Decoder(dev, b, ctx)
+            with torch.no_grad():
+                ts = t.graph(m.step, 1)
+        except Exception as exc:  # noqa: BLE001
+            print(f"decode b={b} ctx={ctx}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+            continue
+        rows.append({"model": "llama-3-8b-shaped", "mode": "decode-cuda-graph", "dtype": "bfloat16", "batch": b,
+                     "context": ctx, "time_s": ts, "tokens_per_s": b / ts})
+        print(f"decode b={b} ctx={ctx}: {ts * 1e3:.3f} ms", flush=True)
+        write(out / "decode.csv", rows)
+        m = None  # type: ignore[assignment]
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
+def grouped(t: Timer, dev: str, out: Path) -> None:
+    """``torch._grouped_mm`` (bf16, Hopper): Mixtral-8x7B expert GEMMs, tokens x top-2 rows spread evenly."""
+    rows: list[dict] = []
+    experts, d, inter = 8, 4096, 14336
+    for name, (k, n) in {"mixtral.gate_up": (d, 2 * inter), "mixtral.down": (inter, d)}.items():
+        w = torch.randn(experts, n, k, device=dev, dtype=torch.bfloat16).transpose(-2, -1)
+        for tokens in (1, 8, 64, 512, 2048, 8192):
+            rows_total = 2 * tokens
+            per = [rows_total // experts + (1 if i < rows_total % experts else 0) for i in range(experts)]
+            offs = torch.tensor(list(__import__("itertools").accumulate(per)), device=dev, dtype=torch.int32)
+            x = torch.randn(rows_total, k, device=dev, dtype=torch.bfloat16)
+            flops = 2.0 * rows_total * n * k
+            try:
+                ts = t.graph(lambda x=x, offs=offs, w=w: torch._grouped_mm(x, w, offs=offs), reps_for(flops))
+            except Exception as exc:  # noqa: BLE001
+                print(f"grouped {name} T={tokens}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+                continue
+            rows.append({"shape": name, "experts": experts, "tokens": tokens, "top_k": 2, "K": k, "N": n,
+                         "time_s": ts, "tflops": flops / ts / 1e12})
+            print(f"grouped {name} T={tokens}: {ts * 1e6:.1f} us", flush=True)
+        write(out / "grouped.csv", rows)
+
+
+def stream(t: Timer, dev: str, out: Path) -> None:
+    """Read bandwidth by working-set size: ``x.sum()`` over a bf16 buffer replayed back to back (a buffer that fits
+    in L2 is re-read from L2 after the first call), and a copy (read + write) of the same buffer."""
+    rows: list[dict] = []
+    for mb in (2, 4, 8, 16, 24, 32, 40, 48, 64, 128, 512, 2048):
+        n = mb * 1_000_000 // 2
+        x = torch.randn(n, device=dev, dtype=torch.bfloat16)
+        y = torch.empty_like(x)
+        acc = torch.empty((), device=dev, dtype=torch.float32)
+        ts = t.graph(lambda x=x, acc=acc: torch.sum(x, dim=0, dtype=torch.float32, out=acc), 50)
+        tc = t.graph(lambda x=x, y=y: y.copy_(x), 50)
+        rows.append({"bytes": 2 * n, "sum_time_s": ts, "sum_read_bytes_per_s": 2 * n / ts, "copy_time_s": tc,
+                     "copy_bytes_per_s": 4 * n / tc})
+        print(f"{mb} MB: sum {2 * n / ts / 1e12:.2f} TB/s, copy {4 * n / tc / 1e12:.2f} TB/s", flush=True)
+    write(out / "stream.csv", rows)
+
+
+def gqa(t: Timer, dev: str, out: Path) -> None:
+    """Decode attention of a GQA layer (64 query heads, 8 K/V heads of 128: Llama-2/3-70B on one GPU): the flash
+    kernel with native GQA (each K/V head read once) against K/V expanded to 64 heads as a stride-0 view (each K/V
+    head read by its 8 query heads: re-reads served from L2 when they hit)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows: list[dict] = []
+    h, kvh, hd = 64, 8, 128
+    for b in (1, 8, 32, 64):
+        for ctx in (1024, 4096):
+            q = torch.randn(b, h, 1, hd, device=dev, dtype=torch.bfloat16)
+            k, v = (torch.randn(b, kvh, ctx, hd, device=dev, dtype=torch.bfloat16) for _ in range(2))
+            # (batch x K/V head) as the batch, the group's query heads as heads, K/V a stride-0 view over them
+            qg = q.view(b * kvh, h // kvh, 1, hd)
+            ke, ve = (x.view(b * kvh, 1, ctx, hd).expand(b * kvh, h // kvh, ctx, hd) for x in (k, v))
+            kv_bytes = 2.0 * b * kvh * ctx * hd * 2
+            for mode, fn in (("native-gqa", lambda q=q, k=k, v=v: F.scaled_dot_product_attention(
+                                 q, k, v, enable_gqa=True)),
+                             ("expanded-view", lambda q=qg, k=ke, v=ve: F.scaled_dot_product_attention(q, k, v))):
+                try:
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                        ts = t.graph(fn, 20)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"gqa {mode} b={b} ctx={ctx}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                    continue
+                rows.append({"mode": mode, "batch": b, "heads": h, "kv_heads": kvh, "kv_len": ctx, "head_dim": hd,
+                             "time_s": ts, "kv_bytes": kv_bytes, "kv_bytes_per_s": kv_bytes / ts,
+                             "kv_stride_heads": ke.stride(1) if mode == "expanded-view" else k.stride(1)})
+                print(f"gqa {mode} b={b} ctx={ctx}: {ts * 1e6:.1f} us", flush=True)
+    write(out / "gqa.csv", rows)
+
+
+def environment(out: Path, dev: str) -> None:
+    lines = [f"python {platform.python_version()}", f"torch {torch.__version__}",
+             f"time {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"]
+    if dev == "cuda":
+        p = torch.cuda.get_device_properties(0)
+        lines += [f"device {p.name}", f"sms {p.multi_processor_count}", f"memory_bytes {p.total_memory}",
+                  f"cuda {torch.version.cuda}", f"cudnn {torch.backends.cudnn.version()}"]
+        try:
+            lines.append(subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,"
+                                         "clocks.max.mem,power.limit", "--format=csv"],
+                                        capture_output=True, text=True, timeout=20).stdout)
+        except Exception as exc:  # noqa: BLE001
+            lines.append(f"nvidia-smi: {exc}")
+    (out / "env.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "measured_out"))
+    ap.add_argument("--trials", type=int, default=7)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny CPU run of the script's logic")
+    ap.add_argument("--parts", default="gemm,attention,decode,grouped,gqa,stream,models")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = "cpu" if a.smoke or not torch.cuda.is_available() else "cuda"
+    if dev == "cpu" and not a.smoke:
+        sys.exit("error: no CUDA device; use --smoke for a CPU check of the script")
+    t = Timer(dev, 2 if a.smoke else a.trials)
+    environment(out, dev)
+    parts = set(a.parts.split(","))
+    t0 = time.perf_counter()
+    if "gemm" in parts:
+        global GEMM_NK
+        if a.smoke:
+            GEMM_NK = {"tiny": (64, 32)}
+        gemms(t, dev, (1, 16) if a.smoke else (GEMM_M[::2] if a.quick else GEMM_M), out, fp8=True)
+        print(f"gemm part {time.perf_counter() - t0:.1f} s", flush=True)
+    if "attention" in parts and not a.smoke:
+        attention(t, dev, out, a.quick)
+        print(f"attention part {time.perf_counter() - t0:.1f} s", flush=True)
+    if "decode" in parts and not a.smoke:
+        decode(t, dev, out, a.quick)
+        print(f"decode part {time.perf_counter() - t0:.1f} s", flush=True)
+    if "grouped" in parts and not a.smoke:
+        grouped(t, dev, out)
+        print(f"grouped part {time.perf_counter() - t0:.1f} s", flush=True)
+    if "gqa" in parts and not a.smoke:
+        gqa(t, dev, out)
+    if "stream" in parts and not a.smoke:
+        stream(t, dev, out)
+    if "models" in parts:
+        models(t, dev, out, a.quick or a.smoke)
+        print(f"models part {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
