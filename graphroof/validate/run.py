@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
@@ -16,58 +17,31 @@ from .result import Row, ValidationResult
 __all__ = ["validate", "DATASETS", "parse_datasets"]
 
 
-def _vidur_ops(ctx: Context) -> list[Row]:
-    from .vidur import ops_rows
+def _adapter(module: str, name: str) -> Callable[[Context], list[Row]]:
+    """Dataset adapter ``graphroof.validate.<module>.<name>(ctx)``, imported on first call (the adapters pull in
+    the LLM engine and the frontends)."""
+    def rows(ctx: Context) -> list[Row]:
+        return getattr(importlib.import_module(f".{module}", __package__), name)(ctx)
 
-    return ops_rows(ctx)
-
-
-def _vidur_allreduce(ctx: Context) -> list[Row]:
-    from .vidur import allreduce_rows
-
-    return allreduce_rows(ctx)
-
-
-def _gptfast(ctx: Context) -> list[Row]:
-    from .llmrows import gptfast_rows
-
-    return gptfast_rows(ctx)
-
-
-def _trtllm(ctx: Context) -> list[Row]:
-    from .llmrows import trtllm_rows
-
-    return trtllm_rows(ctx)
-
-
-def _vision(ctx: Context) -> list[Row]:
-    from .vision import vision_rows
-
-    return vision_rows(ctx)
-
-
-def _kernels(ctx: Context) -> list[Row]:
-    from .kernels import kernel_rows
-
-    return kernel_rows(ctx)
-
-
-def _torch_gpu(ctx: Context) -> list[Row]:
-    from .torchgpu import torch_gpu_rows
-
-    return torch_gpu_rows(ctx)
+    rows.__name__ = name
+    return rows
 
 
 #: Dataset name -> (adapter, what it is).  Order: the order of the report.
 DATASETS: dict[str, tuple[Callable[[Context], list[Row]], str]] = {
-    "vidur_ops": (_vidur_ops, "Vidur profiling: one Llama-2 layer's non-attention kernels, A100 / H100, TP 1-8"),
-    "vidur_allreduce": (_vidur_allreduce, "Vidur profiling: NCCL all-reduce, 2 KB - 64 MB, 2-16 GPUs"),
-    "gptfast": (_gptfast, "gpt-fast README: batch-1 decode tok/s with torch.compile, A100"),
-    "trtllm": (_trtllm, "TensorRT-LLM v0.5 / v0.6.1 docs: static-batch throughput and first-token latency"),
-    "kernels": (_kernels, "MAMF best matmul per accelerator, DeepGEMM fp8 GEMMs"),
-    "vision": (_vision, "DeepLearningExamples / TensorRT demo / FasterTransformer: vision and BERT latency"),
-    "torch_gpu": (_torch_gpu, "measured by graphroof with PyTorch on one H100 and one H200: GEMMs, attention, a "
-                              "Llama-3-8B-shaped decode step and prefill, ResNet-50 / BERT-base"),
+    "vidur_ops": (_adapter("vidur", "ops_rows"),
+                  "Vidur profiling: one Llama-2 layer's non-attention kernels, A100 / H100, TP 1-8"),
+    "vidur_allreduce": (_adapter("vidur", "allreduce_rows"),
+                        "Vidur profiling: NCCL all-reduce, 2 KB - 64 MB, 2-16 GPUs"),
+    "gptfast": (_adapter("llmrows", "gptfast_rows"), "gpt-fast README: batch-1 decode tok/s with torch.compile, A100"),
+    "trtllm": (_adapter("llmrows", "trtllm_rows"),
+               "TensorRT-LLM v0.5 / v0.6.1 docs: static-batch throughput and first-token latency"),
+    "kernels": (_adapter("kernels", "kernel_rows"), "MAMF best matmul per accelerator, DeepGEMM fp8 GEMMs"),
+    "vision": (_adapter("vision", "vision_rows"),
+               "DeepLearningExamples / TensorRT demo / FasterTransformer: vision and BERT latency"),
+    "torch_gpu": (_adapter("torchgpu", "torch_gpu_rows"),
+                  "measured by graphroof with PyTorch on one H100 and one H200: GEMMs, attention, a "
+                  "Llama-3-8B-shaped decode step and prefill, ResNet-50 / BERT-base"),
 }
 
 
