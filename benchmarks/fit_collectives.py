@@ -1,6 +1,7 @@
 """Fit the NCCL [collectives] constants of the A100 / H100 profiles on the Vidur all-reduce tables.
 
     PYTHONPATH=. python benchmarks/fit_collectives.py     # fit, print the constants and the per-subset errors
+    PYTHONPATH=. python benchmarks/fit_collectives.py h100   # one GPU's fit
 
 Rows: ``vidur_{a100,h100}_dgx_all_reduce.csv`` (../shared/data/measured; Vidur profiling data, microsoft/vidur):
 NCCL all-reduce of 2 KB - 64 MB fp16 buffers, the kernel time on rank 0 (kineto, median of 11 back-to-back calls).
@@ -8,7 +9,10 @@ Every row is priced by :func:`graphroof.timing.collective_time_with` (the functi
 comm kernels call) and the fit minimises the mean |log(predicted / measured)| (Nelder-Mead in log space):
 
 * per GPU, on its single-node rows (2, 4, 8 GPUs): ``base_latency_s`` and ``intra_bus_bw_bytes_per_s``
-  (``intra_hop_latency_s``, the LL NVLink hop, is held at NCCL's 0.47 us: :data:`LL_NVLINK_HOP_S`);
+  (``intra_hop_latency_s``, the LL NVLink hop, is held at NCCL's 0.47 us: :data:`LL_NVLINK_HOP_S`); a profile
+  with NVLS (H100) has ``nvls_bw_bytes_per_s`` held at :data:`NVLS_SHARE` of the ring bandwidth (a free third
+  constant trades against the ring one: the fit then gives the 2-GPU ring 420 GB/s where its > 16 MB rows sustain
+  294, and the ring bandwidth no longer transfers between GPUs, see graphroof.validate.holdout);
 * the network, on the A100 multi-node rows (2 nodes of 1, 2, 4, 8 GPUs; the only multi-node rows), the A100's
   intra-node constants held: ``inter_hop_latency_s`` (the LL network hop), ``inter_bw_bytes_per_s_per_nic``,
   ``inter_ramp_bytes_per_nic`` and ``nics_per_node`` (1, 2, 4 or 8, the best).
@@ -55,10 +59,18 @@ def loss(rows, params) -> float:
 LL_NVLINK_HOP_S = 0.47e-6
 
 
+#: NVLS in-switch all-reduce bandwidth per unit of ring bus bandwidth: the Vidur H100 rows above 16 MB sustain
+#: S / t = 223 GB/s at 4 GPUs and 219 GB/s at 8 (NVLS time S / B_nvls: the same at any GPU count) where the 2- and
+#: 4-GPU ring sustains a bus bandwidth of 294-334 GB/s: 221 / 314 = 0.70
+NVLS_SHARE = 0.7
+
+
 def fit_intra(rows, c):
     def params(x):
+        bw = math.exp(x[1])
+        nvls = {"nvls_bw_bytes_per_s": NVLS_SHARE * bw} if "nvls" in c.algorithms else {}
         return replace(c, base_latency_s=math.exp(x[0]), intra_hop_latency_s=LL_NVLINK_HOP_S,
-                       intra_bus_bw_bytes_per_s=math.exp(x[1]))
+                       intra_bus_bw_bytes_per_s=bw, **nvls)
     x0 = [math.log(c.base_latency_s), math.log(c.intra_bus_bw_bytes_per_s)]
     x, v = nelder_mead(lambda x: loss(rows, params(x)), x0, step=0.4, iters=400)
     return params(x), v
@@ -88,7 +100,10 @@ def subsets(rows, params) -> None:
 
 def main() -> None:
     fitted = {}
+    only = sys.argv[1:]   # e.g. "h100": fit that GPU only
     for gpu, prof in PROFILES.items():
+        if only and gpu not in only:
+            continue
         rows = load(gpu)
         c = load_hardware(prof).collectives
         c, v = fit_intra([r for r in rows if r[1] >= r[0]], c)
@@ -98,8 +113,8 @@ def main() -> None:
             print(f"# {gpu} network: mean |log err| {vi:.4f}")
         fitted[gpu] = c
         print(f"# {gpu} ({prof}): intra mean |log err| {v:.4f}")
-        for k in ("base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s", "inter_hop_latency_s",
-                  "inter_bw_bytes_per_s_per_nic", "inter_ramp_bytes_per_nic", "nics_per_node"):
+        for k in ("base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s", "nvls_bw_bytes_per_s",
+                  "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "inter_ramp_bytes_per_nic", "nics_per_node"):
             val = getattr(c, k)
             print(f"{k} = {val if isinstance(val, int) or val is None else float(f'{val:.3g}')}")
         subsets(rows, c)

@@ -15,10 +15,11 @@ from dataclasses import dataclass, replace
 
 from .counters.cost import Cost
 from .errors import CostError
-from .fuse.classify import compute_dtype, op_class
+from .fuse.classify import compute_dtype, kernel_kind
 from .fuse.runtimes import Runtime
 from .graph import BOUND, COST, REPEAT, OpGraph, OpNode
 from .hardware import HardwareProfile
+from .timing.host import extra_kernels_device_s, host_dispatch_s
 
 __all__ = ["Bound", "compute_dtype", "evaluate", "evaluate_graph", "Totals", "totals"]
 
@@ -102,11 +103,15 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
 
         kt = kernel_time(node, kernel_kind(node, cost), cost, hw, dtype, tc, tm, runtime)
         t_real, launch, model = kt.t_kernel_s, kt.t_launch_s, kt.model
-    if runtime is not None and runtime.autocast and cost.matrix_flops and cost.weight_bytes:
+        if runtime is not None and runtime.aten_ops:  # an op PyTorch runs as several kernels (timing.host)
+            from .timing.profile import timing_of
+
+            t_real += extra_kernels_device_s(runtime, node, cost, timing_of(hw).stream_latency_s)
+    cast = bool(runtime is not None and runtime.autocast and cost.matrix_flops and cost.weight_bytes)
+    if cast:
         t_real, launch = _with_weight_cast(cost, hw, node, t_real, launch)
-    if launch and runtime is not None and runtime.overlap_launch:
-        launch += runtime.host_overhead_per_kernel_s * (2 if runtime.autocast and cost.matrix_flops
-                                                        and cost.weight_bytes else 1)  # host stage (evaluate_graph)
+    if launch and runtime is not None and runtime.overlap_launch:  # host stage (evaluate_graph, timing.host)
+        launch = host_dispatch_s(runtime, launch / (1 + cast), node, cost, extra_launches=int(cast))
     if cost.matrix_flops and cost.vector_flops:
         used, peak = f"{key_m}+{key_v}", cost.flops / tc
     elif cost.vector_flops:
@@ -140,15 +145,6 @@ def _times(node: OpNode | None) -> int:
         return 1
     r = node.attrs.get(REPEAT, 1)
     return r if isinstance(r, int) and not isinstance(r, bool) and r > 1 else 1
-
-
-def kernel_kind(node: OpNode, cost: Cost) -> str:
-    """``gemm`` / ``attention`` / ``vector`` / ``comm`` / ``opaque`` / ``view`` of an op or a kernel node."""
-    kind = node.attrs.get("kernel_kind")
-    if kind:
-        return str(kind)
-    cls = op_class(node, cost)
-    return "vector" if cls in ("pointwise", "reduction") else cls
 
 
 def _same_op_key(node: OpNode, cost: Cost) -> tuple | None:

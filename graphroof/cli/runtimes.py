@@ -32,7 +32,9 @@ def listing() -> str:
                                            ("fused MHA layout", rt.attention_writes_layout)) if on) or "none"
         if rt.overlap_launch:
             launch = "host ahead of device" + (f", +{rt.host_overhead_per_kernel_s * 1e6:g} us/kernel host"
-                                               if rt.host_overhead_per_kernel_s else "")
+                                               if rt.host_overhead_per_kernel_s else "") + (
+                f", +{rt.host_overhead_per_library_call_s * 1e6:g} us/library call"
+                if rt.host_overhead_per_library_call_s else "")
         else:
             launch = "added per kernel"
         if rt.cuda_graphs:

@@ -25,7 +25,7 @@ from ..dtypes import dtype_bits, is_float
 from ..errors import UnboundDimError
 from ..graph import OpNode, Role
 
-__all__ = ["op_class", "is_batch_norm", "is_conv", "gemm_mnk", "compute_dtype", "VECTOR_CLASSES"]
+__all__ = ["op_class", "kernel_kind", "is_batch_norm", "is_conv", "gemm_mnk", "compute_dtype", "VECTOR_CLASSES"]
 
 VECTOR_CLASSES = ("pointwise", "reduction")
 _ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa", "mla_decode")
@@ -127,3 +127,12 @@ def gemm_mnk(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
     m = max(numel // max(n, 1), 1)
     k = max(round(cost.matrix_flops / (2 * m * max(n, 1))), 1)
     return (m, n, k)
+
+
+def kernel_kind(node: OpNode, cost: Cost) -> str:
+    """``gemm`` / ``attention`` / ``vector`` / ``comm`` / ``opaque`` / ``view`` of an op or a kernel node."""
+    kind = node.attrs.get("kernel_kind")
+    if kind:
+        return str(kind)
+    cls = op_class(node, cost)
+    return "vector" if cls in ("pointwise", "reduction") else cls

@@ -101,6 +101,8 @@ class KernelGraph:
                 attrs.update(world_size=first.attrs.get("world_size"), collective=first.op)
                 if first.attrs.get("gpus_per_node"):  # placed on a system's nodes (llm/parallel.py)
                     attrs["gpus_per_node"] = first.attrs["gpus_per_node"]
+            if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("gemm_library"):  # the GEMM's kernel family
+                attrs["gemm_library"] = op_of[k.ops[0]].attrs["gemm_library"]  # (timing.gemm_plan)
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
                           attrs, k.scope)
             yield node, [t for t, _ in k.inputs], [t for t, _ in k.outputs], {COST: k.cost}

@@ -20,6 +20,9 @@ defaults, which are one kernel per op, launches added per kernel)::
     cuda_graphs = false               # default: decode == "step"
     overlap = true                    # host dispatch runs ahead of the device (two-stage pipeline)
     host_overhead_per_kernel_s = 0.0  # framework dispatch per kernel, on top of the profile's launch_overhead_s
+    host_overhead_per_library_call_s = 0.0  # more host time per GEMM / conv / fused-attention library call
+    aten_ops = false                  # ops run PyTorch's ATen CUDA implementations (graphroof.timing.host)
+    request_overhead_s = 0.0          # runtime time per request before its first token (setup, sampling, syncs)
 
     [kernels]
     gqa_shared_kv = true
@@ -59,7 +62,10 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                "attention_writes_layout": ("attention_writes_layout", bool, None)},
     "launch": {"decode": ("decode_launch", str, DECODE_LAUNCH), "cuda_graphs": ("cuda_graphs", bool, None),
                "overlap": ("overlap_launch", bool, None),
-               "host_overhead_per_kernel_s": ("host_overhead_per_kernel_s", float, None)},
+               "host_overhead_per_kernel_s": ("host_overhead_per_kernel_s", float, None),
+               "host_overhead_per_library_call_s": ("host_overhead_per_library_call_s", float, None),
+               "aten_ops": ("aten_ops", bool, None),
+               "request_overhead_s": ("request_overhead_s", float, None)},
     "kernels": {"gqa_shared_kv": ("gqa_shared_kv", bool, None), "allreduce": ("allreduce", str, ALLREDUCE),
                 "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
                 "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),

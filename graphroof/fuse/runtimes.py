@@ -24,7 +24,9 @@ The fields (:class:`Runtime`):
 * *overlap_launch* and *host_overhead_per_kernel_s*: with ``overlap_launch`` the host dispatches kernels
   asynchronously ahead of the device, a two-stage pipeline (:func:`graphroof.timing.stream.host_pipeline`): the
   host spends the profile's ``launch_overhead_s`` plus the preset's ``host_overhead_per_kernel_s`` (Python and
-  framework dispatch) per kernel, the device runs the kernels, and a step takes about max(host, device).
+  framework dispatch) per kernel, plus ``host_overhead_per_library_call_s`` per GEMM / conv / fused-attention
+  library call (:mod:`graphroof.timing.host`; ``aten_ops``: an op that PyTorch runs as several kernels is that many
+  launches), the device runs the kernels, and a step takes about max(host, device).
   Without it (the default) every kernel adds its launch to the device time, as graphroof always did;
 * *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *moe_grouped_gemm*: kernel
   capabilities read by the kernel-time model (:mod:`graphroof.timing`);
@@ -69,6 +71,16 @@ class Runtime:
     #: CPU time to dispatch one kernel (Python + framework dispatch) in eager frameworks, on top of the profile's
     #: ``launch_overhead_s`` (cudaLaunchKernel); used when ``overlap_launch`` (the host / device pipeline).
     host_overhead_per_kernel_s: float = 0.0
+    #: more host time per vendor-library kernel (cuBLAS GEMM, cuDNN conv, fused attention) than per pointwise one,
+    #: used with ``overlap_launch`` (:mod:`graphroof.timing.host`)
+    host_overhead_per_library_call_s: float = 0.0
+    #: the ops run PyTorch's ATen CUDA implementations, some of which launch several kernels (an fp16 inference
+    #: batch norm, an attention that writes its scores: :mod:`graphroof.timing.host`)
+    aten_ops: bool = False
+    #: host / runtime time a request pays once before its first token, outside the kernels (the engine's generate
+    #: call: buffer and decoder setup, host-device copies, sampling, the stop-check sync, output gather); added to
+    #: the realistic TTFT (and so to e2e), never to the ideal roofline
+    request_overhead_s: float = 0.0
     #: all-reduce implementation: ``nccl`` | ``custom`` (one-shot / two-shot, vLLM / TensorRT-LLM) | ``nvls``
     allreduce: str = "nccl"
     #: steps captured as CUDA graphs (None: derived, ``decode_launch == "step"``)

@@ -34,6 +34,7 @@ from ..fuse.runtimes import Runtime
 from ..graph import REPEAT
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate
+from ..timing.host import extra_kernels_device_s, host_dispatch_s
 from ..timing.profile import timing_of
 from ..timing.vectorized import kernel_times
 from .grids import FIELDS, KernelGrid
@@ -73,6 +74,17 @@ def tokens_per_s(batch, gen, e2e):
         with np.errstate(divide="ignore"):
             return np.where(e2e > 0, np.asarray(batch) * np.asarray(gen) / np.where(e2e > 0, e2e, 1.0), np.inf)
     return batch * gen / e2e if e2e else float("inf")
+
+
+def with_request_s(prefill: PhaseTotals, request_s: float) -> PhaseTotals:
+    """The prefill totals with a runtime's per-request time *request_s* (``[launch].request_overhead_s``: setup,
+    sampling, host syncs before the first token) added to its realistic times: TTFT and so e2e carry it once per
+    request; the ideal roofline and the compute / memory / network terms do not."""
+    if not request_s:
+        return prefill
+    return replace(prefill, t_realistic_s=prefill.t_realistic_s + request_s,
+                   first_realistic_s=prefill.first_realistic_s + request_s,
+                   last_realistic_s=prefill.last_realistic_s + request_s)
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,8 @@ class PhasePricer:
         #: the host dispatches kernels ahead of the device (a preset with [launch].overlap): a step is the pipeline
         #: of host dispatches and kernels, at least max(Σ device + one dispatch, Σ dispatches) (see _overlap)
         self.overlap = bool(runtime is not None and runtime.overlap_launch and self.launch_s and not cuda_graphs)
+        self._host: dict[int, tuple[float, float]] = {}  # group -> (its launch, extra kernels' device time)
+        self._launch0_s = self.launch_s
         if self.overlap:
             self.launch_s += runtime.host_overhead_per_kernel_s  # type: ignore[union-attr]
         self._peaks = [(hw.peak("matrix", d)[0], hw.peak("vector", d)[0]) for d in self.dtypes]
@@ -183,9 +197,23 @@ class PhasePricer:
             tc_r = mf / (pm * hw.matrix_efficiency) + vf / (pv * hw.vector_efficiency)
             real = np.maximum(np.maximum(tc_r, tm / hw.mem_bw_efficiency), tn / hw.interconnect_efficiency)
         else:
-            real = np.where(works, self._kernel_row(gi, c, mnk, node_of), 0.0)
-        launch = np.where(works, 0.0 if self.cuda_graphs else self.launch_s, 0.0)
+            real = np.where(works, self._kernel_row(gi, c, mnk, node_of) + self._dispatch(gi, c)[1], 0.0)
+        launch = np.where(works, 0.0 if self.cuda_graphs else self._dispatch(gi, c)[0], 0.0)
         return np.stack([np.maximum(np.maximum(tc, tm), tn), real + launch, tc, tm, tn, launch])
+
+    def _dispatch(self, gi: int, c: np.ndarray) -> tuple[float, float]:
+        """(one launch of group *gi*'s kernel, the device time of the extra kernels its runtime launches for it):
+        with an eager host the launch is its host dispatch (:mod:`graphroof.timing.host`, from the group's costs at
+        its largest-FLOP column), else the profile's launch."""
+        if gi not in self._host:
+            rt = self.runtime
+            j = int(np.argmax(c[_F["matrix_flops"]])) if c.shape[-1] else 0
+            cost = Cost(**{f: float(c[_F[f], j]) if c.shape[-1] else 0.0 for f in FIELDS})  # type: ignore[arg-type]
+            launch = host_dispatch_s(rt, self._launch0_s, self.nodes[gi], cost) if self.overlap else self.launch_s
+            extra = extra_kernels_device_s(rt, self.nodes[gi], cost, self.timing.stream_latency_s) \
+                if self.timing is not None else 0.0
+            self._host[gi] = (launch, extra)
+        return self._host[gi]
 
     def _kernel_row(self, gi: int, c: np.ndarray, mnk: tuple | None,
                     node_of: Callable[[int, int], Any]) -> np.ndarray:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import FrontendError
 from ..hardware import HardwareProfile
-from .evaluator import PhasePricer, PhaseTotals, decode_range, e2e_s, tokens_per_s
+from .evaluator import PhasePricer, PhaseTotals, decode_range, e2e_s, tokens_per_s, with_request_s
 from .grids import KernelGrid, LiveGrid, ScalarGrid
 from .kvcache import APPEND
 from .memory import MemoryFit, ServingMemory, activation_peak_bytes, params_from_graph, resident_weight_bytes
@@ -331,6 +331,8 @@ class PricedModel:
         b, p, g = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (batch, prompt, gen)))
         b, p, g = b.reshape(-1), p.reshape(-1), g.reshape(-1)
         pre = self.phase_totals("prefill", hw, b, p, p)
+        if hw.timing is not None or hw.launch_overhead_s:  # an ideal profile has no overheads
+            pre = with_request_s(pre, float(getattr(self.pipe.runtime, "request_overhead_s", 0.0)))
         start = self.decode_start(p)
         lo, hi = decode_range(start, g, self.kv)
         dec = self.phase_totals("decode", hw, b, lo, hi) if self.kv else self._no_cache(hw, b, lo, hi)

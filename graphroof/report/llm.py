@@ -258,7 +258,12 @@ def time_parts_lines(c) -> list[str]:
                 abs(c.tpot_s - p["time_realistic_s"]) > 1e-6 * p["time_realistic_s"]:
             # speculative decoding: the breakdown is one plain decode step; the TPOT is per accepted token
             label = f"plain decode step (TPOT {fmt_time(c.tpot_s)} with speculative decoding)"
-        out.append(f"batch {c.batch} {label} {fmt_time(p['time_realistic_s'])} = roofline "
+        head = f"batch {c.batch} {label} {fmt_time(p['time_realistic_s'])}"
+        extra = (c.ttft_s - p["time_realistic_s"]) if label == "TTFT" and not c.ideal and c.ttft_s else 0.0
+        if extra > 1e-9 * t:  # the runtime's per-request time ([launch].request_overhead_s), outside the steps
+            head = (f"batch {c.batch} TTFT {fmt_time(c.ttft_s)} = request overhead {fmt_time(extra)} (the runtime's "
+                    f"per-request setup, sampling and syncs) + prefill step {fmt_time(p['time_realistic_s'])}")
+        out.append(f"{head} = roofline "
                    f"{fmt_time(p['time_roofline_s'])} + derating {fmt_time(p['time_derating_s'])} + launch "
                    f"{fmt_time(p['time_launch_s'])} ({p['time_launch_s'] / t:.1%}; {p['n_kernels']} kernels"
                    f"{', one CUDA-graph launch per step' if ph.analysis.step_launch_s else ''})"

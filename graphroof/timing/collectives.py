@@ -73,7 +73,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CollectiveTime", "collective_time", "collective_time_with", "allreduce_time", "allgather_time",
            "reduce_scatter_time", "network_bw", "protocols_of", "COLLECTIVES",
-           "IMPLEMENTATIONS", "PROTOCOLS"]
+           "IMPLEMENTATIONS", "PROTOCOLS", "NCCL_RING_CHANNEL_BW", "ring_channel_bw",
+           "NCCL_RING_LL_BASE_LATENCY_S", "NCCL_NVLINK_LL_HOP_S"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 IMPLEMENTATIONS = ("nccl", "custom", "nvls")
@@ -107,6 +108,26 @@ PROTOCOLS: tuple[tuple[str, float, float, float], ...] = (
     ("LL128", 120 / 128, 1.43e-6, 1.3e-6),
     ("simple", 1.0, 2.93e-6, 11.3e-6),
 )
+
+
+#: NCCL's tuning model for a ring LL all-reduce (src/graph/tuning.cc, unchanged from 2.18 to 2.30): ``baseLat`` ring
+#: LL 6.6 us (a call's fixed device-side cost: kernel start, the first flag exchange) and ``hwLat`` NVLink ring LL
+#: 0.6 us per step.  What a call replayed inside a CUDA graph costs where no measurement fitted ``device_latency_s``
+#: / ``device_hop_latency_s`` (no host launch, the ranks start together: NCCL's model of the device part)
+NCCL_RING_LL_BASE_LATENCY_S = 6.6e-6
+NCCL_NVLINK_LL_HOP_S = 0.6e-6
+
+
+#: NCCL's bandwidth of one ring channel per GPU architecture (bytes/s; src/graph/tuning.cc ``perChMaxRingLL128Bws``,
+#: one node: Volta 20, Ampere 20, Hopper 36.7, Blackwell 40 GB/s -- what one channel's thread block moves), keyed by
+#: the NVLink generation each architecture carries (NVLink 2 Volta, 3 Ampere, 4 Hopper, 5 Blackwell)
+NCCL_RING_CHANNEL_BW: dict[str, float] = {"NVLink 2": 20.0e9, "NVLink 3": 20.0e9, "NVLink 4": 36.7e9,
+                                          "NVLink 5": 40.0e9}
+
+
+def ring_channel_bw(hw: HardwareProfile) -> float | None:
+    """NCCL's per-channel ring bandwidth of *hw*'s architecture (:data:`NCCL_RING_CHANNEL_BW`), None off NVLink."""
+    return NCCL_RING_CHANNEL_BW.get(hw.interconnect_name.strip())
 
 
 #: libraries without NCCL's protocols (HCCL, XLA, oneCCL): one protocol at the full bandwidth, no extra latency

@@ -25,7 +25,7 @@ Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants f
 At small M ``t_memory`` (the weights B streamed once) dominates: the regime is bandwidth, not FLOPs.  Without
 ``sm_count`` (non-GPU profiles) there is no quantisation: ``t_compute = FLOPs / (peak * efficiency)``.
 
-Three refinements (all data in the profile, see docs/kernel_timing.md):
+Four refinements (all data in the profile, see docs/kernel_timing.md):
 
 * **ceiling**: with ``[timing.gemm_achievable_flops_per_s]`` (the best achievable dense matmul rate per dtype, the
   "MAMF" table) the sustained rate is ``achievable * gemm_matrix_efficiency`` instead of ``peak * efficiency``
@@ -33,9 +33,27 @@ Three refinements (all data in the profile, see docs/kernel_timing.md):
 * **weight-only quantized GEMMs** (int4 / int8 / fp8 weights, bf16 activations, dequantised in the main loop):
   the scales / zeros stream with the weights, and the dequant ALU work ``gemm_dequant_flops_per_mac * M N K``
   at the half-precision vector peak adds to the compute time (:mod:`graphroof.timing.quantgemm`);
+* **kernel families**: ``library="deepgemm"`` prices DeepGEMM's fp8 kernels (below), selected per node
+  (``attrs["gemm_library"]``, :mod:`graphroof.timing.gemm_plan`);
 * **grouped GEMMs** (MoE experts): the rows split over *groups* experts, each tiled on its own:
   ``tiles = ceil(groups * E[ceil(n_e / tm)]) * ceil(N / tn)``, each expert's rows ``n_e`` spread around
   ``M / groups`` (:func:`graphroof.timing.moe.group_m_tiles`).
+
+**DeepGEMM** (fp8 in with 1x128 / 128x128 block scales, bf16 out, Hopper).  Tile choice and schedule are facts of
+its source (deepseek-ai/DeepGEMM@a6d97a1 ``deep_gemm/jit_kernels/gemm.py`` ``get_best_configs``, ``fp8_gemm.cuh``):
+BLOCK_M = 64 when M <= 64, else 128; BLOCK_N one of 16, 24, ..., 128; the fewest waves, then the fullest last wave,
+then the widest BLOCK_N (at small M a narrow BLOCK_N spreads the weights over every SM); one persistent CTA per SM,
+no split-K / stream-K; each tile's epilogue (its bf16 D tile out through shared memory) follows its main loop::
+
+    tiles     = ceil(M / BLOCK_M) * ceil(N / BLOCK_N) * batch,  waves = ceil(tiles / SMs)
+    t_tile    = 2 BLOCK_M BLOCK_N K / (ceiling / SMs * starve)                      (main loop)
+                + min(BLOCK_M, M) min(BLOCK_N, N) out_bytes / (mem_bw * gemm_mem_bw_efficiency / SMs)  (epilogue)
+    t_compute = waves * t_tile;   t = overlap(t_compute, t_memory) + stream_latency_s
+
+No constant is fitted for it: the main loop runs at the achievable ceiling itself (the kernel's losses are the
+terms above), bandwidth, L2 and p are the profile's, the fixed time the device's plain-kernel floor
+``stream_latency_s`` (one kernel, no split-K reduction; the source times kernels with the profiler).  *batch*:
+grouped GEMMs, one B per group.
 """
 
 from __future__ import annotations
@@ -52,7 +70,7 @@ from .moe import group_m_tiles
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
-__all__ = ["GemmTime", "gemm_time", "gemm_time_with"]
+__all__ = ["GEMM_LIBRARIES", "GemmTime", "deepgemm_blocks", "gemm_time", "gemm_time_with"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,41 @@ class GemmTime:
     regime: str                 # "compute" | "memory"
     peak_flops_per_s: float
     peak_used: str              # "matrix.fp16", "matrix.tf32", ...
+
+
+#: kernel families graphroof prices: ``cublas`` (timing.gemm: tile heights, split-K, stream-K) | ``deepgemm``
+GEMM_LIBRARIES = ("cublas", "deepgemm")
+BLOCK_NS = tuple(range(16, 129, 8))
+
+
+def deepgemm_blocks(m: int, n: int, sms: int, groups: int = 1) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) DeepGEMM picks for an M x N output (times *groups*) on *sms* SMs."""
+    bm = 64 if m <= 64 else 128
+    best: tuple[tuple[int, int, int], int] | None = None
+    for bn in BLOCK_NS:
+        tiles = math.ceil(m / bm) * math.ceil(n / bn) * groups
+        last = tiles % sms or sms
+        key = (math.ceil(tiles / sms), -last, -bn)
+        if best is None or key < best[0]:
+            best = (key, bn)
+    assert best is not None
+    return bm, best[1]
+
+
+def deepgemm_parts(m: int, n: int, k: int, groups: int, t: KernelTiming, ceiling_flops_per_s: float,
+                   i_l2: float, mem_bw_bytes_per_s: float, in_bytes: float,
+                   out_bytes: float) -> tuple[float, tuple[int, int], int, int, float]:
+    """(t_compute_s, (BLOCK_M, BLOCK_N), tiles, waves, cta_flops) of DeepGEMM on the profile's SMs."""
+    sms = t.sm_count or 1
+    bm, bn = deepgemm_blocks(m, n, sms, groups)
+    tiles = math.ceil(m / bm) * math.ceil(n / bn) * groups
+    waves = math.ceil(tiles / sms)
+    starve = min(1.0, 2.0 * bm * bn / ((bm + bn) * in_bytes) / i_l2) if i_l2 else 1.0
+    cta_flops = 2.0 * bm * bn * k
+    t_loop = cta_flops / (ceiling_flops_per_s / sms * starve)
+    # the tile's D as stored (the TMA store clips a tile that overhangs M or N)
+    t_epilogue = min(bm, m) * min(bn, n) * out_bytes / (mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency / sms)
+    return waves * (t_loop + t_epilogue), (bm, bn), tiles, waves, cta_flops
 
 
 def _tile_heights(t: KernelTiming) -> list[int]:
@@ -104,18 +157,21 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
                    mem_bw_bytes_per_s: float, in_bytes: float = 2.0, out_bytes: float | None = None,
                    batch: int = 1, weight_bytes: float | None = None, peak_used: str = "",
                    achievable_flops_per_s: float | None = None, dequant_s: float = 0.0,
-                   groups: float = 1.0, l2_bytes: float | None = None) -> GemmTime:
+                   groups: float = 1.0, l2_bytes: float | None = None, library: str = "cublas") -> GemmTime:
     """The GEMM model with explicit constants (what :func:`gemm_time` calls after reading the profile).
 
     *in_bytes* / *out_bytes*: bytes per element of A, B and of C; *weight_bytes* overrides B's total (e.g.
     int4 weights with fp16 activations, scales included).  *achievable_flops_per_s*: the large-GEMM ceiling the
     efficiency applies to (None: the peak).  *dequant_s*: ALU time of a fused weight dequantisation, added to
     the compute time.  *groups*: the M rows split over this many independently tiled groups (MoE experts).
-    *l2_bytes*: the on-chip L2 size: split-K partial sums that fit in it never reach DRAM.
+    *l2_bytes*: the on-chip L2 size: split-K partial sums that fit in it never reach DRAM.  *library*: the kernel
+    family (``cublas``; ``deepgemm``: DeepGEMM, see the module docstring; *batch* its groups).
     """
     for name, v in (("M", m), ("N", n), ("K", k), ("batch", batch)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise InputError(f"gemm_time: {name} must be a whole number >= 0, got {v!r}")
+    if library not in GEMM_LIBRARIES:
+        raise InputError(f"gemm_time: library must be one of {', '.join(GEMM_LIBRARIES)}, got {library!r}")
     out_bytes = in_bytes if out_bytes is None else out_bytes
     flops = 2.0 * m * n * k * batch
     b_bytes = weight_bytes if weight_bytes is not None else k * n * in_bytes * batch
@@ -129,6 +185,12 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
         tn = timing.gemm_tile[1]
         heights = _tile_heights(timing)
+    if sms and library == "deepgemm":
+        ceiling = achievable_flops_per_s or peak_flops_per_s
+        t_compute, (tm, tn), tiles, waves, cta_flops = deepgemm_parts(
+            m, n, k, batch, timing, ceiling, i_l2, mem_bw_bytes_per_s, in_bytes, out_bytes)
+        split, util = 1, flops / (waves * sms * cta_flops)
+    elif sms:
         if timing.gemm_tile_policy == "cover_m":
             heights = [min((h for h in heights if h >= m / groups), default=heights[0])]
         best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms, groups), tm)
@@ -145,7 +207,7 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         t_compute = flops / rate
     t_compute += dequant_s
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
-    lat = timing.gemm_latency_s
+    lat = timing.stream_latency_s if sms and library == "deepgemm" else timing.gemm_latency_s
     p = timing.gemm_overlap_exponent
     both = max(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     return GemmTime(
@@ -158,23 +220,24 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
 
 def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", *, batch: int = 1,
               out_dtype: str | None = None, weight_bytes: float | None = None,
-              matmul_precision: str = "high", weight_dtype: str | None = None, quant_group: int | None = None,
-              groups: float = 1.0, dequant_variant: str = "fused_dequant") -> GemmTime:
+              matmul_precision: str | None = None, weight_dtype: str | None = None, quant_group: int | None = None,
+              groups: float = 1.0, dequant_variant: str = "fused_dequant", library: str = "cublas") -> GemmTime:
     """Predicted time of one GEMM kernel ``[M, K] x [K, N]`` (times *batch*) computing in *dtype* on *hw*.
 
     The peak is :func:`graphroof.timing.matmul_peak` (fp32 runs on TF32 tensor cores under
-    ``matmul_precision="high"`` where the device has them), the ceiling :func:`~graphroof.timing.precision.
+    ``matmul_precision="high"`` where the device has them; default: the profile's ``matmul_precision``, which
+    ``--matmul-precision`` sets), the ceiling :func:`~graphroof.timing.precision.
     gemm_ceiling`.  *weight_dtype* narrower than *dtype* (``int4`` weights, ``bf16`` activations): a weight-only
     GEMM with the dequantisation fused (:mod:`graphroof.timing.quantgemm`; *quant_group*: weights per scale,
     default there; *dequant_variant*: the runtime's ``weight_only_gemm``, how often a weight is dequantised);
     *weight_bytes* is then the packed weights' bytes (default ``K N bits / 8``), scales added.
-    *groups*: MoE experts the rows are split over.
+    *groups*: MoE experts the rows are split over.  *library*: the kernel family (``cublas`` | ``deepgemm``).
     """
     from .precision import gemm_ceiling, matmul_peak
     from .profile import timing_of
     from .quantgemm import dequant_time, scale_bytes, weight_only_bits
 
-    peak, key = matmul_peak(hw, dtype, matmul_precision)
+    peak, key = matmul_peak(hw, dtype, matmul_precision or hw.matmul_precision)
     ceiling, _ = gemm_ceiling(hw, peak, key)
     in_b = dtype_bits(dtype) / 8
     out_b = dtype_bits(out_dtype) / 8 if out_dtype else in_b
@@ -189,4 +252,4 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
     return gemm_time_with(m, n, k, timing=timing, peak_flops_per_s=peak,
                           mem_bw_bytes_per_s=hw.mem_bw_bytes_per_s, in_bytes=in_b, out_bytes=out_b,
                           batch=batch, weight_bytes=weight_bytes, peak_used=key, achievable_flops_per_s=ceiling,
-                          dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes)
+                          dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes, library=library)

@@ -9,7 +9,10 @@ gemm_times`), so both price the same kernel:
 * weight-only quantization (:mod:`graphroof.timing.quantgemm`): the stored weight bits, the scale group, and the
   runtime's ``weight_only_gemm`` variant (``fused_dequant`` | ``dequant_then_gemm``);
 * MoE grouped GEMMs (:mod:`graphroof.timing.moe`): the expert count and one expert's weight bytes (the visited
-  experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm``.
+  experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm``;
+* the kernel family (``node.attrs["gemm_library"]``, else the runtime's ``gemm_library``, else ``cublas``):
+  ``deepgemm`` is DeepGEMM (:mod:`graphroof.timing.gemm`) (an ``aten.bmm`` under it: the grouped kernel, one group
+  per batch entry).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 
 from ..counters.cost import Cost
 from ..dtypes import canonical_dtype, dtype_bits
+from ..errors import InputError
+from .gemm import GEMM_LIBRARIES
 from .moe import expert_weight_shape, experts_in_step, per_expert_latency_s
 from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
 
@@ -35,6 +40,9 @@ class GemmPlan:
     expert_bytes: float = 0.0       # one expert's weight bytes as counted
     grouped: bool = True            # runtime moe_grouped_gemm
     act_dtype: str = ""             # the roofline's compute dtype as given (the vector peak of epilogue FLOPs)
+    library: str = "cublas"         # kernel family (graphroof.timing.gemm.GEMM_LIBRARIES)
+    batch: int = 1                  # independent GEMMs of one shape (aten.bmm's batch), each with its own B
+    out_dtype: str = ""             # D's dtype (another family's epilogue writes it; "": as the compute dtype)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -49,8 +57,21 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     bits = weight_only_bits(wd, gd)
     variant = str(getattr(runtime, "weight_only_gemm", "fused_dequant") or "fused_dequant")
     ex = expert_weight_shape(node)
+    attrs = getattr(node, "attrs", None) or {}
+    lib = str(attrs.get("gemm_library") or getattr(runtime, "gemm_library", "") or "cublas")
+    if lib not in GEMM_LIBRARIES:
+        raise InputError(f"GEMM node {getattr(node, 'name', '')!r}: gemm_library {lib!r} is not one of "
+                         f"{', '.join(GEMM_LIBRARIES)}")
+    batch = 1
+    a = node.inputs[0] if lib != "cublas" and node.inputs else None
+    bmm = getattr(node, "op", "") == "aten.bmm" or tuple(attrs.get("op_keys", ())) == ("aten.bmm",)  # or its kernel
+    if lib != "cublas" and bmm and a is not None and a.rank == 3 and a.is_bound:
+        batch = max(1, int(a.shape[0]))  # a grouped kernel: each group its own [m, K] x [K, N]
+    outs = tuple(getattr(node, "outputs", None) or ())
+    out = str(outs[0].dtype) if lib != "cublas" and outs else ""
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
-                    ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype)
+                    ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype,
+                    lib, batch, out)
 
 
 def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: Any) -> float:
@@ -78,6 +99,11 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
                       quant_group=plan.group, groups=groups, dequant_variant=plan.variant)
         scales = scale_bytes(n, k, plan.bits, plan.group) * (groups if plan.experts else 1.0)
         counted_w = g.bytes - scales
+    elif plan.library != "cublas":
+        b = plan.batch if m % plan.batch == 0 else 1
+        g = gemm_time(m // b, n, k, hw, plan.dtype, batch=b, weight_bytes=wb if b == 1 else None,
+                      out_dtype=plan.out_dtype or None, groups=groups, library=plan.library)
+        counted_w = g.bytes
     else:
         g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups)
         counted_w = g.bytes

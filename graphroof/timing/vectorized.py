@@ -43,7 +43,7 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     *weight_bytes*: per element, 0 for "B's own bytes" (the scalar call's ``weight_bytes=None``)."""
     plan = plan or GemmPlan(dtype)
     t: KernelTiming = timing_of(hw)
-    peak, key = matmul_peak(hw, plan.dtype, "high")
+    peak, key = matmul_peak(hw, plan.dtype, hw.matmul_precision)
     ceiling, _ = gemm_ceiling(hw, peak, key)
     in_b = dtype_bits(plan.dtype) / 8
     wb = np.zeros(m.shape) if weight_bytes is None else np.asarray(weight_bytes, dtype=float)
@@ -166,6 +166,8 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
     if kind == "gemm":
         assert mnk is not None
         plan = gemm_plan(node, dtype, hw, runtime)
+        if plan.library != "cublas":
+            return None  # another kernel family (DeepGEMM, timing.gemm): the scalar model
         g_t, g_bytes = gemm_times(*mnk, hw, plan.dtype, cost["weight_bytes"], plan)
         extra = np.maximum(0.0, nbytes - g_bytes)
         out = np.maximum(g_t + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency), tv)

@@ -3,7 +3,10 @@ DeepGEMM's fp8 GEMMs on H800, priced by :func:`graphroof.analyze` of a one-op gr
 M x K by K x N in its dtype) under the ``compiled`` preset; the kernel's time without the host launch (both
 sources time back-to-back kernels on the device).  TFLOP/s = 2 M N K / time.
 
-Grouped GEMMs and the attention rows are reported as not covered (no one-op graph for them yet)."""
+The DeepGEMM rows' node runs as the ``deepgemm`` kernel family (``node.attrs["gemm_library"]``, what a user
+sets for a model that calls DeepGEMM; :mod:`graphroof.timing.gemm`), its grouped rows (``groups``
+GEMMs of ``M`` rows each, every group its own weights, equal groups as the source's benchmark runs them) as one
+``aten.bmm``; TFLOP/s = 2 groups M N K / time.  The attention rows are reported as not covered."""
 
 from __future__ import annotations
 
@@ -17,22 +20,29 @@ from .result import Row
 __all__ = ["kernel_rows", "matmul_graph", "matmul_time_s"]
 
 
-def matmul_graph(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None) -> Any:
-    """A one-op graph: ``C[m, n] = A[m, k] @ B[k, n]`` (``aten.mm``) in *dtype*, output in *out_dtype*."""
+def matmul_graph(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None,
+                 library: str = "", groups: int = 1) -> Any:
+    """A one-op graph: ``C[m, n] = A[m, k] @ B[k, n]`` (``aten.mm``) in *dtype*, output in *out_dtype*; *groups*
+    > 1: ``aten.bmm`` of *groups* such GEMMs, each with its own B (a grouped GEMM of equal groups).  *library*: the
+    kernel family the node runs as (``node.attrs["gemm_library"]``, :mod:`graphroof.timing.gemm`)."""
     from ..graph import OpGraph, OpNode, TensorSpec
 
-    g = OpGraph(f"mm_{m}x{n}x{k}_{dtype}")
-    node = OpNode("mm", "aten.mm", inputs=(TensorSpec((m, k), dtype), TensorSpec((k, n), dtype)),
-                  outputs=(TensorSpec((m, n), out_dtype or dtype),), scope="mm")
+    attrs = {"gemm_library": library} if library else {}
+    lead: tuple[int, ...] = (groups,) if groups > 1 else ()
+    g = OpGraph(f"mm_{m}x{n}x{k}_{dtype}" + (f"_g{groups}" if groups > 1 else ""))
+    node = OpNode("mm", "aten.bmm" if lead else "aten.mm",
+                  inputs=(TensorSpec((*lead, m, k), dtype), TensorSpec((*lead, k, n), dtype)),
+                  outputs=(TensorSpec((*lead, m, n), out_dtype or dtype),), attrs=attrs, scope="mm")
     g.add_op(node, ["a", "b"], ["c"])
     return g
 
 
-def matmul_time_s(hw: Any, m: int, n: int, k: int, dtype: str, out_dtype: str | None = None) -> float:
+def matmul_time_s(hw: Any, m: int, n: int, k: int, dtype: str, out_dtype: str | None = None, library: str = "",
+                  groups: int = 1) -> float:
     """The kernel time (no host launch) graphroof.analyze gives the one-op matmul on *hw*."""
     from ..api import analyze
 
-    a = analyze(matmul_graph(m, n, k, dtype, out_dtype), hw=hw, runtime="compiled")
+    a = analyze(matmul_graph(m, n, k, dtype, out_dtype, library, groups), hw=hw, runtime="compiled")
     ks = a.to_dict()["kernels"]
     return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
 
@@ -72,13 +82,14 @@ def kernel_rows(ctx: Context) -> list[Row]:
         inputs["dtype"] = r["dtype"]
         inputs["gpu"] = r["gpu"]
         meas = float(r["tflops"]) if r["tflops"] else float("nan")
-        regime = f"{dtype or r['dtype']} {'dense GEMM' if gemm else 'attention'}"
+        kind = ("grouped GEMM" if "grouped" in r["kernel"].lower() else "dense GEMM") if gemm else "attention"
+        regime = f"{dtype or r['dtype']} {kind}"
         row = Row("kernels", where, engine, prof, "", family, regime, "tflops", "compiled", "tflops", "TFLOP/s",
                   inputs, meas, is_rate=True)
         row.excluded = excluded_reason("kernels", r, ctx.rules)
         if not gemm:
             row.not_covered = "attention benchmark: no one-op attention graph in the validation yet"
-        elif "grouped" in r["kernel"].lower():
+        elif "grouped" in r["kernel"].lower() and src != "DEEPGEMM_README":
             row.not_covered = "grouped (MoE) GEMM: no one-op grouped-GEMM graph in the validation yet"
         elif why:
             row.not_covered = why
@@ -89,15 +100,20 @@ def kernel_rows(ctx: Context) -> list[Row]:
         else:
             hw = ctx.hw(prof)
             m, n, k = int(r["M"]), int(r["N"]), int(r["K"])
+            g = int(r["groups"] or 1)  # DeepGEMM's grouped tables: groups x (M per group) rows, a B per group
             out_dtype = "bf16" if dtype == "fp8" else None
-            t = matmul_time_s(hw, m, n, k, dtype, out_dtype)
+            lib = "deepgemm" if src == "DEEPGEMM_README" else ""
+            flops = 2.0 * g * m * n * k
+            t = matmul_time_s(hw, m, n, k, dtype, out_dtype, lib, g)
             row.vendor = hw.vendor
-            row.predicted = 2.0 * m * n * k / t / 1e12
+            row.predicted = flops / t / 1e12
             held = ctx.holdout_hw(prof, "kernels")
             if held is not None and ctx.holdout:
-                row.holdout[ctx.holdout] = 2.0 * m * n * k / matmul_time_s(held, m, n, k, dtype, out_dtype) / 1e12
+                row.holdout[ctx.holdout] = flops / matmul_time_s(held, m, n, k, dtype, out_dtype, lib, g) / 1e12
+            args = (f", '{out_dtype or dtype}'" if out_dtype or lib else "") + (f", '{lib}'" if lib else "") + (
+                f", groups={g}" if g > 1 else "")
             row.command = (f"graphroof.analyze(graphroof.validate.kernels.matmul_graph({m}, {n}, {k}, '{dtype}'"
-                           + (f", '{out_dtype}'" if out_dtype else "") + f"), hw='{prof}', runtime='compiled'): "
-                           "2MNK / (kernel time_realistic_s - t_launch_s)")
+                           + args + f"), hw='{prof}', runtime='compiled'): "
+                           + ("2 groups MNK" if g > 1 else "2MNK") + " / (kernel time_realistic_s - t_launch_s)")
         out.append(row)
     return out

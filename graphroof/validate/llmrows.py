@@ -7,9 +7,11 @@ device and pricing, many points per engine through ``Engine.price``).
   (bf16, or weight-only int8 / int4); tokens/s = generated tokens / e2e (the tiny prefill included), as the source
   defines it.
 * TensorRT-LLM v0.5 / v0.6.1 static batching: the row's batch, TP, input / output lengths; H100 and L40S rows fp8
-  weights, activations and KV cache, A100 fp16; runtime preset ``tensorrt-llm-v0.5`` (its fusion, no CUDA
-  graphs, NCCL all-reduce, per-head decode attention; ``serving`` where that preset is absent).  ``output_tokens_per_s_per_gpu`` = batch x
-  output_len / e2e / TP; ``first_token_latency_ms`` = TTFT of batch 1.
+  weights and KV cache with fp8 GEMMs (their FP8Linear quantizes each GEMM input and returns fp16: norms, context
+  attention and all-reduces stay fp16, so no ``--activations fp8``), A100 fp16; runtime preset
+  ``tensorrt-llm-v0.5`` (its fusion, no CUDA graphs, NCCL all-reduce, per-head decode attention, 2 ms of runtime
+  work per request; ``serving`` where that preset is absent).  ``output_tokens_per_s_per_gpu`` = batch x
+  output_len / e2e / TP; ``first_token_latency_ms`` = TTFT of batch 1 (the whole generate call, one token).
 """
 
 from __future__ import annotations
@@ -147,9 +149,9 @@ def trtllm_rows(ctx: Context) -> list[Row]:
             row.not_covered = f"no hardware profile for {gpu!r}"
         if not row.excluded and not row.not_covered:
             q = "fp8" if fp8 else None
-            batch.add((model, prof, Pricing(tp=tp, runtime=runtime, weights=q, activations=q, kv=q), "fp16"), row,
+            batch.add((model, prof, Pricing(tp=tp, runtime=runtime, weights=q, kv=q), "fp16"), row,
                       b, p, g, _ttft if ttft else _per_gpu(tp))
-            flags = " --weights fp8 --activations fp8 --kv fp8" if fp8 else ""
+            flags = " --weights fp8 --kv fp8" if fp8 else ""
             what = "configs[0].ttft_s" if ttft else f"configs[0].output_tokens_per_s / {tp}"
             row.command = (f"graphroof llm {model} --hw {prof} --tp {tp} --batch {b} --prompt {p} --gen {g} "
                            f"--runtime {runtime} --dtype fp16{flags} -f json: {what}")

@@ -1,7 +1,8 @@
 """Rows measured by graphroof's developers with PyTorch on one NVIDIA H100 SXM and one H200 SXM
-(``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``).  No constant was fitted on them (the
-H200's timing constants are derived from the H100's; the H100's were fitted on other rows), so every row is a
-check of the model, priced through the paths users run:
+(``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``).  No timing constant was fitted on them
+(the H200's timing constants are derived from the H100's; the H100's were fitted on other rows) except the split of
+``pytorch-eager``'s host dispatch between plain launches and library calls, fitted on the H100's seven host-bound
+eager rows (its [sources]); every other row is a check of the model, priced through the paths users run:
 
 * ``gemm.csv``: ``torch.mm`` bf16 and ``torch._scaled_mm`` fp8 (bf16 out), M = 1 .. 16384 on Llama-3 linear shapes
   -> the one-op ``aten.mm`` graph of :mod:`.kernels` under ``compiled`` (kernel time, no host launch: the source
@@ -23,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from .context import Context
-from .data import excluded_reason
+from .data import DATA_DIR, excluded_reason
 from .kernels import matmul_time_s
 from .result import Row
 
@@ -140,7 +141,10 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     from ..api import analyze
 
     out: list[Row] = []
-    zoo = {"resnet-50": ("resnet-50", None), "bert-base": ("bert-base", 128)}
+    # the measurement ran transformers' BertModel (embeddings, 12 layers, pooler: no masked-LM head, unlike the zoo's
+    # bert-base): data/models/bert-base-encoder is that model
+    bert = str(DATA_DIR / "models" / "bert-base-encoder" / "config.json")
+    zoo = {"resnet-50": ("resnet-50", None), "bert-base": (bert, 128)}
     for where, r in ctx.rows(f"{folder}/models.csv"):
         if r["model"] not in zoo:
             continue

@@ -1,0 +1,113 @@
+"""Host dispatch cost of one kernel under an eager runtime (a preset with ``[launch] overlap``).
+
+The host of an eager framework issues each op from Python: it pays the framework's dispatch (Python binding,
+ATen dispatcher, TensorIterator set-up, caching allocator) and one ``cudaLaunchKernel`` per kernel the op's
+implementation launches, and a call into a vendor library (a cuBLAS / cuBLASLt GEMM, a cuDNN convolution, a
+fused attention kernel behind ``F.scaled_dot_product_attention``) costs more host time than a pointwise op: the
+library builds its descriptors and picks an algorithm on every call (PyTorch asks cuBLASLt for a heuristic on
+each ``addmm``, cuDNN's frontend looks its plan up by the convolution's parameters).  Per graphroof kernel::
+
+    host_s = n_launch * (launch_overhead_s + host_overhead_per_kernel_s)
+             + n_library * host_overhead_per_library_call_s
+
+``launch_overhead_s`` comes from the hardware profile, the other two from the runtime preset.  ``n_launch`` and
+``n_library`` (:func:`eager_dispatches`) are 1 and 0 for a pointwise, reduction or norm kernel, 1 and 1 for a
+GEMM, convolution or fused attention kernel.  Where the preset says its ops run PyTorch's own ATen CUDA
+implementations (``[launch] aten_ops = true``), two ops launch more than one kernel:
+
+* an inference batch norm on the native path (bf16 input, or fp16 input with fp16 weights: cuDNN takes only fp32
+  weights for an fp16 input) copies the running mean, computes 1 / sqrt(var + eps) and normalises: 3 launches
+  (``batch_norm_cuda_out``, aten/src/ATen/native/cuda/Normalization.cu, unchanged from PyTorch 1.x to 2.x);
+* an attention that writes its scores (``--attention naive``: a hand-written attention such as transformers'
+  eager ``BertSelfAttention``, or the math path of ``scaled_dot_product_attention``) runs ``Q K^T`` and ``P V`` as
+  two batched GEMMs with the scaling and the softmax (and a mask add when the op has a mask) between them, and
+  copies Q, K and V into batched-GEMM order (``torch.matmul`` on ``[batch, heads, tokens, dim]`` views of the
+  projections folds batch and heads with a ``reshape``, a copy: ``_matmul_impl``, aten/src/ATen/native/
+  LinearAlgebra.cpp) and O back to token order (``permute(0, 2, 1, 3).contiguous()``): 8 (9) launches, 2 of
+  them library calls.
+
+Each launch beyond the first is a kernel of its own on the device too, eager or replayed from a CUDA graph: it
+adds at least the profile's ``stream_latency_s`` (a kernel's fixed time) to the device time
+(:func:`extra_kernels_device_s`; their bytes are tiny for the batch norm, and the attention's score traffic is
+already in its byte model).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dtypes import dtype_bits
+from ..fuse.classify import kernel_kind
+from ..graph import OpNode, Role
+
+__all__ = ["eager_dispatches", "extra_kernels_device_s", "host_dispatch_s", "LIBRARY_KINDS"]
+
+#: kernel kinds whose kernel comes from a vendor library call (cuBLAS / cuDNN / fused attention)
+LIBRARY_KINDS = ("gemm", "attention")
+_TRAINING_BATCH_NORM = ("aten._native_batch_norm_legit", "aten._batch_norm_with_update")
+
+
+def _keys(node: OpNode) -> tuple[str, ...]:
+    return tuple(node.attrs.get("op_keys") or (node.op,))
+
+
+def _native_batch_norm(node: OpNode, fp32_weights: bool = False) -> bool:
+    """An inference ATen batch norm that PyTorch runs on its native CUDA path (not cuDNN): the input is bf16, or
+    fp16 with fp16 / bf16 weights (``_batch_norm_impl_index`` takes cuDNN only for an fp16 input with fp32
+    weights; *fp32_weights*: the weights are fp32 whatever the graph says, as under ``torch.autocast``)."""
+    keys = _keys(node)
+    if len(keys) != 1 or not keys[0].startswith("aten.") or "batch_norm" not in keys[0] \
+            or keys[0] in _TRAINING_BATCH_NORM:
+        return False
+    ins = [t for t in node.inputs if t is not None]
+    acts = [t.dtype for t in ins if t.role in (Role.ACTIVATION, Role.KV_CACHE)]
+    weights = [t.dtype for t in ins if t.role is Role.WEIGHT]
+    if not acts:
+        return False
+    if acts[0] == "bf16":
+        return True
+    return acts[0] == "fp16" and bool(weights) and not fp32_weights and all(dtype_bits(w) <= 16 for w in weights)
+
+
+def _writes_scores(node: OpNode, cost: Any) -> bool:
+    """An attention kernel whose counted writes hold its score matrix: >= 2 elements per (query, key) pair (the
+    ``naive`` byte model; the same test as :func:`graphroof.timing.attention.attention_time`), not only O."""
+    from .attention import attention_dims
+
+    dims = attention_dims(node)
+    pairs = cost.matrix_flops / (2 * (dims.head_dim + dims.v_head_dim))
+    return bool(pairs > 0 and cost.act_write_bytes >= 2.0 * pairs * dims.out_bytes)
+
+
+def eager_dispatches(node: OpNode | None, cost: Any, aten_ops: bool = False,
+                     fp32_weights: bool = False) -> tuple[int, int]:
+    """(kernel launches, of which vendor-library calls) the host issues for one graphroof kernel (module doc);
+    *fp32_weights*: fp32 master weights under ``torch.autocast`` (a batch norm then runs in cuDNN: one kernel)."""
+    if node is None:
+        return 1, 0
+    kind = kernel_kind(node, cost)
+    if aten_ops and kind == "attention" and _writes_scores(node, cost):
+        mask = len(node.inputs) > 3 and node.inputs[3] is not None
+        return 8 + int(mask), 2  # 4 layout copies, 2 batched GEMMs, scale, softmax (+ mask add)
+    if aten_ops and _native_batch_norm(node, fp32_weights):
+        return 3, 0
+    return 1, int(kind in LIBRARY_KINDS)
+
+
+def host_dispatch_s(runtime: Any, launch_overhead_s: float, node: OpNode | None, cost: Any,
+                    extra_launches: int = 0) -> float:
+    """Host time to issue one kernel under *runtime* (module doc); *extra_launches*: more plain launches the
+    runtime adds to it (the weight cast before an autocast GEMM)."""
+    n, lib = eager_dispatches(node, cost, bool(getattr(runtime, "aten_ops", False)),
+                              bool(getattr(runtime, "autocast", False)))
+    n += extra_launches
+    return (n * (launch_overhead_s + runtime.host_overhead_per_kernel_s)
+            + lib * getattr(runtime, "host_overhead_per_library_call_s", 0.0))
+
+
+def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_latency_s: float) -> float:
+    """Device time of the kernels beyond the first that *runtime*'s implementation of one graphroof kernel
+    launches (``aten_ops``: module doc): ``(n_launch - 1) * stream_latency_s``."""
+    if node is None or not getattr(runtime, "aten_ops", False):
+        return 0.0
+    return (eager_dispatches(node, cost, True, bool(getattr(runtime, "autocast", False)))[0] - 1) * stream_latency_s
