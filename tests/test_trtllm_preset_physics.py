@@ -14,7 +14,7 @@ from graphroof.errors import InputError
 from graphroof.fuse import get_runtime
 from graphroof.fuse.preset_file import preset_fields
 from graphroof.llm import Engine, Pricing
-from graphroof.llm.evaluator import PhaseTotals, e2e_s, tokens_per_s, with_request_s
+from graphroof.llm.tokens import PhaseTotals, e2e_s, tokens_per_s, with_request_s
 from tests.llm.toy import RULES, toy_source
 
 

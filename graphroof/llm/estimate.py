@@ -18,12 +18,12 @@ from ..graph import OpGraph
 from ..hardware.bands import band_for
 from ..layers import fold_key, fold_name, layer_row, rollup, scope_at
 from .critical import critical_table
-from .evaluator import decode_range
 from .phases import Phase, Pipeline
 from .poly import DEGREE, GridPlan, grid_points
 from .price import TP_CANDIDATES, figure_row, memory_of
 from .result import LLMConfig, LLMEstimate
 from .tables import table_depth
+from .tokens import decode_range
 
 __all__ = ["build_estimate", "open_source", "check_lengths", "batches_of", "phases", "plan_grids", "critical_rows",
            "input_text", "TP_CANDIDATES"]

@@ -3,7 +3,7 @@ per-op breakdown of a phase.
 
 * **Prefill**: the graph at ``seq = prompt``; its time is the time to first token (TTFT).
 * **Decode**: the ``gen - 1`` steps after the first token over the contexts of
-  :func:`graphroof.llm.evaluator.decode_range` (with a KV cache, one token per sequence over the cache; without
+  :func:`graphroof.llm.tokens.decode_range` (with a KV cache, one token per sequence over the cache; without
   one, the prefill graph over the whole context).  Costs are polynomial in the context, so the counted graphs at
   a few contexts give every step, and the one evaluator (:class:`~graphroof.llm.evaluator.PhasePricer`) sums
   them.

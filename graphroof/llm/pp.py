@@ -33,9 +33,9 @@ import numpy as np
 from ..dtypes import dtype_bits
 from ..errors import InputError
 from ..timing.p2p import send_recv_time
-from .evaluator import PhaseTotals, decode_range
 from .price import Figures, memory_fit
 from .stepcost import step_arrays
+from .tokens import PhaseTotals, decode_range
 
 __all__ = ["ParallelStepCost", "parallel_figures", "send_time_s"]
 

@@ -28,11 +28,12 @@ import numpy as np
 
 from ..errors import FrontendError
 from ..hardware import HardwareProfile
-from .evaluator import PhasePricer, PhaseTotals, decode_range, e2e_s, tokens_per_s, with_request_s
+from .evaluator import PhasePricer
 from .grids import KernelGrid, LiveGrid, ScalarGrid
 from .kvcache import APPEND
 from .memory import MemoryFit, ServingMemory, activation_peak_bytes, params_from_graph, resident_weight_bytes
 from .poly import DEGREE, GridPlan, NotPolynomial, grid_points, poly_ok
+from .tokens import PhaseTotals, decode_range, e2e_s, tokens_per_s, with_request_s
 
 __all__ = ["Figures", "PricedModel", "TP_CANDIDATES", "figure_row", "kv_bytes_per_token_of", "kv_write_sums",
            "memory_fit", "memory_of"]

@@ -14,11 +14,11 @@ from ..hardware import HardwareProfile
 from ..hardware.bands import ErrorBand
 from ..layers import cost_fields
 from ..units import json_safe
-from .evaluator import e2e_s, tokens_per_s
 from .memory import MemoryFit
 from .phases import Phase
 from .quant import Quant
 from .tables import layer_rows
+from .tokens import e2e_s, tokens_per_s
 
 __all__ = ["LLMConfig", "LLMEstimate", "SCHEMA_VERSION"]
 

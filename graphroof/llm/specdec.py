@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from .evaluator import PhasePricer, PhaseTotals, decode_range
+from .evaluator import PhasePricer
+from .tokens import PhaseTotals, decode_range
 
 __all__ = ["SpecDec", "check_spec", "expected_tokens", "profile_of", "fixed_groups", "step_tokens",
            "steps_to_emit", "tokens_after"]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..llm.evaluator import e2e_s
+from ..llm.tokens import e2e_s
 from ..units import json_safe
 
 __all__ = ["SweepPoint", "SweepResult", "RunningFrontier", "pareto", "pick_slo", "meets", "COLUMNS"]

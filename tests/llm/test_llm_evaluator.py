@@ -9,10 +9,11 @@ import pytest
 
 from graphroof.counters.cost import Cost
 from graphroof.graph import COST, OpGraph
-from graphroof.llm.evaluator import PhasePricer, decode_range, e2e_s, tokens_per_s
+from graphroof.llm.evaluator import PhasePricer
 from graphroof.llm.grids import KernelGrid
 from graphroof.llm.phases import Counted
 from graphroof.llm.poly import GridPlan, NotPolynomial
+from graphroof.llm.tokens import decode_range, e2e_s, tokens_per_s
 from graphroof.roofline import evaluate
 from tests.conftest import T, W, node
 
