@@ -8,7 +8,9 @@ NCCL all-reduce of 2 KB - 64 MB fp16 buffers, the kernel time on rank 0 (kineto,
 Every row is priced by :func:`graphroof.timing.collective_time_with` (the function ``graphroof validate`` and the
 comm kernels call) and the fit minimises the mean |log(predicted / measured)| (Nelder-Mead in log space):
 
-* per GPU, on its single-node rows (2, 4, 8 GPUs): ``base_latency_s`` and ``intra_bus_bw_bytes_per_s``
+* per GPU, on its single-node rows (2, 4, 8 GPUs): ``base_latency_s``, ``launch_skew_s`` (rank 0 waits
+  ``launch_skew_s * (H_p - 1)`` for the last of p launches; a fit below :data:`SKEW_FLOOR_S` is written 0: the rows
+  show no growth with p) and ``intra_bus_bw_bytes_per_s``
   (``intra_hop_latency_s``, the LL NVLink hop, is held at NCCL's 0.47 us: :data:`LL_NVLINK_HOP_S`); a profile
   with NVLS (H100) has ``nvls_bw_bytes_per_s`` held at :data:`NVLS_SHARE` of the ring bandwidth (a free third
   constant trades against the ring one: the fit then gives the 2-GPU ring 420 GB/s where its > 16 MB rows sustain
@@ -65,13 +67,18 @@ LL_NVLINK_HOP_S = 0.47e-6
 NVLS_SHARE = 0.7
 
 
+#: a fitted launch skew below this is written 0 (the log-space fit cannot reach 0; the rows show no growth with p)
+SKEW_FLOOR_S = 0.1e-6
+
+
 def fit_intra(rows, c):
     def params(x):
         bw = math.exp(x[1])
         nvls = {"nvls_bw_bytes_per_s": NVLS_SHARE * bw} if "nvls" in c.algorithms else {}
+        skew = math.exp(x[2])
         return replace(c, base_latency_s=math.exp(x[0]), intra_hop_latency_s=LL_NVLINK_HOP_S,
-                       intra_bus_bw_bytes_per_s=bw, **nvls)
-    x0 = [math.log(c.base_latency_s), math.log(c.intra_bus_bw_bytes_per_s)]
+                       intra_bus_bw_bytes_per_s=bw, launch_skew_s=skew if skew >= SKEW_FLOOR_S else 0.0, **nvls)
+    x0 = [math.log(c.base_latency_s), math.log(c.intra_bus_bw_bytes_per_s), math.log(max(c.launch_skew_s, 5e-6))]
     x, v = nelder_mead(lambda x: loss(rows, params(x)), x0, step=0.4, iters=400)
     return params(x), v
 
@@ -92,10 +99,10 @@ def fit_network(rows, c):
 def subsets(rows, params) -> None:
     groups: dict[str, list[float]] = {}
     for r, e in zip(rows, errors(rows, params)):
-        key = ("inter" if r[1] < r[0] else "intra") + (" small" if r[2] <= 1_000_000 else " large")
+        key = f"{r[0]:2d}/{r[1]} " + ("inter" if r[1] < r[0] else "intra") + (" small" if r[2] <= 1_000_000 else " large")
         groups.setdefault(key, []).append(abs(e))
     for k, v in sorted(groups.items()):
-        print(f"    {k:12s} n {len(v):5d}  median {statistics.median(v):6.1%}  worst {max(v):7.1%}")
+        print(f"    {k:17s} n {len(v):5d}  median {statistics.median(v):6.1%}  worst {max(v):7.1%}")
 
 
 def main() -> None:
@@ -113,7 +120,7 @@ def main() -> None:
             print(f"# {gpu} network: mean |log err| {vi:.4f}")
         fitted[gpu] = c
         print(f"# {gpu} ({prof}): intra mean |log err| {v:.4f}")
-        for k in ("base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s", "nvls_bw_bytes_per_s",
+        for k in ("base_latency_s", "launch_skew_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s", "nvls_bw_bytes_per_s",
                   "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "inter_ramp_bytes_per_nic", "nics_per_node"):
             val = getattr(c, k)
             print(f"{k} = {val if isinstance(val, int) or val is None else float(f'{val:.3g}')}")

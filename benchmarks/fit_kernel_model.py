@@ -301,7 +301,7 @@ def kept_collectives(hw):
 #: [timing] constants not fitted on the Vidur rows, kept as the profile has them (sources.timing says where each
 #: comes from): the MAMF ceiling table, and the weight-only / attention constants (refit on H100 with --kernels)
 KEPT_TIMING = ("gemm_stream_k", "l2_read_bw_bytes_per_s", "gemm_achievable_flops_per_s", "gemm_dequant_flops_per_mac", "attn_matrix_efficiency",
-               "attn_exp_per_s", "attn_fill_keys")
+               "attn_exp_per_s", "attn_fill_keys", "attn_sync_matrix_flops_per_s")
 
 
 def kept_timing(hw):

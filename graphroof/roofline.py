@@ -188,18 +188,22 @@ def evaluate_graph(graph: OpGraph, hw: HardwareProfile, runtime: Runtime | None 
             seen[key] = b
         graph.set(node.name, BOUND, b)
     if runtime is not None and runtime.overlap_launch:
-        _pipeline(graph)
+        _pipeline(graph, float(getattr(runtime, "call_overhead_s", 0.0) or 0.0))
 
 
-def _pipeline(graph: OpGraph) -> None:
+def _pipeline(graph: OpGraph, call_s: float = 0.0) -> None:
     """The host dispatches the kernels ahead of the device (:func:`graphroof.timing.stream.host_pipeline`): each
     kernel's realistic time becomes the wall time it adds to the step, its ``t_launch_s`` the part of that the
-    device waits on the host (0 when the host is ahead)."""
+    device waits on the host (0 when the host is ahead).  *call_s*: the runtime's host time per inference call
+    (``[launch].call_overhead_s``), spent before the first kernel can be issued: the first kernel's host stage."""
     from .timing.stream import host_pipeline
 
     names = [op.name for op in graph.ops()]
     bounds = [graph.get(n, BOUND) for n in names]
-    added = host_pipeline([b.t_realistic_s - b.t_launch_s for b in bounds], [b.t_launch_s for b in bounds],
+    host = [b.t_launch_s for b in bounds]
+    if host and call_s > 0.0:
+        host[0] += call_s  # once per call (spread over the launches when the first kernel repeats)
+    added = host_pipeline([b.t_realistic_s - b.t_launch_s for b in bounds], host,
                           [_times(graph.node(n)) for n in names])
     for n, b, t in zip(names, bounds, added):
         graph.set(n, BOUND, replace(b, t_realistic_s=t, t_launch_s=max(0.0, t - (b.t_realistic_s - b.t_launch_s))))

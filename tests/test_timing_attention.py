@@ -69,7 +69,8 @@ def test_per_query_head_kv_rereads_come_from_l2():
     # 10.1e12 B/s: DRAM moves K/V once, (2 qo + kv) / 3.35e12 = 67,239,936 / 3.35e12 = 20.072 us; the L2 delivers
     # it 4 times, (2 qo + 4 kv) / 10.1e12 = 268,566,528 / 10.1e12 = 26.591 us: the L2 sets the time
     hw = _hw()
-    hw = replace(hw, timing=replace(hw.timing, l2_read_bw_bytes_per_s=10.1e12))
+    # (conversions at 1e13 / s: 524,288 pairs * 256 elements = 13.4 us, below the L2 term; at 4e12 they would bind)
+    hw = replace(hw, timing=replace(hw.timing, l2_read_bw_bytes_per_s=10.1e12, attn_exp_per_s=1e13))
     kv, qo = 67_108_864.0, 65_536.0
     c = _cost(matrix_flops=512 * 8 * 32 * 2048, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
     dims = AttentionDims(128, 128, 4, 2.0)
@@ -179,3 +180,23 @@ def test_per_query_head_decode_dot_products_run_on_cuda_cores():
     tm_p = (2 * qo * 2048 + 8 * 2 * 8 * 2048 * 128 * 2.0) / 3.35e12
     assert attention_time(pre, dims, hw, "bf16", gqa_shared_kv=False) == pytest.approx(
         (tc_p ** 3 + tm_p ** 3) ** (1 / 3), rel=1e-9)
+
+
+def test_masked_mha_decode_is_bounded_by_converting_each_kv_element():
+    hw = load_hardware("h100-sxm")
+    hw = replace(hw, timing=replace(hw.timing, gemm_latency_s=0.0, gemm_overlap_exponent=None, attn_exp_per_s=4e12,
+                                    gemm_mem_bw_efficiency=1.0, l2_read_bw_bytes_per_s=6.0e12))
+    # batch 8, 64 query heads over 8 KV heads (group 8), context 4096, dim 128, fp8 K/V (1 B per element):
+    # pairs = 8 * 64 * 4096 = 2,097,152; K + V = 2 * 8 * 8 * 4096 * 128 * 1 = 67,108,864 B
+    pairs, kv, qo = 8 * 64 * 4096, 67_108_864.0, 8 * 64 * 128 * 2.0
+    c = _cost(matrix_flops=512 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    dims = AttentionDims(128, 128, 8, 2.0)
+    # K/V once per query head (masked MHA): memory = max((qo + kv) / 3.35e12, (qo + 8 kv) / 6.0e12) = 89.53 us;
+    # CUDA-core math 2,097,152 * (512 / 67e12 + 1 / 4e12) ~ 16.5 us; the conversions of 2,097,152 * (128 + 128)
+    # = 536,870,912 K/V elements at 4e12 / s = 134.22 us bound the kernel
+    t = attention_time(c, dims, hw, "bf16", gqa_shared_kv=False)
+    assert t == pytest.approx(pairs * 256 / 4e12, rel=1e-9)
+    assert pairs * 256 / 4e12 == pytest.approx(134.2177e-6, rel=1e-6)
+    # a kernel reading K/V once per KV head (native GQA) does one conversion per element loaded: no such bound
+    shared = attention_time(c, dims, hw, "bf16", gqa_shared_kv=True)
+    assert shared < 0.5 * t

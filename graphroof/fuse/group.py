@@ -18,6 +18,7 @@ reached from the kernel (a bounded search forward in topological order).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ from .dataflow import Dataflow, boundary, kernel_cost
 from .runtimes import Runtime, get_runtime
 
 __all__ = ["Kernel", "KernelGraph", "fuse"]
+
+#: a repeated block's scope ends in its index (``layer1.0``, ``model.layers.3``: :func:`graphroof.scopes.block_level`)
+_REPEATED = re.compile(r"\.\d+$")
 
 
 @dataclass
@@ -156,11 +160,13 @@ class _Grouper:
         group = self.members[k]
         return not self.df.reachable_any(group, {p for p in self.df.preds[n] if p not in group})
 
-    def _can_merge(self, n: str | None, ks: list[int]) -> bool:
+    def _can_merge(self, n: str | None, ks: list[int], stem: bool = False) -> bool:
         """Whether kernels *ks* (and op *n*) can become one kernel with the kernel graph still acyclic: no
-        producer outside the union may be reachable from it."""
+        producer outside the union may be reachable from it.  *stem*: kernels of different blocks may merge when
+        none of them is a repeated block (a CNN's stem ``conv1`` / ``bn1`` / ``relu`` modules, each a block of
+        its own at the graph's layer depth: no per-layer row is split by fusing them)."""
         blocks = {self.kblock[k] for k in ks} | ({self.block[n]} if n else set())
-        if len(blocks) > 1:
+        if len(blocks) > 1 and not (stem and not any("\x00" in b or _REPEATED.search(b) for b in blocks)):
             return False
         union = set().union(*(self.members[k] for k in ks)) | ({n} if n else set())
         outside = {p for m in union for p in self.df.preds[m] if p not in union}
@@ -190,7 +196,7 @@ class _Grouper:
             gemms = {self.kernel_of[p] for m in group for p in df.preds[m] if p not in group
                      and self.kinds[self.kernel_of[p]] == "gemm" and not self.reduces[self.kernel_of[p]]}
             for g in sorted(gemms, key=lambda j: -self.last[j]):
-                if self._can_merge(None, [g, k]):
+                if self._can_merge(None, [g, k], stem=True):
                     self._merge_into(None, [g, k])
                     break
 
@@ -226,9 +232,31 @@ class _Grouper:
                 return True
         return False
 
+    def _feeds_attention(self, n: str, depth: int = 6) -> bool:
+        """Whether GEMM *n*'s output reaches an attention op through at most *depth* non-GEMM ops (Q, K, V
+        through rotary and casts; a gated MLP's gate and up reach another GEMM, never an attention op)."""
+        df = self.df
+        seen, front = {n}, [n]
+        for _ in range(depth):
+            nxt = []
+            for m in front:
+                for t in df.out_names[m]:
+                    for c in df.consumers.get((m, t), ()):
+                        if c in seen:
+                            continue
+                        if df.cls[c] == "attention":
+                            return True
+                        seen.add(c)
+                        if df.cls[c] not in ("gemm", "comm", "opaque"):
+                            nxt.append(c)
+            front = nxt
+        return False
+
     def _try_horizontal(self, n: str) -> bool:
         df = self.df
         node = df.nodes[n]
+        if not self.rt.fuse_gate_up and not self._feeds_attention(n):
+            return False
         acts = [(pos, t) for pos, t in enumerate(node.inputs) if t is not None and t.role == Role.ACTIVATION]
         if len(acts) != 1 or (n, acts[0][0]) not in df.src:
             return False

@@ -12,6 +12,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     vector_chains = true              # norms (+ residual), activations, casts ... as one kernel per chain
     epilogues = true                  # bias / activation / residual add into the GEMM / conv
     horizontal_gemms = true           # QKV, gate+up as one GEMM
+    gate_up = true                    # with horizontal_gemms: gate+up fused too (false: only QKV)
     fold_batch_norm = true            # inference BN folded into the conv weights
     attention_writes_layout = true    # fused MHA writes [tokens, hidden] itself
 
@@ -23,6 +24,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     host_overhead_per_library_call_s = 0.0  # more host time per GEMM / conv / fused-attention library call
     aten_ops = false                  # ops run PyTorch's ATen CUDA implementations (graphroof.timing.host)
     request_overhead_s = 0.0          # runtime time per request before its first token (setup, sampling, syncs)
+    call_overhead_s = 0.0             # host time per inference call before its first kernel (analyze, with overlap)
 
     [kernels]
     gqa_shared_kv = true
@@ -31,6 +33,8 @@ defaults, which are one kernel per op, launches added per kernel)::
     fp8_gemm = false
     moe_grouped_gemm = true
     autocast = false                  # torch.autocast: a weight cast kernel before every GEMM / conv
+    l2_activations = false            # kernels back to back: activations read from L2 when they fit (timing.l2)
+    attention_kernel = "auto"         # auto | flash2 | flash3 | cudnn (graphroof.timing.attention)
 
     [sources]                         # capability -> citation (strings)
 """
@@ -46,11 +50,14 @@ import tomllib
 
 from ..errors import InputError
 
-__all__ = ["read_preset_fields", "preset_fields", "ALLREDUCE", "WEIGHT_ONLY_GEMM", "DECODE_LAUNCH"]
+__all__ = ["read_preset_fields", "preset_fields", "ALLREDUCE", "WEIGHT_ONLY_GEMM", "DECODE_LAUNCH",
+           "ATTENTION_KERNELS"]
 
 ALLREDUCE = ("nccl", "custom", "nvls")
 WEIGHT_ONLY_GEMM = ("fused_dequant", "tile_dequant", "dequant_then_gemm")
 DECODE_LAUNCH = ("kernel", "step")
+#: fused-attention kernel families (graphroof.timing.attention): auto = the device's native kernel
+ATTENTION_KERNELS = ("auto", "flash2", "flash3", "cudnn")
 
 _MAX_BYTES = 256_000
 _TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
@@ -58,6 +65,7 @@ _TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels
 _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
     "fusion": {"vector_chains": ("fuse_vector_chains", bool, None), "epilogues": ("fuse_epilogues", bool, None),
                "horizontal_gemms": ("fuse_horizontal_gemms", bool, None),
+               "gate_up": ("fuse_gate_up", bool, None),
                "fold_batch_norm": ("fold_batch_norm", bool, None),
                "attention_writes_layout": ("attention_writes_layout", bool, None)},
     "launch": {"decode": ("decode_launch", str, DECODE_LAUNCH), "cuda_graphs": ("cuda_graphs", bool, None),
@@ -65,11 +73,13 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                "host_overhead_per_kernel_s": ("host_overhead_per_kernel_s", float, None),
                "host_overhead_per_library_call_s": ("host_overhead_per_library_call_s", float, None),
                "aten_ops": ("aten_ops", bool, None),
-               "request_overhead_s": ("request_overhead_s", float, None)},
+               "request_overhead_s": ("request_overhead_s", float, None),
+               "call_overhead_s": ("call_overhead_s", float, None)},
     "kernels": {"gqa_shared_kv": ("gqa_shared_kv", bool, None), "allreduce": ("allreduce", str, ALLREDUCE),
                 "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
                 "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),
-                "autocast": ("autocast", bool, None)},
+                "autocast": ("autocast", bool, None), "l2_activations": ("l2_activations", bool, None),
+                "attention_kernel": ("attention_kernel", str, ATTENTION_KERNELS)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
 

@@ -17,6 +17,9 @@ The fields (:class:`Runtime`):
   its own kernel;
 * *fuse_horizontal_gemms*: GEMMs that read the same activation tensor with no path between them (Q, K and V;
   gate and up) run as one GEMM over the concatenated weights;
+* *fuse_gate_up*: with ``fuse_horizontal_gemms``, whether GEMMs that do not feed an attention op (a gated MLP's
+  gate and up projections) fuse too; False keeps them two GEMMs while Q, K and V stay one (TensorRT-LLM 0.5 / 0.6
+  Llama engines built without ``--use_fused_mlp``);
 * *fold_batch_norm*: an inference batch-norm right after a conv is folded into the conv's weights (no kernel);
 * *attention_writes_layout*: the copy that puts attention's output back into [tokens, hidden] order is done by
   the attention kernel itself (fused multi-head attention kernels);
@@ -28,8 +31,8 @@ The fields (:class:`Runtime`):
   library call (:mod:`graphroof.timing.host`; ``aten_ops``: an op that PyTorch runs as several kernels is that many
   launches), the device runs the kernels, and a step takes about max(host, device).
   Without it (the default) every kernel adds its launch to the device time, as graphroof always did;
-* *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *moe_grouped_gemm*: kernel
-  capabilities read by the kernel-time model (:mod:`graphroof.timing`);
+* *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *moe_grouped_gemm*,
+  *attention_kernel*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
 * *autocast*: ``torch.autocast`` mixed precision in an eager framework: each GEMM / conv of the fp16 graph also
   runs the cast of its fp32 weight (priced in :func:`graphroof.roofline.evaluate`).
 
@@ -61,6 +64,8 @@ class Runtime:
     fuse_vector_chains: bool = False
     fuse_epilogues: bool = False
     fuse_horizontal_gemms: bool = False
+    #: horizontal fusion also of GEMMs that feed no attention op (gate + up); False: only Q, K, V fuse
+    fuse_gate_up: bool = True
     fold_batch_norm: bool = False
     #: a copy with no FLOPs right after attention (transpose + contiguous back to [tokens, hidden]) is the
     #: attention kernel's output layout, not a kernel of its own (serving attention kernels write it directly).
@@ -81,6 +86,10 @@ class Runtime:
     #: call: buffer and decoder setup, host-device copies, sampling, the stop-check sync, output gather); added to
     #: the realistic TTFT (and so to e2e), never to the ideal roofline
     request_overhead_s: float = 0.0
+    #: host time an inference call spends before its first kernel can start (the framework's run() entry, input
+    #: binding, the previous call's output copy and sync); with ``overlap_launch``, the first kernel's host stage
+    #: (graphroof.roofline: a model-level analyze); 0 for engines timed from inside the call
+    call_overhead_s: float = 0.0
     #: all-reduce implementation: ``nccl`` | ``custom`` (one-shot / two-shot, vLLM / TensorRT-LLM) | ``nvls``
     allreduce: str = "nccl"
     #: steps captured as CUDA graphs (None: derived, ``decode_launch == "step"``)
@@ -91,6 +100,12 @@ class Runtime:
     weight_only_gemm: str = "fused_dequant"
     #: MoE experts run as one grouped GEMM (not one GEMM per expert)
     moe_grouped_gemm: bool = True
+    #: the engine runs its kernels back to back: a kernel whose traffic fits in half the L2 reads its input
+    #: activations from L2, not DRAM (graphroof.timing.l2)
+    l2_activations: bool = False
+    #: fused-attention kernel family: ``auto`` (the device's native kernel) | ``flash2`` | ``flash3`` | ``cudnn``
+    #: (graphroof.timing.attention); an attention node's ``attention_kernel`` attribute overrides it
+    attention_kernel: str = "auto"
     #: the host launches kernels asynchronously ahead of the device (a two-stage pipeline, see the docstring);
     #: False: each kernel's launch adds to its time (graphroof's model before presets had host overheads)
     overlap_launch: bool = False

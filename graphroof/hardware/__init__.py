@@ -46,9 +46,9 @@ A profile is plain data: the timing models that read it live in :mod:`graphroof.
 
 from __future__ import annotations
 
-from .load import adhoc_profile, list_profiles, load_hardware, profile_dir, profile_from_dict
+from .load import adhoc_profile, list_profiles, load_hardware, profile_dir, profile_from_dict, profiles_replaced
 from .params import CollectiveParams, KernelTiming
 from .profile import HardwareProfile
 
-__all__ = ["HardwareProfile", "load_hardware", "list_profiles", "profile_dir", "adhoc_profile", "profile_from_dict",
+__all__ = ["HardwareProfile", "profiles_replaced", "load_hardware", "list_profiles", "profile_dir", "adhoc_profile", "profile_from_dict",
            "KernelTiming", "CollectiveParams"]

@@ -4,6 +4,8 @@ validated field by field (every error names the file and the field)."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from ..safe_read import clean_name, number, parse_json, parse_toml, parse_yaml, 
 from .params import parse_collectives, parse_timing
 from .profile import HardwareProfile
 
-__all__ = ["load_hardware", "list_profiles", "profile_dir", "adhoc_profile", "profile_from_dict"]
+__all__ = ["load_hardware", "list_profiles", "profile_dir", "adhoc_profile", "profile_from_dict", "profiles_replaced"]
 
 _PEAK_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
 _KINDS = ("gpu", "tpu", "cpu", "accelerator")
@@ -270,3 +272,19 @@ def adhoc_profile(peak_flops_per_s: float, mem_bw_bytes_per_s: float, name: str 
         sources={"all": "given on the command line (--peak-flops / --mem-bw)"},
     )
 
+
+@contextmanager
+def profiles_replaced(profiles: Collection[HardwareProfile]) -> Iterator[None]:
+    """While inside, :func:`load_hardware` of each bundled profile's name (or alias) gives the profile passed in
+    (e.g. a hold-out variant of it); the cache is restored on exit."""
+    keys = {str(_index()[hw.name].resolve()): hw for hw in profiles}
+    saved = {k: _CACHE.get(k) for k in keys}
+    try:
+        _CACHE.update(keys)
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                _CACHE.pop(k, None)
+            else:
+                _CACHE[k] = v

@@ -24,6 +24,8 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     attn_matrix_efficiency = 1.0     # flash attention's Q K^T / P V: fraction of the achievable matmul rate
     attn_exp_per_s = 3.9e12          # softmax exponentials per second (SFU: SMs x 16 / clock x clock)
     attn_fill_keys = 300             # pipeline fill / epilogue per query row, in key positions of work
+    attn_sync_matrix_flops_per_s = 4.16e14  # matmul rate of FlashAttention-2 (mma.sync, serial softmax) where it
+                                     # is not the native kernel (Hopper); absent: the native attention rate
     l2_read_bw_bytes_per_s = 7.2e12  # L2 -> SM read bandwidth (datasheet bytes / clock x clock): serves the
                                      # repeated K/V reads of a decode kernel that reads K/V once per query head
     [timing.gemm_achievable_flops_per_s]  # best achievable dense matmul FLOP/s per dtype (the "MAMF" table):
@@ -47,6 +49,8 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     device_latency_s = 8e-6          # the device part of base_latency_s: what a call costs inside a CUDA graph
                                      # (base_latency_s - device_latency_s = host launch + sync of a host call)
     device_hop_latency_s = 0.5e-6    # per intra-node step inside a CUDA graph (no launch skew between the ranks)
+    launch_skew_s = 3e-6             # mean launch delay of one rank of a host-launched call: rank 0 waits for the
+                                     # last of n ranks, launch_skew_s * (H_n - 1) on top of base_latency_s
     custom_latency_s = 5e-6          # one-shot custom all-reduce kernel (start + end barriers, fill); absent:
                                      # no custom all-reduce (no full P2P between the devices)
     p2p_bw_bytes_per_s = 230e9       # per-device peer read bandwidth of the custom all-reduce (absent: intra bus)
@@ -98,7 +102,9 @@ class KernelTiming:
     attn_matrix_efficiency: float | None = None   # None: gemm_matrix_efficiency
     attn_exp_per_s: float | None = None           # None: derived from the vector fp32 peak (graphroof.timing.attention)
     attn_fill_keys: float = 0.0
+    attn_sync_matrix_flops_per_s: float | None = None  # None: FA2 runs at the native rate (graphroof.timing.attention)
     l2_read_bw_bytes_per_s: float | None = None   # None: repeated K/V reads come from DRAM (graphroof.timing.attention)
+    l2_partitions: int = 1          # L2 partitions each caching for its own SMs (GA100: 2; graphroof.timing.l2)
 
     def stream_efficiency(self, kind: str) -> float:
         """Bandwidth fraction for a streaming kernel of *kind* (``elementwise`` when the kind is not listed)."""
@@ -137,6 +143,10 @@ class CollectiveParams:
     p2p_bw_bytes_per_s: float | None = None
     #: largest buffer the custom all-reduce takes (vLLM's ``max_size``, 8 MiB); NCCL beyond it
     custom_max_bytes: float = 8388608.0
+    #: mean launch delay of one rank of a host-launched call (exponential): rank 0's kernel waits for the last of
+    #: n ranks to launch, on average ``launch_skew_s * (H_n - 1)`` (H_n the n-th harmonic number) on top of
+    #: ``base_latency_s``; 0: no skew (not under CUDA graphs: the ranks replay together)
+    launch_skew_s: float = 0.0
 
     @property
     def graph_latency_s(self) -> float:
@@ -187,7 +197,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
              "gemm_tile_policy", "gemm_overlap_exponent", "gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
              "graph_launch_overhead_s", "stream_bw_efficiency", "gemm_achievable_flops_per_s",
              "gemm_dequant_flops_per_mac", "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys",
-             "gemm_stream_k", "l2_read_bw_bytes_per_s"}
+             "gemm_stream_k", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s", "l2_partitions"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
     kw: dict[str, Any] = {}
@@ -198,7 +208,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
         if not (isinstance(tile, list) and len(tile) == 2):
             raise HardwareProfileError(f"{path.name}: timing.gemm_tile must be [M, N], got {tile!r}")
         kw["gemm_tile"] = tuple(_number(path, f"timing.gemm_tile[{i}]", x, integer=True) for i, x in enumerate(tile))
-    for k in ("gemm_tile_m_min", "gemm_split_k_min"):
+    for k in ("gemm_tile_m_min", "gemm_split_k_min", "l2_partitions"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], integer=True)
     if "gemm_tile_policy" in t:
@@ -226,7 +236,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
             raise HardwareProfileError(f"{path.name}: timing.gemm_stream_k must be true or false, "
                                        f"got {t['gemm_stream_k']!r}")
         kw["gemm_stream_k"] = t["gemm_stream_k"]
-    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s", "l2_read_bw_bytes_per_s"):
+    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k])
     if "attn_matrix_efficiency" in t:
@@ -250,7 +260,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
     known = {"algorithms", "base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s",
              "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "nics_per_node", "nvls_bw_bytes_per_s",
              "device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
-             "custom_max_bytes", "inter_ramp_bytes_per_nic", "library"}
+             "custom_max_bytes", "inter_ramp_bytes_per_nic", "library", "launch_skew_s"}
     _unknown(path, "collectives", c, known)
     kw: dict[str, Any] = {}
     if "algorithms" in c:
@@ -260,7 +270,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
                                        f"{', '.join(COLLECTIVE_ALGORITHMS)}, got {algs!r}")
         kw["algorithms"] = tuple(algs)
     for k in ("base_latency_s", "intra_hop_latency_s", "inter_hop_latency_s", "device_latency_s",
-              "device_hop_latency_s", "custom_latency_s"):
+              "device_hop_latency_s", "custom_latency_s", "launch_skew_s"):
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k], strict_lo=False, hi=1.0)
     for k in ("intra_bus_bw_bytes_per_s", "inter_bw_bytes_per_s_per_nic", "nvls_bw_bytes_per_s",

@@ -23,7 +23,15 @@ tile, prime the K / V pipeline, rescale and write O), worth ``attn_fill_keys`` p
   block in decode, too few for a tensor-core MMA (16 rows), so its dot products run on the CUDA cores at the
   vector fp32 peak (``t_pair = 2 (d + dv) / fp32 peak + 1 / attn_exp_per_s``);
 * long contexts at small batch: split-K (flash decoding) keeps every SM streaming, so no occupancy cap is applied;
-* a kernel that writes the scores (``--attention naive``: at least 2 elements per pair) gets no per-row fill.
+* a kernel that writes the scores (``--attention naive``: at least 2 elements per pair) gets no per-row fill;
+* kernel family (*kernel*: the runtime preset's ``[kernels].attention_kernel``): ``auto`` / ``cudnn`` / ``flash3``
+  are the device's native kernel (the constants above; on Hopper: wgmma + TMA, softmax overlapped: the H100 fit's
+  rows ran PyTorch's default SDPA backend there, cuDNN); ``flash2`` is FlashAttention-2,
+  written for Ampere's synchronous ``mma.sync`` + ``cp.async`` (:func:`sync_pair_terms`): its matmuls run at the
+  profile's ``attn_sync_matrix_flops_per_s`` (absent: the native rate, as on Ampere where it is the native
+  kernel), its per-row fill is the same *time* as the native kernel's (fewer keys of its slower work), and each
+  thread block computes a full ``FA2_BLOCK_M``-row query tile, so a one-token decode pays 128 rows of MMA and
+  exponentials per (sequence, KV head) block (the query heads of a GQA group fill the tile's rows first).
 
 ``achievable`` is the device's large-GEMM ceiling in the attention's dtype (:func:`graphroof.timing.precision.
 gemm_ceiling`); ``attn_exp_per_s`` defaults to the SFU rate derived from the vector fp32 peak (16 exponentials
@@ -39,9 +47,12 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import dtype_bits
+from ..errors import InputError
+from ..fuse.preset_file import ATTENTION_KERNELS
 from ..hardware.profile_cache import memo_of
 
-__all__ = ["AttentionDims", "attention_dims", "attention_time", "exp_rate", "kv_read_time"]
+__all__ = ["AttentionDims", "attention_dims", "attention_time", "exp_rate", "kv_read_time", "sync_pair_terms",
+           "fa2_row_padding", "ATTENTION_KERNELS", "FA2_BLOCK_M"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,10 @@ def attention_dims(node: Any) -> AttentionDims:
 
 #: rows of one tensor-core MMA (m16n8k16): fewer query rows per thread block leave the MMA mostly empty
 MMA_MIN_ROWS = 16
+#: query rows per thread block of FlashAttention-2's forward kernel (kBlockM): Dao-AILab/flash-attention
+#: csrc/flash_attn/src/flash_fwd_launch_template.h run_mha_fwd_hdim64 / hdim128 (the copy PyTorch's SDPA flash
+#: backend builds): Flash_fwd_kernel_traits<d, 128, ...> on sm80 / sm90
+FA2_BLOCK_M = 128
 
 
 def vector_fp32_peak(hw: Any) -> float:
@@ -125,6 +140,49 @@ def _constants(hw: Any, dtype: str) -> tuple[Any, float, float, float]:
     return hit
 
 
+def sync_pair_terms(sync_rate: float | None, width: float, native_rate: float, exp_per_s: float,
+                    fill_keys: float) -> tuple[float, float]:
+    """(seconds per (query, key) pair, fill keys per query row) of FlashAttention-2, the synchronous kernel
+    (``mma.sync`` + ``cp.async``, no warp specialisation: the exponential does not overlap the matmuls).
+
+    Its matmuls run at *sync_rate* (the profile's ``attn_sync_matrix_flops_per_s``; None: *native_rate*, the
+    native kernel's matmul rate ``achievable x attn_matrix_efficiency``, as on Ampere where FA2 is the native
+    kernel); its per-row fill (load the Q tile, prime the pipeline, write O) takes the same *time* as the native
+    kernel's ``fill_keys`` pairs of work::
+
+        t_pair = width / sync_rate + 1 / exp_per_s
+        fill   = fill_keys * (width / native_rate + 1 / exp_per_s) / t_pair
+    """
+    native = width / native_rate + 1.0 / exp_per_s
+    t_pair = width / (sync_rate or native_rate) + 1.0 / exp_per_s
+    return t_pair, fill_keys * native / t_pair
+
+
+def fa2_row_padding(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, reads: float = 1.0) -> Any:
+    """Computed / useful query rows of FlashAttention-2, whose thread blocks each compute a full
+    ``FA2_BLOCK_M``-row query tile (MMAs and exponentials on every row, masked at the store).
+
+    The query rows per (sequence, KV head) come from the counted cost (for a one-token decode FA2 packs the query
+    heads of a GQA group into the tile's rows: ``seqlenq_ngroups_swapped`` in its ``mha_fwd``; *reads* = the GQA
+    group when each query head is its own block, ``gqa_shared_kv`` off)::
+
+        keys     = pairs / rows                                     (keys per query row)
+        blocks   = reads * kv_bytes / ((d + dv) * element bytes * keys)   (sequences x KV heads x reads)
+        q_rows   = rows / blocks                                    (query length x GQA group / reads)
+        padding  = max(1, FA2_BLOCK_M / q_rows)
+
+    Only a query extent shorter than one tile is padded (decode, short chunks): a longer one's last partial tile
+    (at most one tile in q_rows / FA2_BLOCK_M) is left out, as a causal prefill's count (about half the keys per
+    row, diagonal included) cannot say where its tiles end.  No K / V bytes or rows (a kernel writing its
+    scores): 1."""
+    pairs, rows, kv = (np.asarray(x, dtype=float) for x in (pairs, rows, kv_bytes))
+    ok = (pairs > 0) & (rows > 0) & (kv > 0)
+    keys = np.where(ok, pairs, 1.0) / np.where(ok, rows, 1.0)
+    blocks = reads * np.where(ok, kv, 1.0) / ((dims.head_dim + dims.v_head_dim) * dims.out_bytes * keys)
+    q_rows = np.maximum(np.where(ok, rows, 1.0) / np.maximum(blocks, 1e-30), 1.0)
+    return np.where(ok, np.maximum(1.0, FA2_BLOCK_M / q_rows), 1.0)
+
+
 def _fp32_peak(hw: Any) -> float:
     """:func:`vector_fp32_peak`, once per profile."""
     memo = memo_of(hw)
@@ -135,8 +193,11 @@ def _fp32_peak(hw: Any) -> float:
 
 
 def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype: str,
-                   gqa_shared_kv: bool = True) -> Any:
-    """Kernel time (no launch) of a fused attention kernel with counted *cost* fields (floats or arrays)."""
+                   gqa_shared_kv: bool = True, kernel: str = "auto") -> Any:
+    """Kernel time (no launch) of a fused attention kernel with counted *cost* fields (floats or arrays);
+    *kernel*: its family (one of :data:`ATTENTION_KERNELS`, see the module docstring)."""
+    if kernel not in ATTENTION_KERNELS:
+        raise InputError(f"attention kernel {kernel!r}: use one of {', '.join(ATTENTION_KERNELS)}")
     t, ceiling, eff, exp_per_s = _constants(hw, dtype)
     width = 2.0 * (dims.head_dim + dims.v_head_dim)
     mf = np.asarray(cost["matrix_flops"], dtype=float)
@@ -147,20 +208,34 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
     # a pipelined flash kernel, and O's rows cannot be read from its bytes: no per-row fill
     rows = np.where(aw >= 2.0 * pairs * dims.out_bytes, 0.0, rows)
     t_pair: Any = width / (ceiling * eff) + 1.0 / exp_per_s
+    fill: Any = t.attn_fill_keys
     g = 1.0 if gqa_shared_kv else float(dims.gqa_group)
     kv = np.asarray(cost["kv_read_bytes"], dtype=float)
-    if not gqa_shared_kv:
+    work = pairs
+    if kernel == "flash2":  # synchronous mma.sync kernel: its own matmul rate, fill in its keys, padded query tiles
+        t_pair, fill = sync_pair_terms(t.attn_sync_matrix_flops_per_s, width, ceiling * eff, exp_per_s, fill)
+        # K / V bytes: the cache reads, else (K / V as plain activations, a one-op SDPA) the reads less Q's
+        q_bytes = rows * dims.head_dim * dims.out_bytes
+        kv_in = np.where(kv > 0, kv, np.maximum(np.asarray(cost["act_read_bytes"], dtype=float) - q_bytes, 0.0))
+        work = pairs * fa2_row_padding(pairs, rows, kv_in, dims, g)
+    elif not gqa_shared_kv:
         # one query head per thread block: a decode step has one query row per block, too few for an MMA (16
         # rows); such kernels (masked MHA) do the dot products on the CUDA cores, fp32 (query rows per K/V byte
         # loaded: pairs (d + dv) / (g kv bytes) = 1 / element bytes in decode, ~ L / 2 in an L-token prefill)
         q_per_byte = pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
-        t_pair = np.where((kv > 0) & (q_per_byte < MMA_MIN_ROWS / 2), width / _fp32_peak(hw) + 1.0
-                          / exp_per_s, t_pair)
-    t_compute = (pairs + rows * t.attn_fill_keys) * t_pair
+        mmha = (kv > 0) & (q_per_byte < MMA_MIN_ROWS / 2)
+        t_pair = np.where(mmha, width / _fp32_peak(hw) + 1.0 / exp_per_s, t_pair)
+    t_compute = (work + rows * fill) * t_pair
     rest = (np.asarray(cost["act_read_bytes"], dtype=float) + cost["act_write_bytes"] + cost["kv_write_bytes"]
             + cost["weight_bytes"])
     t_memory = kv_read_time(rest, kv, g, hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency, t.l2_read_bw_bytes_per_s)
     p = t.gemm_overlap_exponent
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
+    if kernel != "flash2" and not gqa_shared_kv:
+        # masked MHA also converts each K / V element it loads (once per query head) to fp32 for the CUDA-core
+        # math, on a pipe of 16 per SM per clock (CUDA C++ Programming Guide, arithmetic instruction throughput,
+        # cc 7.x-9.0: "all other type conversions", the exponentials' rate, exp_rate): a bound of its own beside
+        # the FMAs and the loads, pairs (d + dv) / rate
+        both = np.where(mmha, np.maximum(both, pairs * (dims.head_dim + dims.v_head_dim) / exp_per_s), both)
     out = both + t.gemm_latency_s
     return float(out) if np.ndim(out) == 0 else out

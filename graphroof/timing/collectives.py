@@ -2,8 +2,8 @@
 
 *S* is the buffer size in bytes (all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the
 input), *p* GPUs, *g* of them per node, *n = ceil(p / g)* nodes.  Constants from the profile's ``[collectives]``:
-``base`` = base_latency_s, ``a_in`` / ``a_x`` = intra / inter-node hop latency, ``B_in`` = intra-node bus bandwidth,
-``B_x(S)`` the node's network bandwidth (below), ``B_nvls``.
+``base`` = base(p) (base_latency_s and the ranks' launch skew, below), ``a_in`` / ``a_x`` = intra / inter-node hop
+latency, ``B_in`` = intra-node bus bandwidth, ``B_x(S)`` the node's network bandwidth (below), ``B_nvls``.
 
 all-reduce, for each NCCL protocol *pr* (below: its bandwidth share ``f``, its extra latency per NVLink hop ``e_in``
 and per network hop ``e_x``), with ``h_in = a_in + e_in``, ``h_x = a_x + e_x``::
@@ -43,8 +43,13 @@ table times it: host enqueue, launch, the proxy's and the peers' handshakes, the
 
 ``a_d`` = device_hop_latency_s: an intra-node step between ranks that start together (a graph replays on every rank
 at once).  A host-launched call's kernel also waits for the peers' launches (Vidur times rank 0's NCCL kernel over
-back-to-back host-launched calls, kineto): that skew is in ``base``, and it is why small host-launched rows scatter
-(two neighbouring sizes can differ 5x); ``a_in`` is NCCL's LL NVLink hop (0.47 us, not fitted).
+back-to-back host-launched calls, kineto): with each rank's launch delayed by an exponential time of mean
+``sk`` = launch_skew_s, rank 0 waits on average for the last of *p* launches less its own::
+
+    base(p) = base_latency_s + sk * (H_p - 1)       H_p = 1 + 1/2 + ... + 1/p  (2 ranks: sk/2, 8: 1.72 sk)
+
+so a 2-rank call waits far less than an 8-rank one.  What is left scatters (two neighbouring sizes can differ 5x:
+rank 0 launched last waits for nobody); ``a_in`` is NCCL's LL NVLink hop (0.47 us, not fitted).
 
 Custom all-reduce (``implementation="custom"``: vLLM's / TensorRT-LLM's kernels over NVLink P2P, one node, at most 8
 devices, buffers up to ``custom_max_bytes``; larger or multi-node buffers fall back to NCCL).  ``L_c`` =
@@ -74,7 +79,7 @@ if TYPE_CHECKING:
 __all__ = ["CollectiveTime", "collective_time", "collective_time_with", "allreduce_time", "allgather_time",
            "reduce_scatter_time", "network_bw", "protocols_of", "COLLECTIVES",
            "IMPLEMENTATIONS", "PROTOCOLS", "NCCL_RING_CHANNEL_BW", "ring_channel_bw",
-           "NCCL_RING_LL_BASE_LATENCY_S", "NCCL_NVLINK_LL_HOP_S"]
+           "NCCL_RING_LL_BASE_LATENCY_S", "NCCL_NVLINK_LL_HOP_S", "launch_skew_factor", "host_base_latency_s"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 IMPLEMENTATIONS = ("nccl", "custom", "nvls")
@@ -137,6 +142,17 @@ _ONE_PROTOCOL: tuple[tuple[str, float, float, float], ...] = (("simple", 1.0, 0.
 def protocols_of(c: CollectiveParams) -> tuple[tuple[str, float, float, float], ...]:
     """The protocols the profile's collective library picks from: NCCL's (and RCCL's, its port) or one."""
     return PROTOCOLS if c.library in ("nccl", "rccl") else _ONE_PROTOCOL
+
+
+def launch_skew_factor(n_ranks: int) -> float:
+    """``H_n - 1``: rank 0's mean wait for the last of *n_ranks* launches, in units of one rank's mean launch delay
+    (iid exponential delays: E[max of n] = H_n, less rank 0's own, 1); 0 for one rank."""
+    return sum(1.0 / k for k in range(2, n_ranks + 1))
+
+
+def host_base_latency_s(c: CollectiveParams, n_ranks: int) -> float:
+    """``base + skew (H_n - 1)``: the fixed cost of one host-launched call over *n_ranks* ranks."""
+    return c.base_latency_s + c.launch_skew_s * launch_skew_factor(n_ranks)
 
 
 def network_bw(s: float, g: int, c: CollectiveParams) -> float:
@@ -241,7 +257,7 @@ def collective_time_with(op: str, size_bytes: float, n_gpus: int, params: Collec
             raise InputError(f"collective algorithm {algorithm!r} is not available for {op} on {n_gpus} GPUs "
                              f"({g} per node) with this profile (algorithms: {', '.join(params.algorithms)})")
     name, proto, lat, bw = min(cands, key=lambda x: x[2] + x[3])
-    base = params.graph_latency_s if cuda_graphs else params.base_latency_s
+    base = params.graph_latency_s if cuda_graphs else host_base_latency_s(params, n_gpus)
     lat += base
     return CollectiveTime(lat + bw, lat, bw, name, op, n_gpus, g, s, base - params.graph_latency_s, "nccl", proto)
 

@@ -157,7 +157,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
                    mem_bw_bytes_per_s: float, in_bytes: float = 2.0, out_bytes: float | None = None,
                    batch: int = 1, weight_bytes: float | None = None, peak_used: str = "",
                    achievable_flops_per_s: float | None = None, dequant_s: float = 0.0,
-                   groups: float = 1.0, l2_bytes: float | None = None, library: str = "cublas") -> GemmTime:
+                   groups: float = 1.0, l2_bytes: float | None = None, library: str = "cublas",
+                   act_in_l2: bool = False) -> GemmTime:
     """The GEMM model with explicit constants (what :func:`gemm_time` calls after reading the profile).
 
     *in_bytes* / *out_bytes*: bytes per element of A, B and of C; *weight_bytes* overrides B's total (e.g.
@@ -165,7 +166,9 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     efficiency applies to (None: the peak).  *dequant_s*: ALU time of a fused weight dequantisation, added to
     the compute time.  *groups*: the M rows split over this many independently tiled groups (MoE experts).
     *l2_bytes*: the on-chip L2 size: split-K partial sums that fit in it never reach DRAM.  *library*: the kernel
-    family (``cublas``; ``deepgemm``: DeepGEMM, see the module docstring; *batch* its groups).
+    family (``cublas``; ``deepgemm``: DeepGEMM, see the module docstring; *batch* its groups).  *act_in_l2*: A (the
+    activation the kernel before wrote) is read from L2, not DRAM: the caller found the kernel fits
+    (:func:`graphroof.timing.l2.fits_l2`, engines that run kernels back to back).
     """
     for name, v in (("M", m), ("N", n), ("K", k), ("batch", batch)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -176,6 +179,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     flops = 2.0 * m * n * k * batch
     b_bytes = weight_bytes if weight_bytes is not None else k * n * in_bytes * batch
     nbytes = (m * k * in_bytes + m * n * out_bytes) * batch + b_bytes
+    if act_in_l2:
+        nbytes -= m * k * in_bytes * batch
     if flops == 0:
         return GemmTime(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (0, 0), 0, 1, 0, 1.0, "memory", peak_flops_per_s, peak_used)
     rate = (achievable_flops_per_s or peak_flops_per_s) * timing.gemm_matrix_efficiency
@@ -221,7 +226,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
 def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", *, batch: int = 1,
               out_dtype: str | None = None, weight_bytes: float | None = None,
               matmul_precision: str | None = None, weight_dtype: str | None = None, quant_group: int | None = None,
-              groups: float = 1.0, dequant_variant: str = "fused_dequant", library: str = "cublas") -> GemmTime:
+              groups: float = 1.0, dequant_variant: str = "fused_dequant", library: str = "cublas",
+              act_in_l2: bool = False) -> GemmTime:
     """Predicted time of one GEMM kernel ``[M, K] x [K, N]`` (times *batch*) computing in *dtype* on *hw*.
 
     The peak is :func:`graphroof.timing.matmul_peak` (fp32 runs on TF32 tensor cores under
@@ -232,6 +238,7 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
     default there; *dequant_variant*: the runtime's ``weight_only_gemm``, how often a weight is dequantised);
     *weight_bytes* is then the packed weights' bytes (default ``K N bits / 8``), scales added.
     *groups*: MoE experts the rows are split over.  *library*: the kernel family (``cublas`` | ``deepgemm``).
+    *act_in_l2*: A read from L2, not DRAM (:func:`gemm_time_with`).
     """
     from .precision import gemm_ceiling, matmul_peak
     from .profile import timing_of
@@ -252,4 +259,5 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
     return gemm_time_with(m, n, k, timing=timing, peak_flops_per_s=peak,
                           mem_bw_bytes_per_s=hw.mem_bw_bytes_per_s, in_bytes=in_b, out_bytes=out_b,
                           batch=batch, weight_bytes=weight_bytes, peak_used=key, achievable_flops_per_s=ceiling,
-                          dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes, library=library)
+                          dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes, library=library,
+                          act_in_l2=act_in_l2)

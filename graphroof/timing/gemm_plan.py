@@ -24,6 +24,7 @@ from ..counters.cost import Cost
 from ..dtypes import canonical_dtype, dtype_bits
 from ..errors import InputError
 from .gemm import GEMM_LIBRARIES
+from .l2 import fits_l2, l2_bytes_of
 from .moe import expert_weight_shape, experts_in_step, per_expert_latency_s
 from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
 
@@ -43,6 +44,7 @@ class GemmPlan:
     library: str = "cublas"         # kernel family (graphroof.timing.gemm.GEMM_LIBRARIES)
     batch: int = 1                  # independent GEMMs of one shape (aten.bmm's batch), each with its own B
     out_dtype: str = ""             # D's dtype (another family's epilogue writes it; "": as the compute dtype)
+    act_in_l2: bool = False         # runtime l2_activations: A from L2 when the GEMM fits (graphroof.timing.l2)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -71,7 +73,7 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     out = str(outs[0].dtype) if lib != "cublas" and outs else ""
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
                     ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype,
-                    lib, batch, out)
+                    lib, batch, out, bool(getattr(runtime, "l2_activations", False)))
 
 
 def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: Any) -> float:
@@ -105,8 +107,10 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
                       out_dtype=plan.out_dtype or None, groups=groups, library=plan.library)
         counted_w = g.bytes
     else:
-        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups)
-        counted_w = g.bytes
+        # back to back (runtime l2_activations): a GEMM that fits reads A and its epilogue operands from L2
+        l2 = plan.act_in_l2 and fits_l2(cost.bytes, l2_bytes_of(hw))
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups, act_in_l2=l2)
+        counted_w = g.bytes + (cost.act_read_bytes if l2 else 0.0)
     extra = max(0.0, cost.bytes - counted_w)  # epilogue operands (bias, residual) stream alongside
     t = pre + g.t_s + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     if cost.vector_flops:

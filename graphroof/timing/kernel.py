@@ -35,10 +35,11 @@ from .attention import attention_dims, attention_time
 from .collectives import collective_time
 from .conv import conv_shape, conv_time, is_conv_key
 from .gemm_plan import gemm_kernel_time, gemm_plan
+from .l2 import l2_bytes_of, l2_read_cost
 from .profile import timing_of
 from .stream import stream_time
 
-__all__ = ["KernelTime", "kernel_time", "stream_kind"]
+__all__ = ["KernelTime", "kernel_time", "stream_kind", "attention_kernel"]
 
 _KIND_MARKERS = (  # first match wins, checked against the op keys a kernel runs
     ("norm", ("norm", "rsqrt")),
@@ -75,6 +76,12 @@ def stream_kind(op_keys: tuple[str, ...] | list[str]) -> str:
     return "elementwise"
 
 
+def attention_kernel(runtime: Runtime | None) -> str:
+    """The fused-attention kernel family the runtime preset runs (``[kernels].attention_kernel``; ``auto``: the
+    device's native kernel, also without a runtime)."""
+    return str(getattr(runtime, "attention_kernel", None) or "auto")
+
+
 def _gemm_shape(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
     mnk = node.attrs.get("gemm_mnk")
     if mnk:
@@ -85,6 +92,10 @@ def _gemm_shape(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
 def _fields(cost: Cost) -> dict[str, float]:
     return {f: getattr(cost, f) for f in ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes",
                                            "act_write_bytes", "kv_read_bytes", "kv_write_bytes")}
+
+
+def _is_conv(node: OpNode) -> bool:
+    return any(is_conv_key(k) for k in (node.attrs.get("op_keys") or (node.op,)))
 
 
 def _derated(cost: Cost, hw, tc: float, tm: float) -> float:
@@ -101,6 +112,8 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
     """
     timing = timing_of(hw)
     launch = timing.launch_overhead_s if (cost.flops or cost.bytes or cost.net_bytes) else 0.0
+    if getattr(runtime, "l2_activations", False) and kind != "comm":  # back to back: reads from L2 (timing.l2)
+        cost = l2_read_cost(cost, l2_bytes_of(hw)) if kind != "gemm" or _is_conv(node) else cost
     if kind == "gemm" and any(is_conv_key(k) for k in (node.attrs.get("op_keys") or (node.op,))):
         shape = conv_shape(node)
         if shape is not None:  # implicit GEMM with channel padding, or direct conv on the CUDA cores
@@ -116,7 +129,9 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
             return KernelTime(gemm_kernel_time(plan, mnk, cost, hw), launch, "gemm")
     if kind == "attention":  # flash attention: prefill ramp, decode K/V per KV head (graphroof.timing.attention)
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
-        return KernelTime(attention_time(_fields(cost), attention_dims(node), hw, dtype, shared), launch, "attention")
+        family = attention_kernel(runtime)
+        return KernelTime(attention_time(_fields(cost), attention_dims(node), hw, dtype, shared, family), launch,
+                          "attention")
     if kind == "comm":
         n = int(node.attrs.get("world_size") or 1)
         gpn = node.attrs.get("gpus_per_node")  # set by llm/parallel.py under a --system layout (None: one node)

@@ -1,5 +1,6 @@
 """Point-to-point traffic: a pipeline stage's send / receive and the all-to-all of expert parallelism, alpha-beta
-on the same ``[collectives]`` constants as :mod:`graphroof.timing.collectives` (``base`` = base_latency_s,
+on the same ``[collectives]`` constants as :mod:`graphroof.timing.collectives` (``base`` = base_latency_s plus the
+launch skew of the ranks taking part, 2 for send / recv, *p* for all-to-all: ``host_base_latency_s``;
 ``a_in`` / ``a_x`` = intra / inter-node hop latency, ``B_in`` = intra-node bus bandwidth, ``B_nic`` =
 ``inter_bw_bytes_per_s_per_nic``; ``g`` GPUs per node, ``nics_per_node`` NICs).
 
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..hardware.params import CollectiveParams
+from .collectives import host_base_latency_s
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
@@ -82,10 +84,10 @@ def send_recv_time(size_bytes: float, hw: HardwareProfile | CollectiveParams, *,
         return P2PTime(0.0, 0.0, 0.0, inter_node, 0.0)
     c = _params(hw)
     if inter_node:
-        lat = c.base_latency_s + c.inter_hop_latency_s
+        lat = host_base_latency_s(c, 2) + c.inter_hop_latency_s
         bw = _nic_bw(c, max(1, gpus_per_node), "send/recv")
     else:
-        lat = c.base_latency_s + c.intra_hop_latency_s
+        lat = host_base_latency_s(c, 2) + c.intra_hop_latency_s
         bw = getattr(c, "p2p_bw_bytes_per_s", None) or _intra_bw(c, "send/recv")
     return P2PTime(lat + size_bytes / bw, lat, size_bytes / bw, inter_node, size_bytes)
 
@@ -101,10 +103,10 @@ def all_to_all_time(size_bytes: float, p: int, hw: HardwareProfile | CollectiveP
     g = p if gpus_per_node is None else max(1, min(gpus_per_node, p))
     b_in = _intra_bw(c, "all-to-all")
     if math.ceil(p / g) == 1:
-        lat = c.base_latency_s + c.intra_hop_latency_s
+        lat = host_base_latency_s(c, p) + c.intra_hop_latency_s
         return P2PTime(lat + size_bytes / b_in, lat, size_bytes / b_in, False, size_bytes)
     s_in = size_bytes * (g - 1) / (p - 1)
     s_x = size_bytes * (p - g) / (p - 1)
     beta = max(s_in / b_in, s_x / _nic_bw(c, g, "all-to-all"))
-    lat = c.base_latency_s + c.inter_hop_latency_s
+    lat = host_base_latency_s(c, p) + c.inter_hop_latency_s
     return P2PTime(lat + beta, lat, beta, True, size_bytes)

@@ -23,7 +23,7 @@ from .attention import AttentionDims, attention_dims, attention_time
 from .conv import is_conv_key
 from .gemm import _tile_heights
 from .gemm_plan import GemmPlan, gemm_plan
-from .kernel import stream_kind
+from .kernel import attention_kernel, stream_kind
 from .moe import experts_in_step, group_m_tiles, per_expert_latency_s
 from .precision import gemm_ceiling, matmul_peak
 from .profile import timing_of
@@ -173,7 +173,7 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
         out = np.maximum(g_t + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency), tv)
     elif kind == "attention":
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
-        out = attention_time(cost, _dims(node), hw, dtype, shared) * np.ones(mf.shape)
+        out = attention_time(cost, _dims(node), hw, dtype, shared, attention_kernel(runtime)) * np.ones(mf.shape)
     elif kind in ("vector", "pointwise", "reduction"):
         sk = stream_kind(tuple(op_keys) if op_keys else ())
         eff = timing.stream_efficiency(sk)

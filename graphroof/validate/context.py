@@ -47,6 +47,16 @@ class Context:
         self._hw: dict[str, HardwareProfile] = {}
         self._held: dict[tuple, HardwareProfile] = {}
 
+    def sharing(self, only: Collection[str] | None, share_profiles: bool = True) -> Context:
+        """A context (no hold-out) for pricing rows *only* again (the hold-outs' second pass: :mod:`.holdout_engine`,
+        :func:`.holdout.gpu_holdout`): its own engines (they hold their runtime preset and profile), this one's model
+        sources (traces do not depend on the preset or the device) and, with *share_profiles*, its loaded profiles."""
+        other = Context(None, self.progress, self.options, only)
+        other._sources = self._sources
+        if share_profiles:
+            other._hw = self._hw
+        return other
+
     def rows(self, name: str) -> list[tuple[str, dict[str, str]]]:
         """``(file:line, row)`` of bundled file *name*, only the rows asked for (``only``) when given."""
         rows = read_rows(name)

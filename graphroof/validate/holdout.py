@@ -20,13 +20,20 @@ fitted GPU, :func:`held_out_profile` replaces its fitted constants by those tran
   the inter-node network (a property of the measured cluster, not the GPU: only the A100 cluster has multi-node
   rows) is kept as the profile has it.
 
-A derived profile is its own hold-out (its constants came from another GPU's rows).
+A derived profile's [timing] / [collectives] came from another GPU's rows; the one kind of constant a derived profile
+fits on its own rows, a sustained matmul rate (``[timing.gemm_achievable_flops_per_s]`` entries that sources.timing
+cites as "<dtype> <rate> TFLOP/s, fitted": T4, A10, V100, on vision rows), is transferred as the median sustained /
+peak ratio of the other GPUs' fitted rates of that kind (:mod:`.holdout_rates`).  Rows whose adapter prices by
+profile name and sets no held-out figure (torch_gpu) are priced again with the name loading the held-out profile
+(:func:`gpu_holdout`).
 
-``engine``: the CUDA-graph all-reduce constants were fitted on gpt-fast's rows (:data:`ENGINE_FITS`): the gpt-fast
-rows are priced with NCCL's own tuning-model figures in their place (:data:`ENGINE_DEFAULTS`: ring LL base latency
-6.6 us, LL NVLink hop 0.6 us; fitted 6.8 / 0.2 us).  Every other fitted constant came from the Vidur rows, the only
-engine with kernel-level data, so no other engine's fit exists to transfer: the Vidur rows stay in-sample, and the
-rows of the engines that never entered a fit score as in the plain run.  ``model``: no constant is fitted per model; the
+``engine``: no [collectives] constant is fitted per engine any more (the CUDA-graph all-reduce constants once
+fitted on gpt-fast's rows are NCCL's tuning-model figures now), so :func:`held_out_profile` leaves every profile as
+it is; the runtime-preset constants fitted on an engine's rows (TensorRT-LLM's per-request time, FasterTransformer's
+and PyTorch eager's host costs) and the sustained rates fitted on one engine's vision row of a GPU are replaced for
+that engine's rows by :mod:`.holdout_engine`, which prices them again.
+Every other fitted constant came from the Vidur rows, the only engine with kernel-level data, so no other engine's
+fit exists to transfer: the Vidur rows stay in-sample.  ``model``: no constant is fitted per model; the
 GPU constants were fitted on all Vidur Llama-2 rows of that GPU, so the Vidur rows of the A100 / H100 are
 in-sample in the plain score -- the gpu hold-out is the out-of-sample check for them.
 """
@@ -34,21 +41,24 @@ in-sample in the plain score -- the gpu hold-out is the out-of-sample check for 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
 from ..errors import InputError
-from ..hardware import HardwareProfile, list_profiles, load_hardware
-from ..timing.collectives import NCCL_NVLINK_LL_HOP_S, NCCL_RING_LL_BASE_LATENCY_S, ring_channel_bw
+from ..hardware import HardwareProfile, list_profiles, load_hardware, profiles_replaced
+from ..timing.collectives import ring_channel_bw
+from .holdout_rates import achievable_held_out as _achievable_held_out
+from .holdout_rates import rate_notes
 
-__all__ = ["HOLDOUTS", "held_out_profile", "fitted_profiles", "holdout_notes", "check_holdout"]
+__all__ = ["HOLDOUTS", "held_out_profile", "fitted_profiles", "holdout_notes", "check_holdout", "gpu_holdout"]
 
 HOLDOUTS = ("gpu", "engine", "model")
 _MEDIAN_TIMING = ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s",
                   "gemm_overlap_exponent", "gemm_split_k_min")
 #: per-GPU [collectives] constants; the network ones (inter_hop_latency_s, inter_bw_bytes_per_s_per_nic,
 #: inter_ramp_bytes_per_nic, nics_per_node) are the measured cluster's, not the GPU's: kept as the profile has them
-_MEDIAN_COLL = ("base_latency_s", "intra_hop_latency_s", "device_latency_s", "custom_latency_s")
+_MEDIAN_COLL = ("base_latency_s", "launch_skew_s", "intra_hop_latency_s", "device_latency_s", "custom_latency_s")
 
 
 def check_holdout(kind: str | None) -> str | None:
@@ -85,36 +95,13 @@ def _med(values: list) -> float | None:
 
 
 def held_out_profile(name: str | HardwareProfile, kind: str = "gpu", dataset: str = "") -> HardwareProfile:
-    """Profile *name* without the constants fitted on the held-out group (*kind* ``gpu``: the device; ``engine``:
-    the engine of a *dataset* row); unchanged when nothing was fitted on that group."""
+    """Profile *name* without the constants fitted on the held-out group (*kind* ``gpu``: the device); unchanged
+    when nothing was fitted on that group (every profile under ``engine`` / ``model``: the engine-fitted rates are
+    held out by :mod:`.holdout_engine`, per row engine; *dataset* is kept for the callers)."""
     hw = load_hardware(name) if not isinstance(name, HardwareProfile) else name
-    if kind == "engine":
-        return _engine_held_out(hw, dataset)
-    if kind != "gpu":
+    if kind != "gpu":  # engine: the engine-fitted rates and presets are held out per row by holdout_engine
         return hw
-    return _gpu_held_out(hw)
-
-
-#: dataset -> (engine, the words its fit is cited with in sources.collectives, the CollectiveParams fields fitted
-#: on its rows): the CUDA-graph all-reduce constants fitted on gpt-fast's tok/s (benchmarks/fit_graph_allreduce.py)
-ENGINE_FITS = {"gptfast": ("gpt-fast", "gpt-fast", ("device_latency_s", "device_hop_latency_s"))}
-#: what an engine-fitted field becomes in the engine hold-out: NCCL's tuning model (src/graph/tuning.cc baseLat
-#: ring LL 6.6 us, hwLat NVLink ring LL 0.6 us; graphroof.timing.collectives), not fitted on any row
-ENGINE_DEFAULTS = {"device_latency_s": NCCL_RING_LL_BASE_LATENCY_S, "device_hop_latency_s": NCCL_NVLINK_LL_HOP_S}
-
-
-def _engine_held_out(hw: HardwareProfile, dataset: str) -> HardwareProfile:
-    """The profile without the constants fitted on the rows of *dataset*'s engine (:data:`ENGINE_FITS`): each
-    replaced by NCCL's own tuning-model figure (:data:`ENGINE_DEFAULTS`: a call inside a CUDA graph costs NCCL's
-    modelled ring LL base latency and LL NVLink hop), or unset where NCCL has none."""
-    fit = ENGINE_FITS.get(dataset)
-    c = hw.collectives
-    if fit is None or c is None or fit[1] not in hw.sources.get("collectives", ""):
-        return hw
-    unset: dict[str, Any] = {f: ENGINE_DEFAULTS.get(f) for f in fit[2] if hasattr(c, f)}
-    if unset.get("device_latency_s") is not None:
-        unset["device_latency_s"] = min(unset["device_latency_s"], c.base_latency_s)
-    return replace(hw, collectives=replace(c, **unset))
+    return _achievable_held_out(_gpu_held_out(hw))
 
 
 def _bw_unit(hw: HardwareProfile, field: str) -> float | None:
@@ -178,23 +165,41 @@ def holdout_notes(kind: str | None) -> list[str]:
         return [f"gpu hold-out: the fitted GPUs ({', '.join(fitted) or 'none'}) are each priced with [timing] / "
                 "[collectives] constants transferred from the other fitted GPUs (medians of efficiencies and "
                 "latencies; bandwidths as fractions of the device's own datasheet figures, collective bandwidths "
-                "of NCCL's per-channel ring bandwidth of its architecture; SM count and tiles kept); derived "
-                "profiles (never fitted on their own rows) are scored as in the plain run",
+                "of NCCL's per-channel ring bandwidth of its architecture; SM count and tiles kept); the other "
+                "(derived) profiles keep their [timing] / [collectives] (never fitted on their own rows)",
                 "with two fitted GPUs the transfer is the other GPU's constants: a check of how far one GPU's fit "
-                "carries to the next generation, not a refit"]
+                "carries to the next generation, not a refit",
+                "sustained matmul rates fitted on a GPU's own vision rows are transferred as the median sustained / "
+                "datasheet-peak ratio of the other GPUs' fitted rates of that kind (fp16 / bf16 tensor, fp32 "
+                "SGEMM): " + "; ".join(rate_notes()),
+                "rows an adapter prices by profile name (torch_gpu) are priced again with that name loading the "
+                "held-out profile"]
     if kind == "engine":
-        return ["engine hold-out: the CUDA-graph all-reduce constants (device_latency_s, device_hop_latency_s) were "
-                "fitted on the gpt-fast rows (A100; H100 derives them): the gpt-fast rows are priced with NCCL's "
-                "tuning-model figures instead (ring LL base latency 6.6 us, LL NVLink hop 0.6 us; "
-                "src/graph/tuning.cc)",
-                "every other fitted constant ([timing], the rest of [collectives]) was fitted on the Vidur rows, "
-                "the only engine with kernel-level data: no other engine's fit exists to transfer, so the Vidur rows "
-                "are scored as in the plain run (in-sample); the TensorRT-LLM, kernel and vision rows never entered "
-                "a fit (their held-out score equals the plain one); runtime presets are fusion and launch rules, "
-                "not fitted"]
+        from .holdout_engine import engine_notes
+
+        return engine_notes()
     if kind == "model":
         return ["model hold-out: no constant is fitted per model; the A100 / H100 kernel constants were fitted on "
                 "the Vidur Llama-2-7B and 70B rows together, so those rows are in-sample in the plain score (no "
                 "per-model refit is done here: the fit lives in benchmarks/fit_kernel_model.py); the held-out "
                 "score equals the plain score -- use --holdout gpu for an out-of-sample check"]
     return []
+
+
+def gpu_holdout(rows: list[Any], adapter: Callable[[Any], list[Any]],
+                context: Callable[[Collection[str]], Any]) -> None:
+    """Set ``row.holdout["gpu"]`` of the priced rows the dataset's adapter left without one (an adapter that prices
+    by profile name only) whose profile has constants fitted on its own rows: priced again by *adapter* in a
+    fresh ``context(only=row ids)`` where the profile's name loads its held-out profile (:func:`held_out_profile`),
+    one device at a time."""
+    for name in sorted({r.gpu for r in rows if r.gpu and r.predicted is not None and "gpu" not in r.holdout}):
+        own = load_hardware(name)
+        held = held_out_profile(own)
+        mine = [r for r in rows if r.gpu == name and r.predicted is not None and "gpu" not in r.holdout]
+        if held == own or not mine:
+            continue
+        with profiles_replaced([held]):
+            again = {r.row_id: r.predicted for r in adapter(context({r.row_id for r in mine}))}
+        for r in mine:
+            if again.get(r.row_id) is not None:
+                r.holdout["gpu"] = again[r.row_id]

@@ -9,9 +9,10 @@ device and pricing, many points per engine through ``Engine.price``).
 * TensorRT-LLM v0.5 / v0.6.1 static batching: the row's batch, TP, input / output lengths; H100 and L40S rows fp8
   weights and KV cache with fp8 GEMMs (their FP8Linear quantizes each GEMM input and returns fp16: norms, context
   attention and all-reduces stay fp16, so no ``--activations fp8``), A100 fp16; runtime preset
-  ``tensorrt-llm-v0.5`` (its fusion, no CUDA graphs, NCCL all-reduce, per-head decode attention, 2 ms of runtime
-  work per request; ``serving`` where that preset is absent).  ``output_tokens_per_s_per_gpu`` = batch x
-  output_len / e2e / TP; ``first_token_latency_ms`` = TTFT of batch 1 (the whole generate call, one token).
+  ``tensorrt-llm-v0.5`` (its fusion, gate and up projections as two GEMMs, no CUDA graphs, NCCL all-reduce,
+  per-head decode attention, 2 ms of runtime work per request; ``serving`` where that preset is absent).
+  ``output_tokens_per_s_per_gpu`` = batch x output_len / e2e / TP; ``first_token_latency_ms`` = TTFT of batch 1
+  (the whole generate call, one token).
 """
 
 from __future__ import annotations

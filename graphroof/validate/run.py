@@ -11,7 +11,8 @@ from typing import Any
 
 from ..errors import InputError
 from .context import Context
-from .holdout import check_holdout, holdout_notes
+from .holdout import check_holdout, gpu_holdout, holdout_notes
+from .holdout_engine import engine_holdout
 from .result import Row, ValidationResult
 
 __all__ = ["validate", "DATASETS", "parse_datasets"]
@@ -72,7 +73,20 @@ def _one(name: str) -> tuple[str, list[Row]]:
     w = _WORK
     if w["progress"]:
         w["progress"](f"dataset {name} (worker {os.getpid()})")
-    return name, DATASETS[name][0](Context(w["holdout"], w["progress"], w["options"], w["only"]))
+    return name, _priced(name, Context(w["holdout"], w["progress"], w["options"], w["only"]))
+
+
+def _priced(name: str, ctx: Context) -> list[Row]:
+    """Dataset *name*'s rows priced in *ctx*; under the engine hold-out, the rows of an engine whose preset
+    constants were fitted on its rows priced again without them (:func:`.holdout_engine.engine_holdout`); under the
+    gpu hold-out, rows the adapter gave no held-out figure priced again on their held-out profile
+    (:func:`.holdout.gpu_holdout`)."""
+    rows = DATASETS[name][0](ctx)
+    if ctx.holdout == "engine":
+        engine_holdout(name, rows, DATASETS[name][0], ctx.sharing)
+    if ctx.holdout == "gpu":  # an adapter that prices by profile name (torch_gpu): its rows priced again
+        gpu_holdout(rows, DATASETS[name][0], lambda ids: ctx.sharing(ids, share_profiles=False))
+    return rows
 
 
 def _in_workers(names: list[str], jobs: int, holdout: str | None, progress: Callable[[str], None] | None,
@@ -130,7 +144,7 @@ def validate(datasets: str | Sequence[str] | None = None, *, holdout: str | None
         for i, name in enumerate(names):
             if progress:
                 progress(f"dataset {name} ({i + 1}/{len(names)}, {time.perf_counter() - t0:.0f} s so far)")
-            rows.extend(DATASETS[name][0](ctx))
+            rows.extend(_priced(name, ctx))
     if kind:  # a row no held-out constant touches is its own hold-out (nothing was fitted on its group)
         for r in rows:
             if r.predicted is not None and kind not in r.holdout:

@@ -8,7 +8,10 @@ eager rows (its [sources]); every other row is a check of the model, priced thro
   -> the one-op ``aten.mm`` graph of :mod:`.kernels` under ``compiled`` (kernel time, no host launch: the source
   replays back-to-back calls from a CUDA graph);
 * ``attention.csv``: ``F.scaled_dot_product_attention`` (flash and cuDNN backends), prefill and one-token decode
-  -> a one-op ``aten.scaled_dot_product_attention`` graph, same pricing;
+  -> a one-op ``aten.scaled_dot_product_attention`` graph, same pricing, under ``compiled`` with its
+  ``attention_kernel`` set to the row's backend (:data:`BACKEND_KERNEL`, as a user picks the kernel family in a
+  preset file; PyTorch 2.11 with cuDNN 9.19 runs cuDNN by default on these GPUs, the flash backend is
+  FlashAttention-2);
 * ``decode.csv``: a Llama-3-8B-shaped decoder step in plain torch ops replayed from a CUDA graph (static K/V cache of
   ``context`` positions) -> ``graphroof llm llama-3-8b --runtime pytorch-cuda-graph``, TPOT of the first decode
   step after a ``context - 1`` token prompt;
@@ -21,6 +24,7 @@ eager rows (its [sources]); every other row is a check of the model, priced thro
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .context import Context
@@ -30,6 +34,10 @@ from .result import Row
 
 __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
 
+#: SDPA backend (attention.csv's ``backend`` column) -> graphroof's attention kernel family
+#: (graphroof.timing.attention): PyTorch's flash backend builds FlashAttention-2 (aten/src/ATen/native/transformers/
+#: cuda/flash_attn); cuDNN's fused attention is Hopper-native (the family the H100 attention constants describe)
+BACKEND_KERNEL = {"flash": "flash2", "cudnn": "cudnn"}
 #: data folder -> the profile its GPU is priced on
 SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm"}
 ENGINE = "PyTorch 2.11 (cu130), measured by graphroof"
@@ -50,11 +58,14 @@ def attention_graph(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: i
     return g
 
 
-def attention_time_s(hw: Any, *shape: Any) -> float:
-    """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph on *hw*."""
+def attention_time_s(hw: Any, *shape: Any, kernel: str = "auto") -> float:
+    """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph on *hw* under
+    ``compiled`` running the attention kernel family *kernel*."""
     from ..api import analyze
+    from ..fuse.runtimes import get_runtime
 
-    ks = analyze(attention_graph(*shape), hw=hw, runtime="compiled").to_dict()["kernels"]
+    rt = replace(get_runtime("compiled"), attention_kernel=kernel)
+    ks = analyze(attention_graph(*shape), hw=hw, runtime=rt).to_dict()["kernels"]  # type: ignore[arg-type]
     return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
 
 
@@ -86,16 +97,17 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     for where, r in ctx.rows(f"{folder}/attention.csv"):
         b, h, kvh, lq, lk, d = (int(r[c]) for c in ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"))
         causal = r["causal"] == "True"
-        kind = r["kind"]
+        kind, fam = r["kind"], BACKEND_KERNEL[r["backend"]]
         regime = f"{kind} attention ({r['backend']})" + (", causal" if causal else "")
         row = _row(ctx, hw_name, where, r, "attention", regime, "kernel-time", "compiled",
                    {"backend": r["backend"], "batch": b, "heads": h, "q_len": lq, "kv_len": lk, "head_dim": d,
                     "causal": causal}, float(r["time_s"]))
         if not row.excluded:
-            row.predicted = attention_time_s(hw, b, h, kvh, lq, lk, d, causal)
+            row.predicted = attention_time_s(hw, b, h, kvh, lq, lk, d, causal, kernel=fam)
             row.vendor = hw.vendor
-        row.command = (f"graphroof.analyze(graphroof.validate.h200.attention_graph({b}, {h}, {kvh}, {lq}, {lk}, "
-                       f"{d}, {causal}), hw='{hw_name}', runtime='compiled'): kernel time_realistic_s - t_launch_s")
+        row.command = (f"graphroof.analyze(graphroof.validate.torchgpu.attention_graph({b}, {h}, {kvh}, {lq}, {lk}, "
+                       f"{d}, {causal}), hw='{hw_name}', runtime=<compiled with [kernels] attention_kernel = '{fam}'>):"
+                       " kernel time_realistic_s - t_launch_s")
         out.append(row)
     for where, r in ctx.rows(f"{folder}/grouped.csv"):
         row = _row(ctx, hw_name, where, r, "grouped-gemm", "bf16 grouped GEMM", "kernel-time", "compiled",

@@ -11,8 +11,9 @@ with), one grid per (model, TP) priced on both GPUs' profiles (counting and fusi
 tests check a row against ``Engine.step`` on its own device to 1e-9.
 
 All-reduce rows are priced by the collective model as the comm kernels call it
-(:func:`graphroof.timing.collective_time` with the profile's [collectives], NCCL, host-launched calls), with the
-row's GPUs per node.
+(:func:`graphroof.timing.collective_time` with the profile's [collectives], NCCL, host-launched calls: rank 0's
+kernel also waits for the last of the row's GPUs to launch, ``launch_skew_s * (H_p - 1)``), with the row's GPUs per
+node.
 """
 
 from __future__ import annotations

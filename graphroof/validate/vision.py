@@ -1,7 +1,8 @@
 """Vision and encoder rows (``vision_encoder.csv``) priced by :func:`graphroof.analyze` of the zoo model:
 ``analyze(model, hw, runtime, batch, dtype[, seq])``, its realistic time per batch.
 
-* runtime: the engine's preset: ``tensorrt`` for TensorRT and Paddle + TensorRT, ``fastertransformer`` for
+* runtime: the engine's preset: ``tensorrt`` for TensorRT, ``paddle-tensorrt`` for Paddle + TensorRT (TensorRT's
+  kernels plus each predictor call's host work), ``fastertransformer`` for
   FasterTransformer (hand-fused BERT kernels launched from its C++ op), ``pytorch-eager`` for PyTorch eager and
   TorchScript, ``compiled`` for TensorFlow + XLA (the generic ``compiled`` / ``eager`` where a preset is absent);
 * dtype: ``fp16`` for fp16 / AMP rows, ``fp32`` for fp32 and TF32 rows (fp32 matmuls run on TF32 units where the
@@ -39,7 +40,9 @@ def _runtime(framework: str) -> str:
         return preset("pytorch-eager", "eager")
     if "fastertransformer" in f:  # FT's fused BERT kernels, launched one by one from its C++ op (host per kernel)
         return preset("fastertransformer", "tensorrt")
-    if "tensorrt" in f:           # TensorRT, Paddle + TensorRT: one enqueue per engine
+    if "paddle" in f and "tensorrt" in f:  # TensorRT kernels, timed per Paddle predictor call from Python
+        return preset("paddle-tensorrt", "tensorrt")
+    if "tensorrt" in f:           # TensorRT: one enqueue per engine
         return preset("tensorrt", "compiled")
     return "compiled"                                 # TensorFlow + XLA
 

@@ -1,0 +1,137 @@
+"""GPU hold-out of the sustained matmul rates fitted on a device's own validation rows.
+
+A profile whose ``[timing]`` is derived from another GPU (``sources.timing`` starts with "derived") may still carry
+one constant fitted on its own rows: a ``[timing.gemm_achievable_flops_per_s]`` entry that ``sources.timing`` cites
+as ``<dtype> <rate> TFLOP/s, fitted`` (the T4's power-limited fp16 tensor rate and CUDA-core fp32 rate, the A10's
+bf16 / fp16 rate, the V100's fp32 rate: each fitted on one vision_encoder.csv row of that GPU).  Under
+``--holdout gpu`` such an entry is replaced by the device's datasheet peak of that dtype times the median sustained
+/ peak ratio of the *other* GPUs' fitted entries of the same kind (fp16 and bf16 tensor rates are one kind: they run
+alike); where no other GPU has one, by the peak times the generic ratio of the entries not fitted on validation rows
+(the MAMF-table ratio the derived profiles apply, :func:`generic_ratio`).  Entries not cited as fitted (the
+MAMF-table measurements and their derivations) stay.
+
+Each such rate was fitted on one row of one engine (:data:`RATE_FITS`); under ``--holdout engine`` that engine's
+rows on that GPU take the rate transferred from the GPUs whose rate of the kind was fitted on another engine's rows,
+else the generic ratio (:func:`engine_held_profile`).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import replace
+
+from ..hardware import HardwareProfile, list_profiles
+
+__all__ = ["fitted_rates", "achievable_held_out", "rate_kind", "peak_of", "generic_ratio", "rate_notes", "RATE_FITS",
+           "engine_held_profile"]
+
+#: (profile, dtype) of a fitted rate -> (dataset, the start of Row.engine) of the row it was fitted on, as its
+#: sources.timing names it (tests/test_holdout_fits.py checks every fitted rate has one)
+RATE_FITS: dict[tuple[str, str], tuple[str, str]] = {
+    ("t4-16gb-pcie", "fp16"): ("vision", "TensorRT 7.2"),             # TensorRT 7.2.3.4 BERT-large fp16 b64 s384
+    ("t4-16gb-pcie", "fp32"): ("vision", "FasterTransformer PyTorch"),  # FT PyTorch op BERT-base fp32 b32 s384
+    ("a10-24gb-pcie", "bf16"): ("vision", "FasterTransformer PyTorch"),  # FT PyTorch op BERT-base fp16 b32 s384
+    ("a10-24gb-pcie", "fp32"): ("vision", "FasterTransformer PyTorch"),  # FT PyTorch op BERT-base fp32 b32 s384
+    ("v100-sxm2-32gb", "fp32"): ("vision", "FasterTransformer PyTorch"),  # FT PyTorch op BERT-base fp32 b32 s384
+}
+
+#: ``<dtype> [(...)] <rate> TFLOP/s, fitted`` in sources.timing: an achievable-rate entry fitted on the device's rows
+_FIT = re.compile(r"\b(fp16|bf16|fp32|tf32|fp8)\b(?: \([^)]*\))? ([0-9.]+) TFLOP/s, fitted")
+
+
+def rate_kind(dtype: str) -> str:
+    """What an achievable-rate entry transfers as: fp16 and bf16 tensor rates are one kind (they run alike)."""
+    return "fp16" if dtype in ("fp16", "bf16") else dtype
+
+
+def peak_of(hw: HardwareProfile, dtype: str) -> float | None:
+    """The datasheet peak an achievable *dtype* rate is a fraction of: the tensor (matrix) peak of the dtype or of
+    its same-rate twin, else the CUDA-core (vector) peak (fp32 on a GPU without TF32: SGEMM)."""
+    m = hw.matrix_peak_flops_per_s
+    twin = {"fp16": "bf16", "bf16": "fp16"}.get(dtype, "")
+    return m.get(dtype) or m.get(twin) or hw.vector_peak_flops_per_s.get(dtype)
+
+
+def fitted_rates(hw: HardwareProfile) -> dict[str, float]:
+    """dtype -> achievable rate of the profile's entries that ``sources.timing`` cites as fitted (on its own rows)."""
+    table = hw.timing.gemm_achievable_flops_per_s if hw.timing is not None else {}
+    if not table:
+        return {}
+    cited = {m.group(1) for m in _FIT.finditer(hw.sources.get("timing", ""))}
+    return {d: table[d] for d in sorted(cited) if table.get(d)}
+
+
+def _ratios(exclude: str, kind: str, fitted: bool, engine: tuple[str, str] | None = None) -> list[float]:
+    """Sustained / peak ratios of the *kind* entries of every profile but *exclude*: those fitted on their own rows
+    (*fitted*; with *engine*, only those not fitted on that engine's rows) or those not."""
+    out = []
+    for o in list_profiles():
+        if o.name == exclude or o.timing is None:
+            continue
+        own = fitted_rates(o)
+        for d, v in o.timing.gemm_achievable_flops_per_s.items():
+            peak = peak_of(o, d)
+            if rate_kind(d) == kind and (d in own) == fitted and peak and \
+                    (engine is None or RATE_FITS.get((o.name, d)) != engine):
+                out.append(v / peak)
+    return out
+
+
+def generic_ratio(kind: str, exclude: str = "") -> float | None:
+    """The median sustained / peak ratio of the achievable entries not fitted on validation rows (the MAMF-table
+    rows and the profiles derived from them), of *kind*, else of the fp16 tensor kind."""
+    vals = _ratios(exclude, kind, False) or _ratios(exclude, "fp16", False)
+    return statistics.median(vals) if vals else None
+
+
+def _held_rate(hw: HardwareProfile, dtype: str, engine: tuple[str, str] | None = None) -> tuple[float | None, str]:
+    """(the held-out rate of *hw*'s fitted *dtype* entry, how it was found); *engine*: from the other GPUs' rates
+    not fitted on that engine's rows."""
+    peak, kind = peak_of(hw, dtype), rate_kind(dtype)
+    if not peak:
+        return None, "no peak"
+    others = _ratios(hw.name, kind, True, engine)
+    if others:
+        r = statistics.median(others)
+        return r * peak, f"{r:.3f} x peak: median of {len(others)} other fitted GPU(s)"
+    g = generic_ratio(kind, hw.name)
+    return (g * peak, f"{g:.3f} x peak: the generic ratio, no other GPU's fit to transfer") if g else (None, "none")
+
+
+def achievable_held_out(hw: HardwareProfile, engine: tuple[str, str] | None = None) -> HardwareProfile:
+    """*hw* with each achievable-rate entry fitted on its own rows (with *engine*: on that (dataset, engine)'s rows,
+    :data:`RATE_FITS`) replaced by the transferred rate (module doc); the same object when none was fitted."""
+    own = [d for d in fitted_rates(hw) if engine is None or RATE_FITS.get((hw.name, d)) == engine]
+    if not own or hw.timing is None:
+        return hw
+    table = dict(hw.timing.gemm_achievable_flops_per_s)
+    for d in own:
+        v, _ = _held_rate(hw, d, engine)
+        if v is None:
+            del table[d]  # gemm_ceiling's own rule then (twin dtype, the device's bf16 ratio, the peak)
+        else:
+            table[d] = v
+    return replace(hw, timing=replace(hw.timing, gemm_achievable_flops_per_s=table))
+
+
+def engine_held_profile(hw: HardwareProfile, dataset: str, engine: str) -> HardwareProfile:
+    """*hw* for the rows of *engine* in *dataset*: the rates fitted on that engine's rows transferred from the GPUs
+    whose rate of the kind was fitted on another engine's rows (else the generic ratio)."""
+    return achievable_held_out(hw, (dataset, engine))
+
+
+def rate_notes(engine: bool = False) -> list[str]:
+    """One line per fitted achievable rate: its value and its held-out value (*engine*: for the rows of the engine
+    it was fitted on)."""
+    out = []
+    for hw in list_profiles():
+        for d, v in fitted_rates(hw).items():
+            fit = RATE_FITS.get((hw.name, d))
+            if engine and fit is None:
+                continue
+            held, how = _held_rate(hw, d, fit if engine else None)
+            shown = f"{held / 1e12:.3g}" if held else "dropped"
+            on = f" for {fit[0]} {fit[1]} rows" if engine and fit else ""
+            out.append(f"{hw.name} {d} {v / 1e12:.3g} -> {shown} TFLOP/s{on} ({how})")
+    return out

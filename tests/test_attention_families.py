@@ -1,0 +1,144 @@
+"""Attention kernel families (graphroof.timing.attention): FlashAttention-2 (synchronous mma.sync, serial softmax,
+128-row query tiles) beside the device's native kernel; the runtime preset's ``attention_kernel`` picks one; the
+vectorised model equals the per-op one; the validate adapter prices each SDPA backend as its family."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from graphroof.errors import InputError
+from graphroof.fuse.preset_file import ATTENTION_KERNELS, preset_fields
+from graphroof.fuse.runtimes import get_runtime
+from graphroof.graph import OpNode, TensorSpec
+from graphroof.hardware import load_hardware
+from graphroof.timing.attention import FA2_BLOCK_M, AttentionDims, attention_time, fa2_row_padding, sync_pair_terms
+from graphroof.timing.kernel import attention_kernel
+from graphroof.timing.vectorized import kernel_times
+
+FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
+          "kv_write_bytes", "net_bytes")
+
+
+def _hw(sync: float | None = 4e14):
+    # native matmul rate = achievable 8e14 x attn_matrix_efficiency 1.0; no overlap exponent (max), no latency
+    hw = load_hardware("h100-sxm")
+    t = replace(hw.timing, attn_matrix_efficiency=1.0, attn_exp_per_s=4e12, attn_fill_keys=400.0,
+                attn_sync_matrix_flops_per_s=sync, gemm_achievable_flops_per_s={"bf16": 8e14}, gemm_latency_s=0.0,
+                gemm_overlap_exponent=None, gemm_mem_bw_efficiency=1.0, l2_read_bw_bytes_per_s=None)
+    return replace(hw, timing=t)
+
+
+def _cost(**kw):
+    c = {f: 0.0 for f in FIELDS}
+    c.update(kw)
+    return c
+
+
+def test_sync_pair_terms_hand_derived():
+    # native pair: 512 / 8e14 + 1 / 4e12 = 0.64 + 0.25 = 0.89 ps; FA2 pair: 512 / 4e14 + 0.25 ps = 1.28 + 0.25
+    # = 1.53 ps; the fill is the same time: 400 keys x 0.89 / 1.53 = 232.68 keys of FA2 work
+    t_pair, fill = sync_pair_terms(4e14, 512.0, 8e14, 4e12, 400.0)
+    assert t_pair == pytest.approx(1.53e-12, rel=1e-12)
+    assert fill == pytest.approx(400.0 * 0.89 / 1.53, rel=1e-12)
+    # no sync rate (Ampere: FA2 is the native kernel): the native pair time and fill
+    t_pair, fill = sync_pair_terms(None, 512.0, 8e14, 4e12, 400.0)
+    assert (t_pair, fill) == (pytest.approx(0.89e-12, rel=1e-12), pytest.approx(400.0, rel=1e-12))
+
+
+def test_fa2_row_padding_hand_derived():
+    dims = AttentionDims(128, 128, 4, 2.0)
+    # decode: batch 2, 32 query heads over 8 KV heads (group 4), 1024 keys: rows = 2 x 32 = 64, pairs = 64 x 1024;
+    # K + V = 2 x 8 x 1024 x 256 x 2 = 8,388,608 B -> blocks = 8,388,608 / (256 x 2 x 1024) = 16 (sequences x KV
+    # heads), q_rows = 64 / 16 = 4 (the group packed into one tile) -> padding 128 / 4 = 32
+    assert float(fa2_row_padding(64 * 1024, 64, 8_388_608, dims)) == pytest.approx(32.0)
+    # each query head its own block (reads = group 4): blocks 64, q_rows 1 -> 128
+    assert float(fa2_row_padding(64 * 1024, 64, 8_388_608, dims, 4.0)) == pytest.approx(FA2_BLOCK_M)
+    # prefill 512 tokens, same heads: rows 32,768, pairs 32,768 x 512, K + V 2 x 8 x 512 x 512 = 4,194,304 B ->
+    # blocks 16, q_rows 2,048 >= one tile -> no padding; no K / V bytes -> 1
+    assert float(fa2_row_padding(32_768 * 512, 32_768, 4_194_304, dims)) == 1.0
+    assert float(fa2_row_padding(100.0, 10.0, 0.0, dims)) == 1.0
+
+
+def test_flash2_prefill_time_hand_derived():
+    hw = _hw()
+    # 32 heads x 4096 tokens, non-causal, d = dv = 128, bf16: pairs = 32 x 4096^2 = 536,870,912, rows = 131,072;
+    # Q = O = K = V = 131,072 x 128 x 2 = 33,554,432 B (K / V as activations: padding from reads less Q, q_rows
+    # 4,096: none); FA2: t_pair 1.53 ps, fill 232.68 keys:
+    # t = (536,870,912 + 131,072 x 232.68) x 1.53e-12 = 868.05 us; native: (536,870,912 + 131,072 x 400) x 0.89e-12
+    # = 524.48 us; memory 4 x 33.5 MB / 3.35e12 = 40 us: hidden (max)
+    pairs, rows, one = 32 * 4096 ** 2, 32 * 4096, 33_554_432.0
+    c = _cost(matrix_flops=512.0 * pairs, act_read_bytes=3 * one, act_write_bytes=one)
+    dims = AttentionDims(128, 128, 1, 2.0)
+    fill = 400.0 * 0.89 / 1.53
+    assert attention_time(c, dims, hw, "bf16", kernel="flash2") == pytest.approx((pairs + rows * fill) * 1.53e-12,
+                                                                               rel=1e-9)
+    native = (pairs + rows * 400.0) * 0.89e-12
+    for k in ("auto", "cudnn", "flash3"):
+        assert attention_time(c, dims, hw, "bf16", kernel=k) == pytest.approx(native, rel=1e-9)
+    with pytest.raises(InputError):
+        attention_time(c, dims, hw, "bf16", kernel="flash9")
+
+
+def test_flash2_decode_pays_the_padded_tile():
+    hw = _hw()
+    # batch 64, 32 heads (MHA), 4096 keys, one query row: pairs = 64 x 32 x 4096 = 8,388,608, rows 2,048;
+    # K + V = 64 x 32 x 4096 x 256 x 2 = 4,294,967,296 B; Q = O = 2,048 x 256 = 524,288 B
+    # FA2: q_rows 1 -> 128 rows of work: (8,388,608 x 128 + 2,048 x 232.68) x 1.53e-12 = 1.64354 ms
+    # memory (4,294,967,296 + 2 x 524,288) / 3.35e12 = 1.28241 ms -> compute-bound; native: compute
+    # (8,388,608 + 2,048 x 400) x 0.89e-12 = 8.19 us -> the memory time
+    pairs, rows, kv, qo = 8_388_608, 2_048, 4_294_967_296.0, 524_288.0
+    c = _cost(matrix_flops=512.0 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    dims = AttentionDims(128, 128, 1, 2.0)
+    t2 = attention_time(c, dims, hw, "bf16", kernel="flash2")
+    assert t2 == pytest.approx((pairs * 128 + rows * 400.0 * 0.89 / 1.53) * 1.53e-12, rel=1e-9)
+    assert attention_time(c, dims, hw, "bf16") == pytest.approx((kv + 2 * qo) / 3.35e12, rel=1e-9)
+    # Ampere-like profile (no sync rate): FA2 still pads its tile, at the native pair time: (pairs x 128 + rows x
+    # 400) x 0.89e-12 = 956.3 us -> below the 1.28 ms memory time
+    a = attention_time(c, dims, _hw(None), "bf16", kernel="flash2")
+    assert a == pytest.approx((kv + 2 * qo) / 3.35e12, rel=1e-9)
+
+
+def test_vectorised_equals_scalar_for_flash2():
+    hw = _hw()
+    ctx = np.array([512.0, 2048.0, 8192.0])
+    b = 16
+    kv = b * 8 * ctx * 256 * 2
+    qo = np.full(3, b * 32 * 128 * 2.0)
+    cost = {f: np.zeros(3) for f in FIELDS}
+    cost.update(matrix_flops=512.0 * b * 32 * ctx, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    rt = replace(get_runtime("compiled"), attention_kernel="flash2")
+    assert attention_kernel(rt) == "flash2" and attention_kernel(None) == "auto"
+    q = TensorSpec((b, 32, 1, 128), "bf16")
+    k = TensorSpec((b, 8, 8192, 128), "bf16")
+    dims_node = OpNode("a", "aten.scaled_dot_product_attention", inputs=(q, k, k), outputs=(q,))
+    vec = kernel_times("attention", ("aten.scaled_dot_product_attention",), "bf16", cost, None, hw, rt, dims_node)
+    assert vec is not None
+    dims = AttentionDims(128, 128, 4, 2.0)
+    for i in range(3):
+        one = {f: float(v[i]) for f, v in cost.items()}
+        assert vec[i] == pytest.approx(attention_time(one, dims, hw, "bf16", True, "flash2"), rel=1e-12)
+
+
+def test_preset_key_and_builtin_defaults():
+    kw = preset_fields({"name": "x", "kernels": {"attention_kernel": "flash2"}})
+    assert kw["attention_kernel"] == "flash2"
+    with pytest.raises(InputError):
+        preset_fields({"name": "x", "kernels": {"attention_kernel": "fa9"}})
+    assert set(ATTENTION_KERNELS) == {"auto", "flash2", "flash3", "cudnn"}
+    for name in ("compiled", "pytorch-eager", "pytorch-cuda-graph", "vllm", "tensorrt-llm"):
+        assert get_runtime(name).attention_kernel == "auto"
+
+
+def test_validate_adapter_prices_each_backend_as_its_family():
+    from graphroof.validate.torchgpu import BACKEND_KERNEL, attention_time_s
+
+    assert BACKEND_KERNEL == {"flash": "flash2", "cudnn": "cudnn"}
+    # H100, 32 heads x 8192 tokens non-causal: FA2 at 35% of the dense peak (the FlashAttention-3 paper's figure for
+    # FA2 on H100) is slower than the native kernel by about 1.83x (the pair times 1.4785 vs 0.8079 ps)
+    shape = (1, 32, 32, 8192, 8192, 128, False)
+    f2 = attention_time_s("h100-sxm", *shape, kernel="flash2")
+    nat = attention_time_s("h100-sxm", *shape, kernel="cudnn")
+    assert 1.6 < f2 / nat < 1.9

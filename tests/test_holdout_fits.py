@@ -1,0 +1,214 @@
+"""Issue 23: the hold-outs leave out the fits made on vision / trtllm / torch_gpu rows.
+
+``--holdout engine``: preset constants fitted on one engine's rows (graphroof.validate.holdout_engine).
+``--holdout gpu``: sustained matmul rates fitted on one GPU's own rows (graphroof.validate.holdout_rates).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from graphroof.fuse import get_runtime
+from graphroof.fuse.runtimes import RUNTIMES
+from graphroof.hardware import load_hardware
+from graphroof.timing.precision import gemm_ceiling
+from graphroof.validate import holdout_rates
+from graphroof.validate.holdout import held_out_profile, holdout_notes
+from graphroof.validate.holdout_engine import ENGINE_FITS, engine_holdout, fits_of, held_out_runtimes
+from graphroof.validate.holdout_rates import fitted_rates, generic_ratio
+from graphroof.validate.result import Row
+
+
+def _fitted_preset_constants() -> set[tuple[str, str]]:
+    """(preset, field) whose [sources] text says it was fitted on rows."""
+    return {(n, k) for n, rt in RUNTIMES.items() for k, v in rt.sources.items()
+            if v.strip().lower().startswith("fitted") or " fitted on " in v}
+
+
+def test_every_fitted_preset_constant_is_held_out():
+    declared = {(f.preset, k) for f in ENGINE_FITS for k in f.held_out}
+    assert _fitted_preset_constants() <= declared
+    assert ("tensorrt-llm-v0.5", "request_overhead_s") in declared
+    assert ("fastertransformer", "host_overhead_per_kernel_s") in declared
+    # each declared engine is named in the preset's [sources] (the rows the fit used)
+    words = {"TensorRT-LLM": "rows 17, 21, 23", "FasterTransformer TF custom op": "TF-op row",
+             "Paddle Inference + TensorRT": "row Paddle Inference + TensorRT",
+             "PyTorch TorchScript": "TorchScript rows", "PyTorch 2.11": "h100_session/models.csv"}
+    for f in ENGINE_FITS:
+        assert all(hasattr(RUNTIMES[f.preset], k) for k in f.held_out), f.preset
+        text = " ".join(RUNTIMES[f.preset].sources.get(k, "") for k in f.held_out)
+        text += RUNTIMES[f.preset].sources.get("host_overhead_per_kernel_s", "")
+        assert words[f.engine] in text, (f.preset, f.engine)
+
+
+def test_held_out_preset_values_by_hand():
+    by = {(f.engine, f.preset): f.held_out for f in ENGINE_FITS}
+    # TensorRT-LLM: no other engine's rows fit a per-request time -> the unfitted default, 0 s
+    assert by["TensorRT-LLM", "tensorrt-llm-v0.5"] == {"request_overhead_s": 0.0}
+    # Paddle + TensorRT: likewise no other engine's rows fit a per-call host time -> 0 s
+    assert by["Paddle Inference + TensorRT", "paddle-tensorrt"] == {"call_overhead_s": 0.0}
+    # FT TF op held out: the FT PyTorch-op row, 1.31 ms / 84 kernels = 15.595 us, less V100's 5 us = 10.595 us
+    ft = by["FasterTransformer TF custom op", "fastertransformer"]["host_overhead_per_kernel_s"]
+    assert ft == pytest.approx(1.31e-3 / 84 - 5e-6, abs=0.05e-6) and ft == 10.6e-6
+    # torch_gpu held out: the TorchScript level alone, 6.785 ms / 237 launches = 28.629 us, less 5 us = 23.629 us
+    tg = by["PyTorch 2.11", "pytorch-eager"]
+    assert tg["host_overhead_per_kernel_s"] == pytest.approx(6.785e-3 / 237 - 5e-6, abs=0.05e-6)
+    assert tg["host_overhead_per_library_call_s"] == 0.0
+    # TorchScript held out: the torch_gpu rows alone, 13.8 / 17.9 us; the AMP preset carries the same constants
+    assert by["PyTorch TorchScript", "pytorch-eager"] == {"host_overhead_per_kernel_s": 13.8e-6,
+                                                          "host_overhead_per_library_call_s": 17.9e-6}
+    assert by["PyTorch TorchScript", "pytorch-eager-amp"] == by["PyTorch TorchScript", "pytorch-eager"]
+
+
+def test_engine_holdout_reprices_a_torch_gpu_row_by_hand():
+    # host = launches x (launch_overhead_s + k) + library calls x L (graphroof/timing/host.py); the host-bound eager
+    # resnet-50 batch 1 on the H100 (h100_session/models.csv line 2) is 280 launches, 54 of them library calls.
+    # torch_gpu held out: k 11.75 -> 23.6 us, L 28.5 -> 0 us: 280 x 11.85 - 54 x 28.5 = 3318 - 1539 = +1779 us
+    from graphroof.validate import validate
+
+    r = validate("torch_gpu", holdout="engine", only={"h100_session/models.csv:2"})
+    (row,) = [x for x in r.rows if x.predicted is not None]
+    assert row.holdout["engine"] - row.predicted == pytest.approx(1779e-6, rel=1e-6)
+
+
+def test_held_out_runtimes_swap_and_restore():
+    fits = fits_of("vision")["PyTorch TorchScript"]
+    before = get_runtime("pytorch-eager")
+    with held_out_runtimes(fits):
+        for name in ("pytorch-eager", "torch-eager"):  # by name and by alias
+            rt = get_runtime(name)
+            assert (rt.host_overhead_per_kernel_s, rt.host_overhead_per_library_call_s) == (13.8e-6, 17.9e-6)
+            assert rt.aten_ops == before.aten_ops and rt.overlap_launch == before.overlap_launch
+        assert get_runtime("fastertransformer").host_overhead_per_kernel_s == 8.5e-6  # not named by these fits
+    assert get_runtime("pytorch-eager") is before and before.host_overhead_per_kernel_s == 11.75e-6
+
+
+def _row(rid: str, engine: str, runtime: str, predicted: float | None = 1.0) -> Row:
+    return Row("vision", rid, engine, "v100-sxm2-32gb", "NVIDIA", "bert", "small", "latency", runtime, "t", "s", {},
+               1.0, predicted=predicted)
+
+
+def test_engine_holdout_reprices_only_the_fitted_engines_rows():
+    rows = [_row("a:1", "PyTorch TorchScript", "pytorch-eager"), _row("a:2", "PyTorch eager", "pytorch-eager"),
+            _row("a:3", "PyTorch TorchScript", "pytorch-eager", predicted=None),
+            _row("a:4", "FasterTransformer TF custom op", "fastertransformer"),
+            _row("a:5", "FasterTransformer PyTorch custom extension", "fastertransformer"),
+            _row("a:6", "TensorRT 8.5.1", "tensorrt")]
+    asked: list[set[str]] = []
+
+    def adapter(only):  # each row priced as its preset's host us per kernel + its V100 fp32 rate in TFLOP/s
+        asked.append(set(only))
+        return [_row(r.row_id, r.engine, r.runtime, get_runtime(r.runtime).host_overhead_per_kernel_s * 1e6
+                     + load_hardware(r.gpu).timing.gemm_achievable_flops_per_s["fp32"] / 1e12)
+                for r in rows if r.row_id in only]
+
+    engine_holdout("vision", rows, adapter, lambda ids, share=True: ids)
+    # one pass per engine with a fit, its rows only (TensorRT 7.2: a T4 rate, no V100 row here)
+    assert sorted(map(sorted, asked)) == [["a:1"], ["a:4"], ["a:5"]]
+    assert rows[0].holdout == {"engine": pytest.approx(13.8 + 13.5)}   # TorchScript: torch_gpu-only host fit
+    assert rows[3].holdout == {"engine": pytest.approx(10.6 + 13.5)}   # FT TF op: the FT PyTorch-op row's fit
+    # FT PyTorch op: the V100 fp32 rate was fitted on its row, as were the T4's and A10's: none fitted on another
+    # engine, so the generic ratio of the unfitted entries (MAMF table, 0.803) x 15.7 = 12.61 TFLOP/s
+    assert rows[4].holdout == {"engine": pytest.approx(8.5 + 0.803 * 15.7, rel=1e-3)}
+    assert rows[1].holdout == rows[2].holdout == rows[5].holdout == {}  # not fitted on: the plain figure later
+    assert get_runtime("pytorch-eager").host_overhead_per_kernel_s == 11.75e-6
+    assert load_hardware("v100-sxm2-32gb").timing.gemm_achievable_flops_per_s["fp32"] == 13.5e12
+
+
+def test_rate_fits_name_their_engine():
+    from graphroof.validate.holdout_rates import RATE_FITS
+
+    fitted = {(hw.name, d) for hw in map(load_hardware, ("t4-16gb-pcie", "a10-24gb-pcie", "v100-sxm2-32gb"))
+              for d in fitted_rates(hw)}
+    assert fitted == set(RATE_FITS)
+    words = {"TensorRT 7.2": "row TensorRT 7.2.3.4", "FasterTransformer PyTorch": "row FasterTransformer PyTorch op"}
+    for (name, _), (dataset, engine) in RATE_FITS.items():
+        assert dataset == "vision" and words[engine] in load_hardware(name).sources["timing"]
+    # engine hold-out, T4 fp16 (TensorRT 7.2 row): the A10's 0.632 (fitted on an FT row) x 65 = 41.08 TFLOP/s;
+    # A10 bf16 (FT PyTorch row): the T4's 0.47692 (a TensorRT row) x 125 = 59.615 TFLOP/s
+    from graphroof.validate.holdout_rates import engine_held_profile
+
+    t4 = engine_held_profile(load_hardware("t4-16gb-pcie"), "vision", "TensorRT 7.2")
+    assert t4.timing.gemm_achievable_flops_per_s == {"fp16": pytest.approx(41.08e12), "fp32": 4.6e12}
+    a10 = engine_held_profile(load_hardware("a10-24gb-pcie"), "vision", "FasterTransformer PyTorch")
+    assert a10.timing.gemm_achievable_flops_per_s["bf16"] == pytest.approx(59.615e12, rel=1e-4)
+
+
+def test_engine_notes_name_each_replacement():
+    text = " ".join(holdout_notes("engine"))
+    assert "request_overhead_s = 0 us" in text and "host_overhead_per_kernel_s = 10.6 us" in text
+    assert "23.6 us" in text and "13.8 us" in text and "17.9 us" in text and "gpt-fast" in text
+
+
+def test_fitted_rates_read_from_sources():
+    assert fitted_rates(load_hardware("t4-16gb-pcie")) == {"fp16": 31e12, "fp32": 4.6e12}
+    a10 = fitted_rates(load_hardware("a10-24gb-pcie"))
+    assert a10 == {"bf16": 79e12, "fp32": 12.1e12}
+    assert fitted_rates(load_hardware("v100-sxm2-32gb")) == {"fp32": 13.5e12}
+    # MAMF-table measurements and the rates derived from them are not fits on validation rows
+    for name in ("a100-80gb-sxm", "h100-sxm", "l4-24gb-pcie", "h200-sxm"):
+        assert fitted_rates(load_hardware(name)) == {}
+
+
+def test_gpu_holdout_transfers_fitted_rates_by_hand():
+    t4, a10, v100 = (held_out_profile(n) for n in ("t4-16gb-pcie", "a10-24gb-pcie", "v100-sxm2-32gb"))
+    # fp16 / bf16 tensor rates, two fitted GPUs: T4 31 / 65 = 0.47692, A10 79 / 125 = 0.632
+    #   T4 held out: 0.632 x 65 = 41.08 TFLOP/s; A10 held out: 0.47692 x 125 = 59.615 TFLOP/s
+    assert t4.timing.gemm_achievable_flops_per_s["fp16"] == pytest.approx(41.08e12)
+    assert a10.timing.gemm_achievable_flops_per_s["bf16"] == pytest.approx(59.615e12, rel=1e-4)
+    # the A10's TF32 ceiling follows its bf16 ratio (gemm_ceiling): 62.5 x 59.615 / 125 = 29.808 TFLOP/s
+    assert gemm_ceiling(a10, 62.5e12, "matrix.tf32")[0] == pytest.approx(29.808e12, rel=1e-4)
+    # fp32 SGEMM rates (CUDA-core peaks), three fitted GPUs: T4 4.6 / 8.1 = 0.56790, V100 13.5 / 15.7 = 0.85987,
+    # A10 12.1 / 31.2 = 0.38782; each held out takes the median of the other two:
+    #   T4: (0.85987 + 0.38782) / 2 = 0.62385 x 8.1 = 5.0532; V100: (0.56790 + 0.38782) / 2 = 0.47786 x 15.7 = 7.5024;
+    #   A10: (0.56790 + 0.85987) / 2 = 0.71389 x 31.2 = 22.273 TFLOP/s
+    assert t4.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(5.0532e12, rel=1e-4)
+    assert v100.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(7.5024e12, rel=1e-4)
+    assert a10.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(22.273e12, rel=1e-4)
+    # the V100's fp16 entry (MAMF-derived, not fitted on its rows) stays
+    assert v100.timing.gemm_achievable_flops_per_s["fp16"] == 100.4e12
+    # nothing else of their [timing] moves (derived from the A100 fit, not fitted on their rows)
+    own = load_hardware("t4-16gb-pcie").timing
+    assert t4.timing.gemm_matrix_efficiency == own.gemm_matrix_efficiency and t4.timing.sm_count == own.sm_count
+    assert held_out_profile("l4-24gb-pcie") == load_hardware("l4-24gb-pcie")
+
+
+def test_rate_without_another_fitted_gpu_takes_the_generic_ratio(monkeypatch):
+    t4, h100 = load_hardware("t4-16gb-pcie"), load_hardware("h100-sxm")
+    monkeypatch.setattr(holdout_rates, "list_profiles", lambda: [t4, h100])
+    # the only unfitted entries: H100 bf16 794.5 / 989.4 = 0.80301 (fp8 is another kind); fp32 has none -> the fp16
+    # kind's: 0.80301 x 65 = 52.196, x 8.1 = 6.5044 TFLOP/s
+    ratio = 794.5e12 / h100.matrix_peak_flops_per_s["bf16"]
+    assert generic_ratio("fp16", "t4-16gb-pcie") == pytest.approx(ratio)
+    held = held_out_profile(t4).timing.gemm_achievable_flops_per_s
+    assert held["fp16"] == pytest.approx(ratio * 65e12) and held["fp32"] == pytest.approx(ratio * 8.1e12)
+
+
+def test_gpu_notes_list_the_rate_transfers():
+    text = " ".join(holdout_notes("gpu"))
+    assert "t4-16gb-pcie fp16 31 -> 41.1 TFLOP/s" in text and "a10-24gb-pcie bf16 79 -> 59.6 TFLOP/s" in text
+    assert "v100-sxm2-32gb fp32 13.5 -> 7.5 TFLOP/s" in text
+
+
+def test_gpu_holdout_reprices_rows_an_adapter_left_without_one():
+    # an adapter pricing by profile name (torch_gpu): each row here priced as its profile's gemm_matrix_efficiency.
+    # The H100 is a fitted GPU: with two fitted GPUs its held-out efficiency is the A100's; the H200 is derived
+    # (never fitted on its rows): not priced again, its hold-out is the plain figure (set later by validate).
+    from graphroof.validate.holdout import gpu_holdout
+
+    rows = [_row("g:1", "PyTorch 2.11", "compiled"), _row("g:2", "PyTorch 2.11", "compiled"),
+            _row("g:3", "PyTorch 2.11", "compiled")]
+    rows[0].gpu, rows[1].gpu, rows[2].gpu = "h100-sxm", "h200-sxm", "h100-sxm"
+    rows[2].holdout["gpu"] = 7.0  # the adapter gave one: kept
+    asked: list[set[str]] = []
+
+    def adapter(only):
+        asked.append(set(only))
+        return [_row(r.row_id, r.engine, r.runtime, load_hardware(r.gpu).timing.gemm_matrix_efficiency)
+                for r in rows if r.row_id in only]
+
+    gpu_holdout(rows, adapter, lambda ids: ids)
+    assert asked == [{"g:1"}]
+    assert rows[0].holdout == {"gpu": load_hardware("a100-80gb-sxm").timing.gemm_matrix_efficiency}
+    assert rows[1].holdout == {} and rows[2].holdout == {"gpu": 7.0}
+    assert load_hardware("h100-sxm").timing.gemm_matrix_efficiency != rows[0].holdout["gpu"]  # restored
