@@ -124,14 +124,15 @@ def test_rate_fits_name_their_engine():
     words = {"TensorRT 7.2": "row TensorRT 7.2.3.4", "FasterTransformer PyTorch": "row FasterTransformer PyTorch op"}
     for (name, _), (dataset, engine) in RATE_FITS.items():
         assert dataset == "vision" and words[engine] in load_hardware(name).sources["timing"]
-    # engine hold-out, T4 fp16 (TensorRT 7.2 row): the A10's 0.632 (fitted on an FT row) x 65 = 41.08 TFLOP/s;
-    # A10 bf16 (FT PyTorch row): the T4's 0.47692 (a TensorRT row) x 125 = 59.615 TFLOP/s
+    # engine hold-out, T4 fp16 (TensorRT 7.2 row): the A10's rate (fitted on an FT row), power-limited (0.632 of
+    # peak < 0.803): 79 / 150 W = 0.52667 TFLOP/J x 70 W = 36.867 TFLOP/s (< the 0.803 x 65 = 52.2 cap);
+    # A10 bf16 (FT PyTorch row): the T4's (a TensorRT row) 31 / 70 W = 0.44286 TFLOP/J x 150 W = 66.429 TFLOP/s
     from graphroof.validate.holdout_rates import engine_held_profile
 
     t4 = engine_held_profile(load_hardware("t4-16gb-pcie"), "vision", "TensorRT 7.2")
-    assert t4.timing.gemm_achievable_flops_per_s == {"fp16": pytest.approx(41.08e12), "fp32": 4.6e12}
+    assert t4.timing.gemm_achievable_flops_per_s == {"fp16": pytest.approx(36.867e12, rel=1e-4), "fp32": 4.6e12}
     a10 = engine_held_profile(load_hardware("a10-24gb-pcie"), "vision", "FasterTransformer PyTorch")
-    assert a10.timing.gemm_achievable_flops_per_s["bf16"] == pytest.approx(59.615e12, rel=1e-4)
+    assert a10.timing.gemm_achievable_flops_per_s["bf16"] == pytest.approx(66.429e12, rel=1e-4)
 
 
 def test_engine_notes_name_each_replacement():
@@ -152,19 +153,23 @@ def test_fitted_rates_read_from_sources():
 
 def test_gpu_holdout_transfers_fitted_rates_by_hand():
     t4, a10, v100 = (held_out_profile(n) for n in ("t4-16gb-pcie", "a10-24gb-pcie", "v100-sxm2-32gb"))
-    # fp16 / bf16 tensor rates, two fitted GPUs: T4 31 / 65 = 0.47692, A10 79 / 125 = 0.632
-    #   T4 held out: 0.632 x 65 = 41.08 TFLOP/s; A10 held out: 0.47692 x 125 = 59.615 TFLOP/s
-    assert t4.timing.gemm_achievable_flops_per_s["fp16"] == pytest.approx(41.08e12)
-    assert a10.timing.gemm_achievable_flops_per_s["bf16"] == pytest.approx(59.615e12, rel=1e-4)
-    # the A10's TF32 ceiling follows its bf16 ratio (gemm_ceiling): 62.5 x 59.615 / 125 = 29.808 TFLOP/s
-    assert gemm_ceiling(a10, 62.5e12, "matrix.tf32")[0] == pytest.approx(29.808e12, rel=1e-4)
-    # fp32 SGEMM rates (CUDA-core peaks), three fitted GPUs: T4 4.6 / 8.1 = 0.56790, V100 13.5 / 15.7 = 0.85987,
-    # A10 12.1 / 31.2 = 0.38782; each held out takes the median of the other two:
-    #   T4: (0.85987 + 0.38782) / 2 = 0.62385 x 8.1 = 5.0532; V100: (0.56790 + 0.38782) / 2 = 0.47786 x 15.7 = 7.5024;
-    #   A10: (0.56790 + 0.85987) / 2 = 0.71389 x 31.2 = 22.273 TFLOP/s
-    assert t4.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(5.0532e12, rel=1e-4)
-    assert v100.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(7.5024e12, rel=1e-4)
-    assert a10.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(22.273e12, rel=1e-4)
+    # held-out rate = min(board W x FLOP/J of the other power-limited fits, peak x full-clock ratio); a fit is
+    # power-limited when under the generic (MAMF) 0.803 x its peak.
+    # fp16 / bf16 tensor, two fitted GPUs, both power-limited: T4 31 / 65 = 0.477, A10 79 / 125 = 0.632 (< 0.803)
+    #   T4 held out: 79e12 / 150 W = 0.52667 TFLOP/J (1.899 pJ/FLOP) x 70 W = 36.867 (< 0.803 x 65 = 52.2) TFLOP/s
+    #   A10 held out: 31e12 / 70 W = 0.44286 TFLOP/J (2.258 pJ/FLOP) x 150 W = 66.429 (< 0.803 x 125 = 100.4)
+    assert t4.timing.gemm_achievable_flops_per_s["fp16"] == pytest.approx(36.867e12, rel=1e-4)
+    assert a10.timing.gemm_achievable_flops_per_s["bf16"] == pytest.approx(66.429e12, rel=1e-4)
+    # the A10's TF32 ceiling follows its bf16 ratio (gemm_ceiling): 62.5 x 66.429 / 125 = 33.214 TFLOP/s
+    assert gemm_ceiling(a10, 62.5e12, "matrix.tf32")[0] == pytest.approx(33.214e12, rel=1e-4)
+    # fp32 SGEMM, three fitted GPUs: T4 4.6 / 8.1 = 0.568 and A10 12.1 / 31.2 = 0.388 power-limited (4.6 / 70 W =
+    # 0.065714, 12.1 / 150 W = 0.080667 TFLOP/J); V100 13.5 / 15.7 = 0.85987 (>= 0.803) at full clock:
+    #   T4: min(70 x 0.080667 = 5.6467, 0.85987 x 8.1 = 6.965) = 5.6467 TFLOP/s
+    #   V100: min(300 x (0.065714 + 0.080667) / 2 = 21.957, no full-clock other: 0.803 x 15.7 = 12.607) = 12.607
+    #   A10: min(150 x 0.065714 = 9.857, 0.85987 x 31.2 = 26.828) = 9.857 TFLOP/s
+    assert t4.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(5.6467e12, rel=1e-4)
+    assert v100.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(12.607e12, rel=1e-3)
+    assert a10.timing.gemm_achievable_flops_per_s["fp32"] == pytest.approx(9.857e12, rel=1e-4)
     # the V100's fp16 entry (MAMF-derived, not fitted on its rows) stays
     assert v100.timing.gemm_achievable_flops_per_s["fp16"] == 100.4e12
     # nothing else of their [timing] moves (derived from the A100 fit, not fitted on their rows)
@@ -186,8 +191,10 @@ def test_rate_without_another_fitted_gpu_takes_the_generic_ratio(monkeypatch):
 
 def test_gpu_notes_list_the_rate_transfers():
     text = " ".join(holdout_notes("gpu"))
-    assert "t4-16gb-pcie fp16 31 -> 41.1 TFLOP/s" in text and "a10-24gb-pcie bf16 79 -> 59.6 TFLOP/s" in text
-    assert "v100-sxm2-32gb fp32 13.5 -> 7.5 TFLOP/s" in text
+    assert "t4-16gb-pcie fp16 31 -> 36.9 TFLOP/s (70 W / 1.9 pJ per FLOP" in text
+    assert "a10-24gb-pcie bf16 79 -> 66.4 TFLOP/s (150 W / 2.26 pJ per FLOP" in text
+    assert "v100-sxm2-32gb fp32 13.5 -> 12.6 TFLOP/s (0.803 x peak: the generic ratio" in text
+    assert "FLOP per joule" in text
 
 
 def test_gpu_holdout_reprices_rows_an_adapter_left_without_one():
@@ -212,3 +219,45 @@ def test_gpu_holdout_reprices_rows_an_adapter_left_without_one():
     assert rows[0].holdout == {"gpu": load_hardware("a100-80gb-sxm").timing.gemm_matrix_efficiency}
     assert rows[1].holdout == {} and rows[2].holdout == {"gpu": 7.0}
     assert load_hardware("h100-sxm").timing.gemm_matrix_efficiency != rows[0].holdout["gpu"]  # restored
+
+
+def test_held_out_rate_ignores_the_devices_own_fit():
+    # honesty: the T4's held-out fp16 rate comes from the A10's fit and the T4's datasheet (70 W, 65 TFLOP/s peak)
+    # only: its own fitted 31 TFLOP/s replaced by 50 leaves it at 70 W x 79e12 / 150 W = 36.867 TFLOP/s
+    from dataclasses import replace
+
+    t4 = load_hardware("t4-16gb-pcie")
+    own = dict(t4.timing.gemm_achievable_flops_per_s, fp16=50e12)
+    other = replace(t4, timing=replace(t4.timing, gemm_achievable_flops_per_s=own))
+    held = held_out_profile(other).timing.gemm_achievable_flops_per_s
+    assert held["fp16"] == held_out_profile(t4).timing.gemm_achievable_flops_per_s["fp16"]
+    assert held["fp16"] == pytest.approx(70 * 79e12 / 150, rel=1e-9)
+
+
+def test_without_board_power_the_full_clock_cap_holds():
+    # no board_power_w: no power term; T4 fp16: no other fit at full clock -> generic 0.80303 x 65 = 52.197 TFLOP/s;
+    # fp32: the V100's full-clock ratio 13.5 / 15.7 = 0.85987 x 8.1 = 6.965 TFLOP/s
+    from dataclasses import replace
+
+    t4 = replace(load_hardware("t4-16gb-pcie"), board_power_w=None)
+    held = held_out_profile(t4).timing.gemm_achievable_flops_per_s
+    assert held["fp16"] == pytest.approx(0.80303 * 65e12, rel=1e-4)
+    assert held["fp32"] == pytest.approx(13.5 / 15.7 * 8.1e12, rel=1e-9)
+
+
+def test_full_clock_fit_is_consistent_with_the_others_energy_per_flop():
+    # the V100's fp32 fit counts as full clock (0.86 >= 0.803 of peak), and its power agrees: 13.5 TFLOP/s at the
+    # T4's 70 / 4.6 = 15.217 pJ/FLOP draws 205.4 W, at the A10's 150 / 12.1 = 12.397 pJ/FLOP 167.4 W: both under
+    # its 300 W, so its rate is not set by power; the T4's and A10's fp16 fits (0.477, 0.632 < 0.803) are
+    # power-limited
+    v100 = load_hardware("v100-sxm2-32gb")
+    rate = v100.timing.gemm_achievable_flops_per_s["fp32"]
+    assert rate / holdout_rates.peak_of(v100, "fp32") >= generic_ratio("fp32", v100.name)
+    draws = [rate * o.board_power_w / o.timing.gemm_achievable_flops_per_s["fp32"]
+             for o in map(load_hardware, ("t4-16gb-pcie", "a10-24gb-pcie"))]
+    assert draws == [pytest.approx(205.43, rel=1e-4), pytest.approx(167.36, rel=1e-4)]
+    assert max(draws) < v100.board_power_w
+    for name, dtype in (("t4-16gb-pcie", "fp16"), ("a10-24gb-pcie", "bf16")):
+        hw = load_hardware(name)
+        ratio = hw.timing.gemm_achievable_flops_per_s[dtype] / holdout_rates.peak_of(hw, dtype)
+        assert ratio < generic_ratio("fp16", name)

@@ -220,6 +220,14 @@ def test_readme_section_regenerates_from_saved_json(tmp_path):
     out = replace_section(text, new)
     assert "OLD-SECTION" not in out and out.startswith("# x\n\n") and out.endswith("\n\n## after\n")
     assert "| d " in out and "wall time" not in out
+    # another saved run (an engine hold-out) joins a per-dataset table: rows d: plain |errors| 0.1, 0.3 -> median
+    # 20.0%; the engine run's held-out figures are the same rows (a row's hold-out defaults to its plain figure)
+    r2 = ValidationResult([_row(0.1), _row(-0.3)], ["d"], holdout="engine", wall_s=1.0)
+    other = tmp_path / "e.json"
+    other.write_text(r2.to_json())
+    both = section(None, from_json=path, also=[other])
+    assert "| dataset | n | median | p90 | leave-one-gpu-out median | leave-one-engine-out median |" in both
+    assert "--holdout engine" in both.splitlines()[1]
 
 
 def test_engine_holdout_leaves_profiles():

@@ -22,8 +22,10 @@ fitted GPU, :func:`held_out_profile` replaces its fitted constants by those tran
 
 A derived profile's [timing] / [collectives] came from another GPU's rows; the one kind of constant a derived profile
 fits on its own rows, a sustained matmul rate (``[timing.gemm_achievable_flops_per_s]`` entries that sources.timing
-cites as "<dtype> <rate> TFLOP/s, fitted": T4, A10, V100, on vision rows), is transferred as the median sustained /
-peak ratio of the other GPUs' fitted rates of that kind (:mod:`.holdout_rates`).  Rows whose adapter prices by
+cites as "<dtype> <rate> TFLOP/s, fitted": T4, A10, V100, on vision rows), is transferred from the other GPUs'
+fitted rates of that kind as the lower of the device's board power x their FLOP per joule of board power (those
+held below full clock by their power limit) and its datasheet peak x their full-clock sustained / peak ratio (those
+that were not; else the MAMF-table ratio) (:mod:`.holdout_rates`).  Rows whose adapter prices by
 profile name and sets no held-out figure (torch_gpu) are priced again with the name loading the held-out profile
 (:func:`gpu_holdout`).
 
@@ -169,9 +171,11 @@ def holdout_notes(kind: str | None) -> list[str]:
                 "(derived) profiles keep their [timing] / [collectives] (never fitted on their own rows)",
                 "with two fitted GPUs the transfer is the other GPU's constants: a check of how far one GPU's fit "
                 "carries to the next generation, not a refit",
-                "sustained matmul rates fitted on a GPU's own vision rows are transferred as the median sustained / "
-                "datasheet-peak ratio of the other GPUs' fitted rates of that kind (fp16 / bf16 tensor, fp32 "
-                "SGEMM): " + "; ".join(rate_notes()),
+                "sustained matmul rates fitted on a GPU's own vision rows are transferred from the other GPUs' "
+                "fitted rates of that kind (fp16 / bf16 tensor, fp32 SGEMM) as the lower of the device's board "
+                "power x the FLOP per joule of those held below full clock by their power limit (rate under "
+                "the generic MAMF-table ratio x peak) and its datasheet peak x the sustained / peak ratio of "
+                "those at full clock (else the generic ratio): " + "; ".join(rate_notes()),
                 "rows an adapter prices by profile name (torch_gpu) are priced again with that name loading the "
                 "held-out profile"]
     if kind == "engine":

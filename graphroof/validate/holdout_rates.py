@@ -4,10 +4,24 @@ A profile whose ``[timing]`` is derived from another GPU (``sources.timing`` sta
 one constant fitted on its own rows: a ``[timing.gemm_achievable_flops_per_s]`` entry that ``sources.timing`` cites
 as ``<dtype> <rate> TFLOP/s, fitted`` (the T4's power-limited fp16 tensor rate and CUDA-core fp32 rate, the A10's
 bf16 / fp16 rate, the V100's fp32 rate: each fitted on one vision_encoder.csv row of that GPU).  Under
-``--holdout gpu`` such an entry is replaced by the device's datasheet peak of that dtype times the median sustained
-/ peak ratio of the *other* GPUs' fitted entries of the same kind (fp16 and bf16 tensor rates are one kind: they run
-alike); where no other GPU has one, by the peak times the generic ratio of the entries not fitted on validation rows
-(the MAMF-table ratio the derived profiles apply, :func:`generic_ratio`).  Entries not cited as fitted (the
+``--holdout gpu`` such an entry is replaced by what the *other* GPUs' fitted entries of the same kind (fp16 and
+bf16 tensor rates are one kind: they run alike) say through two physical units, the lower of
+
+* the device's board power (``board_power_w``, datasheet) x the FLOP per joule of board power of the other GPUs
+  whose fitted rate is power-limited (rate / board power, median): a board at its power limit sustains what its
+  watts buy, so the clock it holds is set by energy per FLOP, not by a fraction of its boost-clock peak (T4 70 W:
+  2.26 pJ per fp16 tensor FLOP, A10 150 W: 1.90 pJ; both do 1,024 dense fp16 tensor FLOP per SM per clock, as
+  does the V100, so this is also energy per SM clock cycle);
+* the device's datasheet peak of that dtype x the full-clock ratio: the median sustained / peak ratio of the other
+  GPUs whose fitted rate ran at full clock, else the generic ratio of the entries not fitted on validation rows
+  (the MAMF-table ratio the derived profiles apply, :func:`generic_ratio`).
+
+An other GPU's fitted rate counts as power-limited when it is below the generic ratio x its peak (T4 fp16 0.477,
+T4 fp32 0.568, A10 bf16 0.632, A10 fp32 0.388 of peak, each under 0.803), as at full clock otherwise (V100 fp32
+0.86: SGEMM's 13.5 TFLOP/s at the T4's 15.2 or the A10's 12.4 pJ per FLOP draws 205 / 167 W of its 300 W).  The
+energy unit also covers GA102's fp32 peak, which counts the second FP32/INT32 datapath of each SM partition: a
+power-limited SGEMM rate is set by joules per FLOP, whichever lanes issue it.  Energy per FLOP differs by process
+node (T4 and V100 TSMC 12 nm, A10 Samsung 8 nm), which this does not model.  Entries not cited as fitted (the
 MAMF-table measurements and their derivations) stay.
 
 Each such rate was fitted on one row of one engine (:data:`RATE_FITS`); under ``--holdout engine`` that engine's
@@ -62,8 +76,9 @@ def fitted_rates(hw: HardwareProfile) -> dict[str, float]:
     return {d: table[d] for d in sorted(cited) if table.get(d)}
 
 
-def _ratios(exclude: str, kind: str, fitted: bool, engine: tuple[str, str] | None = None) -> list[float]:
-    """Sustained / peak ratios of the *kind* entries of every profile but *exclude*: those fitted on their own rows
+def _others(exclude: str, kind: str, fitted: bool,
+            engine: tuple[str, str] | None = None) -> list[tuple[HardwareProfile, float, float]]:
+    """(profile, rate, peak) of the *kind* entries of every profile but *exclude*: those fitted on their own rows
     (*fitted*; with *engine*, only those not fitted on that engine's rows) or those not."""
     out = []
     for o in list_profiles():
@@ -74,8 +89,13 @@ def _ratios(exclude: str, kind: str, fitted: bool, engine: tuple[str, str] | Non
             peak = peak_of(o, d)
             if rate_kind(d) == kind and (d in own) == fitted and peak and \
                     (engine is None or RATE_FITS.get((o.name, d)) != engine):
-                out.append(v / peak)
+                out.append((o, v, peak))
     return out
+
+
+def _ratios(exclude: str, kind: str, fitted: bool, engine: tuple[str, str] | None = None) -> list[float]:
+    """Sustained / peak ratios of :func:`_others`' entries."""
+    return [v / peak for _, v, peak in _others(exclude, kind, fitted, engine)]
 
 
 def generic_ratio(kind: str, exclude: str = "") -> float | None:
@@ -87,16 +107,36 @@ def generic_ratio(kind: str, exclude: str = "") -> float | None:
 
 def _held_rate(hw: HardwareProfile, dtype: str, engine: tuple[str, str] | None = None) -> tuple[float | None, str]:
     """(the held-out rate of *hw*'s fitted *dtype* entry, how it was found); *engine*: from the other GPUs' rates
-    not fitted on that engine's rows."""
+    not fitted on that engine's rows.
+
+    rate = min(board power x FLOP per joule, full-clock ratio x peak) (module doc): an other GPU's fitted rate
+    below the generic full-clock ratio x its peak is power-limited and gives a FLOP per joule of board power
+    (rate / board_power_w); one at or above it ran at its clock and gives a full-clock ratio (rate / peak).
+    Each is the median over the other GPUs that give one; the full-clock ratio is the generic ratio where none
+    does, and there is no power term where none gives a FLOP per joule (or *hw* has no board power)."""
     peak, kind = peak_of(hw, dtype), rate_kind(dtype)
     if not peak:
         return None, "no peak"
-    others = _ratios(hw.name, kind, True, engine)
-    if others:
-        r = statistics.median(others)
-        return r * peak, f"{r:.3f} x peak: median of {len(others)} other fitted GPU(s)"
-    g = generic_ratio(kind, hw.name)
-    return (g * peak, f"{g:.3f} x peak: the generic ratio, no other GPU's fit to transfer") if g else (None, "none")
+    generic = generic_ratio(kind, hw.name)
+    others = _others(hw.name, kind, True, engine)
+    at_clock = [v / p for _, v, p in others if generic is None or v / p >= generic]
+    per_joule = [v / o.board_power_w for o, v, p in others
+                 if generic is not None and v / p < generic and o.board_power_w]
+    if at_clock:
+        ratio, why = statistics.median(at_clock), f"median of {len(at_clock)} other fitted GPU(s) at full clock"
+    elif generic is not None:
+        ratio, why = generic, "the generic ratio" + ("" if others else ", no other GPU's fit to transfer")
+    else:
+        return None, "none"
+    cap = ratio * peak
+    if per_joule and hw.board_power_w:
+        flop_per_j = statistics.median(per_joule)
+        if hw.board_power_w * flop_per_j < cap:
+            return hw.board_power_w * flop_per_j, (
+                f"{hw.board_power_w:g} W / {1e12 / flop_per_j:.3g} pJ per FLOP: median of {len(per_joule)} other "
+                f"power-limited GPU(s); under the {ratio:.3f} x peak full-clock cap, {why}")
+    return cap, f"{ratio:.3f} x peak: {why}" + (
+        f"; the power term ({len(per_joule)} other power-limited GPU(s)) allows more" if per_joule else "")
 
 
 def achievable_held_out(hw: HardwareProfile, engine: tuple[str, str] | None = None) -> HardwareProfile:
