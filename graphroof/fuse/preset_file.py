@@ -35,6 +35,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     autocast = false                  # torch.autocast: a weight cast kernel before every GEMM / conv
     l2_activations = false            # kernels back to back: activations read from L2 when they fit (timing.l2)
     attention_kernel = "auto"         # auto | flash2 | flash3 | cudnn (graphroof.timing.attention)
+    norm_stream = "norm"              # norm | elementwise: the stream rate a norm kernel runs at (graphroof.timing.stream)
 
     [sources]                         # capability -> citation (strings)
 """
@@ -51,13 +52,15 @@ import tomllib
 from ..errors import InputError
 
 __all__ = ["read_preset_fields", "preset_fields", "ALLREDUCE", "WEIGHT_ONLY_GEMM", "DECODE_LAUNCH",
-           "ATTENTION_KERNELS"]
+           "ATTENTION_KERNELS", "NORM_STREAMS"]
 
 ALLREDUCE = ("nccl", "custom", "nvls")
 WEIGHT_ONLY_GEMM = ("fused_dequant", "tile_dequant", "dequant_then_gemm")
 DECODE_LAUNCH = ("kernel", "step")
 #: fused-attention kernel families (graphroof.timing.attention): auto = the device's native kernel
 ATTENTION_KERNELS = ("auto", "flash2", "flash3", "cudnn")
+#: the stream kind a norm kernel is priced as: ``norm`` (the profile's norm efficiency) | ``elementwise`` (one pass)
+NORM_STREAMS = ("norm", "elementwise")
 
 _MAX_BYTES = 256_000
 _TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
@@ -79,7 +82,8 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
                 "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),
                 "autocast": ("autocast", bool, None), "l2_activations": ("l2_activations", bool, None),
-                "attention_kernel": ("attention_kernel", str, ATTENTION_KERNELS)},
+                "attention_kernel": ("attention_kernel", str, ATTENTION_KERNELS),
+                "norm_stream": ("norm_stream", str, NORM_STREAMS)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
 

@@ -32,7 +32,7 @@ The fields (:class:`Runtime`):
   launches), the device runs the kernels, and a step takes about max(host, device).
   Without it (the default) every kernel adds its launch to the device time, as graphroof always did;
 * *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *moe_grouped_gemm*,
-  *attention_kernel*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
+  *attention_kernel*, *norm_stream*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
 * *autocast*: ``torch.autocast`` mixed precision in an eager framework: each GEMM / conv of the fp16 graph also
   runs the cast of its fp32 weight (priced in :func:`graphroof.roofline.evaluate`).
 
@@ -106,6 +106,10 @@ class Runtime:
     #: fused-attention kernel family: ``auto`` (the device's native kernel) | ``flash2`` | ``flash3`` | ``cudnn``
     #: (graphroof.timing.attention); an attention node's ``attention_kernel`` attribute overrides it
     attention_kernel: str = "auto"
+    #: the stream kind a norm kernel (RMSNorm / LayerNorm, residual add fused) is priced as: ``norm`` (the profile's
+    #: fitted norm rate) | ``elementwise`` (a one-pass kernel: each row read once, reduced on chip, scaled and
+    #: written, at the profile's elementwise rate; graphroof.timing.stream.priced_kind)
+    norm_stream: str = "norm"
     #: the host launches kernels asynchronously ahead of the device (a two-stage pipeline, see the docstring);
     #: False: each kernel's launch adds to its time (graphroof's model before presets had host overheads)
     overlap_launch: bool = False

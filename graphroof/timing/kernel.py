@@ -37,7 +37,7 @@ from .conv import conv_shape, conv_time, is_conv_key
 from .gemm_plan import gemm_kernel_time, gemm_plan
 from .l2 import l2_bytes_of, l2_read_cost
 from .profile import timing_of
-from .stream import stream_time
+from .stream import priced_kind, stream_time
 
 __all__ = ["KernelTime", "kernel_time", "stream_kind", "attention_kernel"]
 
@@ -153,7 +153,7 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
     if kind in ("vector", "pointwise", "reduction"):
         keys = node.attrs.get("op_keys") or (node.op,)
         sk = stream_kind(keys)
-        s = stream_time(cost.bytes, hw, sk)
+        s = stream_time(cost.bytes, hw, priced_kind(sk, runtime))
         tv = cost.vector_flops / (hw.peak("vector", dtype)[0] * hw.vector_efficiency) if cost.vector_flops else 0.0
         return KernelTime(max(s.t_s, tv + timing.stream_latency_s), launch, f"stream:{sk}")
     return KernelTime(_derated(cost, hw, tc, tm), launch, "roofline")

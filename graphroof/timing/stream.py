@@ -9,6 +9,11 @@ The fixed term makes the achieved bandwidth a saturation curve in the bytes move
 it at ``bytes = stream_latency_s * mem_bw * efficiency``.  The efficiency is per kernel kind because the kernels
 differ in how well they use the memory system (vectorised accesses, one pass or two over a row).
 
+A runtime preset may price its norm kernels as one-pass kernels (``[kernels].norm_stream = "elementwise"``,
+:func:`priced_kind`): each row is read once, reduced on chip, scaled and written, so the kernel moves its bytes at
+the profile's ``elementwise`` rate instead of the fitted ``norm`` rate (a kernel that reads the row again after
+the reduction).  The default keeps ``norm``.
+
 Launch: eager execution pays ``launch_overhead_s`` per kernel; under CUDA graphs the whole step is one replay
 costing ``graph_launch_overhead_s``, whatever the number of kernels.
 """
@@ -16,7 +21,7 @@ costing ``graph_launch_overhead_s``, whatever the number of kernels.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..hardware.params import STREAM_KINDS, KernelTiming
@@ -24,7 +29,7 @@ from ..hardware.params import STREAM_KINDS, KernelTiming
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
-__all__ = ["StreamTime", "stream_time", "stream_time_with", "launch_time", "host_pipeline"]
+__all__ = ["StreamTime", "stream_time", "stream_time_with", "launch_time", "host_pipeline", "priced_kind"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,14 @@ class StreamTime:
     kind: str
     mem_bw_efficiency: float    # the kind's sustained fraction of peak bandwidth (large kernels)
     achieved_bw_bytes_per_s: float  # bytes / t_s
+
+
+def priced_kind(kind: str, runtime: Any = None) -> str:
+    """The stream kind a kernel of *kind* is priced as under *runtime*: ``norm`` becomes the preset's
+    ``norm_stream`` (``elementwise``: a one-pass norm kernel); every other kind, and no runtime, is itself."""
+    if kind == "norm" and runtime is not None:
+        return str(getattr(runtime, "norm_stream", "norm") or "norm")
+    return kind
 
 
 def stream_time_with(nbytes: float, *, timing: KernelTiming, mem_bw_bytes_per_s: float,

@@ -28,6 +28,7 @@ from .moe import experts_in_step, group_m_tiles, per_expert_latency_s
 from .precision import gemm_ceiling, matmul_peak
 from .profile import timing_of
 from .quantgemm import dequant_then_gemm_bytes, dequant_time, scale_bytes
+from .stream import priced_kind
 
 __all__ = ["kernel_times", "gemm_times"]
 
@@ -176,7 +177,7 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
         out = attention_time(cost, _dims(node), hw, dtype, shared, attention_kernel(runtime)) * np.ones(mf.shape)
     elif kind in ("vector", "pointwise", "reduction"):
         sk = stream_kind(tuple(op_keys) if op_keys else ())
-        eff = timing.stream_efficiency(sk)
+        eff = timing.stream_efficiency(priced_kind(sk, runtime))
         s = np.where(nbytes != 0, nbytes / (hw.mem_bw_bytes_per_s * eff) + timing.stream_latency_s, 0.0)
         out = np.maximum(s, tv + timing.stream_latency_s)
     else:

@@ -10,7 +10,8 @@ device and pricing, many points per engine through ``Engine.price``).
   weights and KV cache with fp8 GEMMs (their FP8Linear quantizes each GEMM input and returns fp16: norms, context
   attention and all-reduces stay fp16, so no ``--activations fp8``), A100 fp16; runtime preset
   ``tensorrt-llm-v0.5`` (its fusion, gate and up projections as two GEMMs, no CUDA graphs, NCCL all-reduce,
-  per-head decode attention, 2 ms of runtime work per request; ``serving`` where that preset is absent).
+  per-head decode attention, one-pass fused residual + RMSNorm kernels, its fitted runtime time per request;
+  ``serving`` where that preset is absent).
   ``output_tokens_per_s_per_gpu`` = batch x output_len / e2e / TP; ``first_token_latency_ms`` = TTFT of batch 1
   (the whole generate call, one token).
 """
