@@ -187,7 +187,7 @@ def render_text(r):
 
 
 def test_default_link_from_the_profiles():
-    """H100 SXM [collectives]: 40 GB/s per NIC x 8 NICs = 320 GB/s, 10 us; the slower end and the larger latency of
+    """H100 SXM [collectives]: 40 GB/s per NIC x 8 NICs = 320 GB/s, 5.86 us (the A100 fit's network hop); the slower end and the larger latency of
     the two pools' devices; an override wins; a device with no inter-node figures and no override is an error."""
     from graphroof.hardware import adhoc_profile, load_hardware
     from graphroof.sweeps.kvlink import link_between
@@ -196,8 +196,8 @@ def test_default_link_from_the_profiles():
     c = h100.collectives
     link = link_between(h100, h100)
     assert link.bw_bytes_per_s == c.inter_bw_bytes_per_s_per_nic * c.nics_per_node == 320e9
-    assert link.latency_s == c.inter_hop_latency_s == 1e-5 and "h100-sxm" in link.source
-    assert link.seconds(320e6) == pytest.approx(1e-3 + 1e-5)
+    assert link.latency_s == c.inter_hop_latency_s == 5.86e-6 and "h100-sxm" in link.source
+    assert link.seconds(320e6) == pytest.approx(1e-3 + 5.86e-6)
     assert link_between(h100, h100, 1e9, 0.0).bw_bytes_per_s == 1e9
     bare = adhoc_profile(1e15, 3e12)  # two numbers only: no [collectives]
     with pytest.raises(InputError, match="kv_link_bw_bytes_per_s"):
