@@ -114,7 +114,7 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
     launch = timing.launch_overhead_s if (cost.flops or cost.bytes or cost.net_bytes) else 0.0
     if getattr(runtime, "l2_activations", False) and kind != "comm":  # back to back: reads from L2 (timing.l2)
         cost = l2_read_cost(cost, l2_bytes_of(hw)) if kind != "gemm" or _is_conv(node) else cost
-    if kind == "gemm" and any(is_conv_key(k) for k in (node.attrs.get("op_keys") or (node.op,))):
+    if kind == "gemm" and _is_conv(node):
         shape = conv_shape(node)
         if shape is not None:  # implicit GEMM with channel padding, or direct conv on the CUDA cores
             gd = dtype if dtype in hw.matrix_peak_flops_per_s or dtype == "fp32" else "fp16"
