@@ -117,8 +117,8 @@ PROTOCOLS: tuple[tuple[str, float, float, float], ...] = (
 
 #: NCCL's tuning model for a ring LL all-reduce (src/graph/tuning.cc, unchanged from 2.18 to 2.30): ``baseLat`` ring
 #: LL 6.6 us (a call's fixed device-side cost: kernel start, the first flag exchange) and ``hwLat`` NVLink ring LL
-#: 0.6 us per step.  What a call replayed inside a CUDA graph costs where no measurement fitted ``device_latency_s``
-#: / ``device_hop_latency_s`` (no host launch, the ranks start together: NCCL's model of the device part)
+#: 0.6 us per step: what a call replayed inside a CUDA graph costs (no host launch, the ranks start together:
+#: NCCL's model of the device part); the NVIDIA profiles carry them as ``device_latency_s`` / ``device_hop_latency_s``
 NCCL_RING_LL_BASE_LATENCY_S = 6.6e-6
 NCCL_NVLINK_LL_HOP_S = 0.6e-6
 
