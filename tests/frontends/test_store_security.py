@@ -191,16 +191,19 @@ def _outside_tree(tmp_path: Path) -> list[Path]:
 @pytest.mark.parametrize("walk", ["clear", "prune"])
 def test_clear_and_prune_never_leave_the_store(store, tmp_path, monkeypatch, walk):
     trace_store.store(_key(), "graph", 1)
+    # the real entry's level-1 folder comes from the per-user random key: pick the planted names around it
+    level = next(p for p in store.iterdir() if p.is_dir())
+    taken = {store_files.entry_dir((store / store_files.KEY_FILE).read_bytes(), _key(n))[0] for n in (0, 1)}
+    linked, planted = [n for n in ("ab", "ef", "a1", "e2", "c3", "d4") if n not in taken][:2]
     made = _outside_tree(tmp_path)
     out = tmp_path / "outside"
-    (store / "ab").symlink_to(out / "ab")                      # a linked level-1 folder
-    (store / "ef").mkdir(mode=0o700)
-    (store / "ef" / ("ef" + "3" * 38)).symlink_to(out / "cd" / ("cd" + "2" * 38))   # a linked entry folder
-    level = next(p for p in store.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "ef")
+    (store / linked).symlink_to(out / "ab")                    # a linked level-1 folder
+    (store / planted).mkdir(mode=0o700)
+    (store / planted / (planted + "3" * 38)).symlink_to(out / "cd" / ("cd" + "2" * 38))   # a linked entry folder
     (level / level.name).mkdir(mode=0o700)                     # not of the store's shape: left alone
     (level / level.name / "graph.json.z").write_bytes(b"not ours")
-    (store / "ef" / ("ef" + "4" * 38)).mkdir(mode=0o700)
-    (store / "ef" / ("ef" + "4" * 38) / "graph.pkl.z").symlink_to(out / "lone" / "graph.json.z")
+    (store / planted / (planted + "4" * 38)).mkdir(mode=0o700)
+    (store / planted / (planted + "4" * 38) / "graph.pkl.z").symlink_to(out / "lone" / "graph.json.z")
     if walk == "clear":
         trace_store.clear()
     else:
