@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,8 @@ from .clean import text as clean_text
 from .control import DEFAULT_LOOP_TRIPS, Trips, loop_trips, scan_trips
 from .guard import default_budget, run_guarded
 from .limits import check_inlined_size, warn_huge_tensors
+from .naming import is_kv_name, node_label, op_key, own_scope, path_scope, scope_of, weight_scope
+from .read import check_versions, read_model
 from .shapes import (
     NeedsSymbolic,
     TypeTable,
@@ -55,8 +56,6 @@ from .shapes import (
 
 __all__ = ["load_onnx", "op_key", "scope_of", "is_kv_name"]
 
-_KV_RE = re.compile(r"past|present|key_cache|value_cache|kv_cache|cache_k|cache_v|key_values", re.I)
-_NOT_KV_RE = re.compile(r"length|position|seqlen|seq_len|mask|step|index|indices", re.I)
 _SKIP_ATTR = {AttributeProto.GRAPH, AttributeProto.GRAPHS, AttributeProto.TENSOR, AttributeProto.TENSORS,
               AttributeProto.SPARSE_TENSOR, AttributeProto.SPARSE_TENSORS, AttributeProto.TYPE_PROTO,
               AttributeProto.TYPE_PROTOS}
@@ -79,143 +78,6 @@ _BOUNDED = {"NonZero", "Unique", "Compress", "Slice"}
 _MAX_NESTING = 32
 #: Ops whose output aliases their first input (no copy): the output keeps the input's role.
 _ALIAS = {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}
-
-
-def is_kv_name(name: str) -> bool:
-    """True for tensor names of a KV cache (``past_key_values.3.value``, ``present.0.key``, ``cache_k``)."""
-    return bool(_KV_RE.search(name)) and not _NOT_KV_RE.search(name)
-
-
-def op_key(node: onnx.NodeProto) -> str:
-    """``onnx.MatMul`` for the default domain, ``com.microsoft.GroupQueryAttention`` for others."""
-    dom = node.domain
-    return f"onnx.{node.op_type}" if dom in ("", "ai.onnx") else f"{dom}.{node.op_type}"
-
-
-def _own_scope(node: onnx.NodeProto) -> str | None:
-    """The module path *node* states (``""``: the root module), or ``None`` when it states nothing."""
-    meta = {p.key: p.value for p in node.metadata_props} if node.metadata_props else {}
-    scopes = meta.get("pkg.torch.onnx.name_scopes")
-    if scopes:
-        try:
-            parts = ast.literal_eval(scopes)
-            if isinstance(parts, list):  # [..., module path, op name]; "_empty_nn_module_stack..." = none
-                mod = str(parts[-2]) if len(parts) >= 2 else ""
-                return None if mod.startswith("_") else mod
-        except (ValueError, SyntaxError):
-            pass
-    ns = meta.get("namespace")
-    if ns:  # ": pkg.Model/layers.0: pkg.Block/layers.0.fc1: torch.nn.Linear/linear: aten.linear.default"
-        mods = [seg.split(":")[0].strip() for seg in ns.split("/")]
-        mods = [m for m in mods[:-1] if m]
-        return mods[-1] if mods else ""
-    parts = [p for p in node.name.split("/") if p]
-    if node.name.startswith("/") or len(parts) > 1:  # "/model/layers.0/mlp/up_proj/MatMul", "/Relu"
-        return ".".join(parts[:-1])
-    return None
-
-
-def scope_of(node: onnx.NodeProto) -> str:
-    """The module path of *node* from exporter metadata or its name (``""`` when neither says)."""
-    return _own_scope(node) or ""
-
-
-_WEIGHT_SUFFIX = re.compile(r"\.(weight|bias|scale|scales|zero_points?|qweight|g_idx|[A-Za-z]*_(weight|bias))$")
-
-
-def _weight_scope(name: str) -> str:
-    """``model.layers.0.mlp.up_proj.weight`` -> ``model.layers.0.mlp.up_proj``; other names -> ``""``."""
-    if "." not in name or "/" in name or not _WEIGHT_SUFFIX.search(name):
-        return ""
-    return name.rsplit(".", 1)[0]
-
-
-_GENERIC_NODE = re.compile(r"^(n|node_?)?\d+$")
-_OUTPUT_SUFFIX = re.compile(r"_output_\d+$")
-_OPAQUE_TENSOR = re.compile(r"^(onnx::.*|[A-Za-z_]*[.:_]?\d+)$")
-
-
-def _path_scope(tensor: str) -> str | None:
-    """``/model/layers.0/mlp/up_proj/MatMul_output_0`` -> ``model.layers.0.mlp.up_proj`` (a tensor named after the
-    node that made it, as torch's exporter names them); other names -> ``None``."""
-    parts = [p for p in tensor.split("/") if p]
-    if not tensor.startswith("/") or len(parts) < 2:
-        return None
-    return ".".join(parts[:-1])
-
-
-def node_label(node: onnx.NodeProto, index: int, weight_scope: str = "") -> str:
-    """The op's name in the graph and the reports: the node's own name; for an unnamed node (or an exporter's
-    generic ``n143``) the name of the tensor it makes when that says where it is
-    (``model/layers.0/mlp/up_proj/MatMul``), else ``<module of its weight>/<op type>``
-    (``layer1.0.conv1/Conv``), else ``<output tensor>/<op type>``, else ``<op type>_<index>``."""
-    if node.name and not _GENERIC_NODE.match(node.name):
-        return node.name
-    out = next((o for o in node.output if o), "")
-    if _path_scope(out) is not None:
-        return _OUTPUT_SUFFIX.sub("", out.lstrip("/"))
-    if weight_scope:
-        return f"{weight_scope}/{node.op_type}"
-    if out and not _OPAQUE_TENSOR.match(out):
-        return f"{out}/{node.op_type}"
-    return node.name or f"{node.op_type}_{index}"
-
-
-# -- reading the file ---------------------------------------------------------------------------------------
-
-def _read_model(path: Path) -> onnx.ModelProto:
-    if path.is_dir():
-        raise InputError(f"{path} is a directory, not an ONNX file; pass the .onnx file inside it")
-    if not path.is_file():
-        raise InputError(f"model file {str(path)!r} not found; check the path")
-    try:
-        with path.open("rb") as f:
-            head = f.read(4096)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
-    if not head:
-        raise FrontendError(f"{path} is empty (0 bytes); re-export or re-download the model")
-    if head.startswith(b"version https://git-lfs"):
-        raise FrontendError(f"{path} is a Git LFS pointer, not the model; fetch it with `git lfs pull`")
-    if _looks_like_text(head):
-        raise FrontendError(f"{path} is a text file, not a binary ONNX model (protobuf); export the model with "
-                            "torch.onnx.export or onnx.save")
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as e:  # google.protobuf DecodeError, RuntimeError from the C++ parser
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise FrontendError(f"{path} is not a readable ONNX model (truncated or not an ONNX protobuf: {msg}); "
-                            "re-export or re-download it") from None
-    if model.ir_version == 0 or not model.HasField("graph") or not model.opset_import:
-        raise FrontendError(f"{path} is not a complete ONNX model (no ir_version, graph or opset_import: truncated "
-                            "or another protobuf); re-export or re-download it")
-    return model
-
-
-def _looks_like_text(head: bytes) -> bool:
-    """True when the first bytes are printable UTF-8 (a binary protobuf has control bytes early on)."""
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 3:  # only a multi-byte character cut at the end of the chunk is allowed
-            return False
-        text = head[:e.start].decode("utf-8")
-    return all(c.isprintable() or c in "\n\r\t" for c in text)
-
-
-def _check_versions(model: onnx.ModelProto, path: Path) -> int:
-    known = onnx.defs.onnx_opset_version()
-    opset = 0
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            opset = imp.version
-    if opset > known:
-        raise FrontendError(f"{path} uses ONNX opset {opset}, newer than the installed onnx {onnx.__version__} knows "
-                            f"(up to {known}); upgrade it: pip install -U onnx")
-    if model.ir_version > onnx.IR_VERSION:
-        raise FrontendError(f"{path} has ONNX IR version {model.ir_version}, newer than the installed onnx "
-                            f"{onnx.__version__} reads (up to {onnx.IR_VERSION}); upgrade it: pip install -U onnx")
-    return opset
 
 
 # -- building the graph -------------------------------------------------------------------------------------
@@ -370,12 +232,12 @@ class _Builder:
         # a weight read by one node names its module; a shared one (tied, or deduplicated by an optimizer) does not
         own: list[str | None] = []
         for n in g.node:
-            sc = _own_scope(n)
+            sc = own_scope(n)
             if sc is None:
-                sc = next((_weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT and uses[x] == 1
-                           and _weight_scope(x)), None)
+                sc = next((weight_scope(x) for x in n.input if self.roles.get(x) is Role.WEIGHT and uses[x] == 1
+                           and weight_scope(x)), None)
             if sc is None:  # an unnamed node: the path its output tensor is named after
-                sc = next((ps for o in n.output if o and (ps := _path_scope(o)) is not None), None)
+                sc = next((ps for o in n.output if o and (ps := path_scope(o)) is not None), None)
             own.append(sc)
         if all(sc is not None for sc in own) or not any(own):
             return [sc or "" for sc in own]
@@ -483,7 +345,7 @@ class _Builder:
         scopes = self.scopes(g) if sub_scope is None else None
         for i, node in enumerate(g.node):
             local = node_label(node, i, next((ws for x in node.input if self.roles.get(x) is Role.WEIGHT
-                                              and (ws := _weight_scope(x))), ""))
+                                              and (ws := weight_scope(x))), ""))
             name = self.unique(prefix + local)
             key = op_key(node)
             scope = sub_scope if scopes is None else scopes[i]
@@ -623,9 +485,9 @@ def load_onnx(path: str | Path, *, dims: Mapping[str, int] | None = None,
     path = Path(path).expanduser()
     if loop_trips is not None and (isinstance(loop_trips, bool) or not isinstance(loop_trips, int) or loop_trips < 0):
         raise InputError(f"--loop-trips must be an integer >= 0, got {loop_trips!r}")
-    model = _read_model(path)
+    model = read_model(path)
     clean_names(model)
-    opset = _check_versions(model, path)
+    opset = check_versions(model, path)
     precheck(model)
     check_inlined_size(model, path.name)
     from .batch import check_dim_names, check_rebatched, dim_names, rebatch
