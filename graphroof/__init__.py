@@ -70,7 +70,7 @@ def __dir__() -> list[str]:
 #: the results a notebook shows as their HTML report (module, class), registered by name: nothing is imported
 NOTEBOOK_RESULTS = (("graphroof.analysis", "Analysis"), ("graphroof.llm.result", "LLMEstimate"),
                     ("graphroof.sweeps.points", "SweepResult"), ("graphroof.sweeps.batch", "BatchSweep"),
-                    ("graphroof.analysis", "DeviceComparison"), ("graphroof.serving.result", "ServeResult"))
+                    ("graphroof.comparison", "DeviceComparison"), ("graphroof.serving.result", "ServeResult"))
 
 
 def notebook_html(result: object) -> str:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .analysis import Analysis, DeviceComparison, compare_devices
+from .analysis import Analysis
+from .comparison import DeviceComparison, compare_devices
 from .counters import count
 from .counters.registry import Rule
 from .counters.settings import CountSettings

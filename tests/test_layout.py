@@ -18,7 +18,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "graphroof"
 
 #: What the top level of graphroof/ may hold (the pipeline; everything else lives in a sub-package).
-TOP_LEVEL = {"__init__", "__main__", "_version", "_lazy", "graph", "hardware", "roofline", "layers", "memory", "analysis", "api",
+TOP_LEVEL = {"__init__", "__main__", "_version", "_lazy", "graph", "hardware", "roofline", "layers", "memory", "analysis", "comparison", "api",
              "units", "dtypes", "errors", "safe_read", "options", "scopes"}  # safe_read: bounded file reads, a leaf like units / errors
 
 
@@ -82,6 +82,7 @@ LEVELS: tuple[tuple[str, ...], ...] = (
     ("roofline",),    # bounds per op / kernel
     ("layers", "memory"),  # the layer rollup; a graph's parameters, activation peak and device fit
     ("analysis",),    # one graph on one device: the Analysis result
+    ("comparison",),  # one graph on several devices: the DeviceComparison result
     ("advice",),      # next steps of a result (fit, fusion), computed by the engines, stored on the results
     ("frontends",),   # model -> OpGraph (torch, onnx, hf, op tables, the trace store)
     ("api",),         # the single-model pipeline: analyze / capture / compare (frontend -> ... -> Analysis)

@@ -56,7 +56,7 @@ def _kind(result: Any) -> str:
         return "serve"
     if hasattr(result, "results") and hasattr(result, "rows"):  # graphroof.serving.compare.ServeComparison
         return "serve_comparison"
-    if hasattr(result, "rows") and hasattr(result, "analyses"):  # graphroof.analysis.DeviceComparison
+    if hasattr(result, "rows") and hasattr(result, "analyses"):  # graphroof.comparison.DeviceComparison
         return "compare"
     if hasattr(result, "configs") and hasattr(result, "quant"):  # graphroof.llm.result.LLMEstimate
         return "llm"

@@ -160,7 +160,7 @@ def _speedup(key: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda r: "-" if r[key] is None else f"{r[key]:.2f}x"
 
 
-#: One device per row of a device comparison (:class:`graphroof.analysis.DeviceComparison`).
+#: One device per row of a device comparison (:class:`graphroof.comparison.DeviceComparison`).
 COMPARE_COLUMNS: tuple[Column, ...] = (
     col("hardware", "hardware", sort=False),
     col("time", "time_s", fmt_time),

@@ -1,8 +1,8 @@
-"""``graphroof compare``: one model on several devices (:class:`graphroof.analysis.DeviceComparison`) as a table."""
+"""``graphroof compare``: one model on several devices (:class:`graphroof.comparison.DeviceComparison`) as a table."""
 
 from __future__ import annotations
 
-from ..analysis import DeviceComparison
+from ..comparison import DeviceComparison
 from ..errors import ReportError
 from ..units import fmt_bytes, fmt_flops
 from .columns import COMPARE_COLUMNS, Column, table

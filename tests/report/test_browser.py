@@ -78,7 +78,7 @@ def test_malicious_names_do_not_run(browser, round_hw, tmp_path):
 
 
 def test_compare_page_loads_and_sorts(browser, round_hw, tmp_path):
-    from graphroof.analysis import compare_devices
+    from graphroof.comparison import compare_devices
     from graphroof.report import write_output
     from graphroof.report.compare import render_compare
 
@@ -114,8 +114,8 @@ def test_zoo_reports_label_points_without_overlap(browser, tmp_path, model, expe
     the screenshots are kept under docs/ (docs/screenshots/analyze-MODEL.png)."""
     import warnings
 
-    from graphroof.analysis import compare_devices
     from graphroof.api import analyze_on_profiles
+    from graphroof.comparison import compare_devices
     from graphroof.hardware import load_hardware
     from graphroof.report import render, write_output
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from graphroof.analysis import compare_devices
 from graphroof.api import count_graph
+from graphroof.comparison import compare_devices
 from graphroof.graph import OpGraph, OpNode, Role, TensorSpec
 from graphroof.hardware import HardwareProfile
 from graphroof.memory import add_device_fit

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import graphroof
-from graphroof.analysis import compare_devices
+from graphroof.comparison import compare_devices
 from graphroof.errors import ReportError
 from graphroof.llm import estimate
 from graphroof.report import render, render_text

@@ -6,12 +6,9 @@ from __future__ import annotations
 import functools
 import types
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from .fold import Recording
 
 __all__ = ["MIN_GROUP", "INDEX_ATTRS", "PRIMITIVE", "Member", "Group", "block_signature", "fold_groups"]
 
@@ -110,8 +107,8 @@ class Group:
     def __init__(self, container: str):
         self.container = container
         self.members: list[Member] = []
-        self.first: Recording | None = None     # the first member traced
-        self.template: Recording | None = None  # the second: replicated from
+        self.first: Any = None      # the first member traced (a fold.Recording)
+        self.template: Any = None   # the second, replicated from (a fold.Recording)
         self.failed = ""                        # why the group does not fold
         self.replicated = 0
         self.traced = 0
