@@ -106,7 +106,8 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
         if runtime is not None and runtime.aten_ops:  # an op PyTorch runs as several kernels (timing.host)
             from .timing.profile import timing_of
 
-            t_real += extra_kernels_device_s(runtime, node, cost, timing_of(hw).stream_latency_s)
+            t_real += extra_kernels_device_s(runtime, node, cost, timing_of(hw).stream_latency_s,
+                                             hw.mem_bw_bytes_per_s * timing_of(hw).stream_efficiency("elementwise"))
     cast = bool(runtime is not None and runtime.autocast and cost.matrix_flops and cost.weight_bytes)
     if cast:
         t_real, launch = _with_weight_cast(cost, hw, node, t_real, launch)

@@ -33,7 +33,8 @@ def test_every_fitted_preset_constant_is_held_out():
     # each declared engine is named in the preset's [sources] (the rows the fit used)
     words = {"TensorRT-LLM": "rows 17, 21, 23", "FasterTransformer TF custom op": "TF-op row",
              "Paddle Inference + TensorRT": "row Paddle Inference + TensorRT",
-             "PyTorch TorchScript": "TorchScript rows", "PyTorch 2.11": "h100_session/models.csv"}
+             "PyTorch TorchScript": "TorchScript rows", "PyTorch 2.11": "h100_session/models.csv",
+             "TensorFlow + XLA": "row TensorFlow + XLA"}
     for f in ENGINE_FITS:
         assert all(hasattr(RUNTIMES[f.preset], k) for k in f.held_out), f.preset
         text = " ".join(RUNTIMES[f.preset].sources.get(k, "") for k in f.held_out)

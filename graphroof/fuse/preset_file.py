@@ -36,6 +36,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     l2_activations = false            # kernels back to back: activations read from L2 when they fit (timing.l2)
     attention_kernel = "auto"         # auto | flash2 | flash3 | cudnn (graphroof.timing.attention)
     norm_stream = "norm"              # norm | elementwise: the stream rate a norm kernel runs at (graphroof.timing.stream)
+    weight_only_group = 128           # weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm)
 
     [sources]                         # capability -> citation (strings)
 """
@@ -83,7 +84,8 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),
                 "autocast": ("autocast", bool, None), "l2_activations": ("l2_activations", bool, None),
                 "attention_kernel": ("attention_kernel", str, ATTENTION_KERNELS),
-                "norm_stream": ("norm_stream", str, NORM_STREAMS)},
+                "norm_stream": ("norm_stream", str, NORM_STREAMS),
+                "weight_only_group": ("weight_only_group_size", int, None)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
 
@@ -139,6 +141,8 @@ def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1:
                     raise bad(f"[{table}].{k} must be a number of seconds in [0, 1], got {v!r}")
                 v = float(v)
+            if typ is int and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65536):
+                raise bad(f"[{table}].{k} must be a whole number in [1, 65536], got {v!r}")
             if typ is str and (not isinstance(v, str) or (allowed and v not in allowed)):
                 raise bad(f"[{table}].{k} must be one of {', '.join(allowed or ())}, got {v!r}")
             kw[attr] = v

@@ -115,6 +115,8 @@ class Runtime:
     overlap_launch: bool = False
     #: fp8 GEMM kernels (on devices with fp8 tensor cores)
     fp8_gemm: bool = False
+    #: weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm); None: its DEFAULT_GROUP (128)
+    weight_only_group_size: int | None = None
     #: torch.autocast mixed precision: every GEMM / conv first casts its fp32 weight to the compute dtype, one more
     #: kernel (4 B read + 2 B written per weight, i.e. 3x the fp16 weight bytes) and one more launch per GEMM
     autocast: bool = False

@@ -27,9 +27,17 @@ implementations (``[launch] aten_ops = true``), two ops launch more than one ker
   them library calls.
 
 Each launch beyond the first is a kernel of its own on the device too, eager or replayed from a CUDA graph: it
-adds at least the profile's ``stream_latency_s`` (a kernel's fixed time) to the device time
-(:func:`extra_kernels_device_s`; their bytes are tiny for the batch norm, and the attention's score traffic is
-already in its byte model).
+adds the profile's ``stream_latency_s`` (a kernel's fixed time) to the device time, and, given the elementwise
+bandwidth, its own bytes (:func:`extra_kernels_device_s`).  The batch norm's extra kernels move a few bytes per
+channel (none counted).  The naive attention's byte model holds the two batched GEMMs and the softmax (``S``
+written, read, ``P`` written, read); its other kernels each stream a tensor once more (:func:`eager_attention_bytes`)::
+
+    extra_bytes = 2 (q + k + v + o)      the four layout copies (read + write each)
+                + 2 S                    the scaling of the scores (``scores / sqrt(d)``: read + write)
+                + 2 S                    the mask add, when the op has a mask (read + write; the mask read is in
+                                         the attention's own bytes)
+
+with ``S = B H L S_kv`` score elements in the query's dtype (the whole square: the unfused path materialises it).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from ..dtypes import dtype_bits
 from ..fuse.classify import kernel_kind
 from ..graph import OpNode, Role
 
-__all__ = ["eager_dispatches", "extra_kernels_device_s", "host_dispatch_s", "LIBRARY_KINDS"]
+__all__ = ["eager_attention_bytes", "eager_dispatches", "extra_kernels_device_s", "host_dispatch_s", "LIBRARY_KINDS"]
 
 #: kernel kinds whose kernel comes from a vendor library call (cuBLAS / cuDNN / fused attention)
 LIBRARY_KINDS = ("gemm", "attention")
@@ -105,9 +113,29 @@ def host_dispatch_s(runtime: Any, launch_overhead_s: float, node: OpNode | None,
             + lib * getattr(runtime, "host_overhead_per_library_call_s", 0.0))
 
 
-def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_latency_s: float) -> float:
+def eager_attention_bytes(node: OpNode, cost: Any) -> float:
+    """Bytes the kernels of an eager naive attention move beyond its byte model (module doc): 0 unless *node* is
+    an attention kernel that writes its scores."""
+    if kernel_kind(node, cost) != "attention" or not _writes_scores(node, cost):
+        return 0.0
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    if q is None or k is None or v is None or q.rank < 2 or k.rank < 2:
+        return 0.0
+    o = node.outputs[0] if node.outputs and node.outputs[0] is not None else q
+    scores = q.nbytes / int(q.shape[-1]) * int(k.shape[-2])         # B H L S_kv elements, the query's dtype
+    mask = len(node.inputs) > 3 and node.inputs[3] is not None
+    return 2.0 * (q.nbytes + k.nbytes + v.nbytes + o.nbytes) + 2.0 * scores * (1 + int(mask))
+
+
+def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_latency_s: float,
+                           elementwise_bw_bytes_per_s: float = 0.0) -> float:
     """Device time of the kernels beyond the first that *runtime*'s implementation of one graphroof kernel
-    launches (``aten_ops``: module doc): ``(n_launch - 1) * stream_latency_s``."""
+    launches (``aten_ops``: module doc): ``(n_launch - 1) * stream_latency_s``, plus their bytes
+    (:func:`eager_attention_bytes`) at *elementwise_bw_bytes_per_s* (the profile's sustained elementwise
+    bandwidth) when given."""
     if node is None or not getattr(runtime, "aten_ops", False):
         return 0.0
-    return (eager_dispatches(node, cost, True, bool(getattr(runtime, "autocast", False)))[0] - 1) * stream_latency_s
+    t_s = (eager_dispatches(node, cost, True, bool(getattr(runtime, "autocast", False)))[0] - 1) * stream_latency_s
+    if elementwise_bw_bytes_per_s > 0:
+        t_s += eager_attention_bytes(node, cost) / elementwise_bw_bytes_per_s
+    return t_s

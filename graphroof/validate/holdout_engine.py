@@ -50,6 +50,10 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
               "host_overhead_per_kernel_s 8.5 us was fitted on the FT TF-op row V100 fp16 batch 1 seq 32; the same "
               "one-row fit on the FT PyTorch-op row beside it (bert_guide.md#L1554, 1.31 ms): 1.31 ms / 84 kernels "
               "= 15.6 us, less the V100's 5 us launch overhead = 10.6 us"),
+    EngineFit("vision", "TensorFlow + XLA", "tf-xla", {"host_overhead_per_kernel_s": 8.5e-6},
+              "host_overhead_per_kernel_s 19.7 us was fitted on the TF + XLA row V100 fp32 batch 1 seq 32; the "
+              "host time per kernel fitted on another engine's row of the same TensorFlow runtime and host, the FT "
+              "TF-op row V100 fp16 batch 1 seq 32 (the fastertransformer preset's 8.5 us)"),
     EngineFit("vision", "Paddle Inference + TensorRT", "paddle-tensorrt", {"call_overhead_s": 0.0},
               "call_overhead_s 390 us was fitted on the Paddle + TensorRT row ResNet-50 fp16 batch 1 on A30; no other "
               "engine's rows fit a per-call host time: the preset's unfitted default, none"),

@@ -1,0 +1,120 @@
+"""Host and eager-kernel physics of the FasterTransformer-docs BERT rows (graphroof.validate.vision,
+graphroof.timing.host): the host CPU each GPU ran on, the TF + XLA host cost per kernel, and the bytes of an eager
+naive attention's extra kernels, each checked by hand."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+
+import pytest
+
+from graphroof.counters import count
+from graphroof.counters.settings import CountSettings
+from graphroof.fuse import get_runtime
+from graphroof.graph import COST, OpGraph, OpNode, TensorSpec
+from graphroof.timing.host import eager_attention_bytes, extra_kernels_device_s
+from graphroof.validate.data import DATA_DIR
+from graphroof.validate.vision import FT_HOSTS, _host_factor, _host_runtime
+
+
+def _sdpa(mask: bool) -> tuple[OpGraph, OpNode]:
+    """One fp16 attention, batch 1, 12 heads, 128 queries x 128 keys of dim 64, scores written (naive)."""
+    q = TensorSpec((1, 12, 128, 64), "fp16")
+    ins = (q, q, q) + ((TensorSpec((1, 1, 128, 128), "fp16"),) if mask else ())
+    g = OpGraph("t")
+    node = OpNode("sdpa", "aten.scaled_dot_product_attention", inputs=ins, outputs=(q,), scope="sdpa")
+    g.add_op(node)
+    count(g, settings=CountSettings(attention="naive"))
+    return g, node
+
+
+def test_eager_attention_bytes_by_hand():
+    # Q, K, V, O: 1 x 12 x 128 x 64 x 2 B = 196,608 B each; the four layout copies read + write each:
+    # 2 x 4 x 196,608 = 1,572,864 B.  Scores: 1 x 12 x 128 x 128 x 2 B = 393,216 B; the scaling reads + writes
+    # them: 786,432 B.  Total 2,359,296 B; with a mask, its add reads + writes them once more: 3,145,728 B
+    g, node = _sdpa(False)
+    assert eager_attention_bytes(node, g.get("sdpa", COST)) == 2_359_296
+    g, node = _sdpa(True)
+    assert eager_attention_bytes(node, g.get("sdpa", COST)) == 3_145_728
+    # a flash kernel (scores on chip) launches nothing more
+    g, node = _sdpa(False)
+    count(g, settings=CountSettings(attention="flash"))
+    assert eager_attention_bytes(node, g.get("sdpa", COST)) == 0.0
+
+
+def test_extra_kernels_stream_their_bytes():
+    # 7 extra kernels x 1 us latency + 2,359,296 B at 1e12 B/s (2.359296 us) = 9.359296 us; without a bandwidth
+    # the latency alone (the old form), and nothing under a runtime that is not PyTorch's ATen ops
+    g, node = _sdpa(False)
+    cost = g.get("sdpa", COST)
+    rt = get_runtime("pytorch-eager")
+    assert extra_kernels_device_s(rt, node, cost, 1e-6, 1e12) == pytest.approx(9.359296e-6)
+    assert extra_kernels_device_s(rt, node, cost, 1e-6) == pytest.approx(7e-6)
+    assert extra_kernels_device_s(get_runtime("eager"), node, cost, 1e-6, 1e12) == 0.0
+
+
+def test_host_factors_are_the_torchscript_batch1_seq32_fits():
+    # mean of each host's two batch-1 seq-32 TorchScript rows (fp32, fp16) over the V100 DGX-1 host's:
+    # T4 (11.51 + 11.04) / 2 = 11.275 ms, A10 (3.98 + 4.20) / 2 = 4.09 ms, V100 (6.91 + 6.66) / 2 = 6.785 ms:
+    # 11.275 / 6.785 = 1.6618, 4.09 / 6.785 = 0.6028
+    with open(DATA_DIR / "vision_encoder.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if "TorchScript" in r["framework"] and r["batch_size"] == "1"
+                and r["seq_len"] == "32"]
+    mean = {p: statistics.mean(float(r["latency_avg_ms"]) for r in rows if r["graphroof_hw"] == p)
+            for p in FT_HOSTS}
+    assert mean["v100-sxm2-32gb"] == pytest.approx(6.785)
+    for p, (_, factor) in FT_HOSTS.items():
+        assert factor == pytest.approx(mean[p] / mean["v100-sxm2-32gb"], abs=0.0005), p
+
+
+def test_host_factor_applies_to_every_ft_docs_row_of_that_host():
+    assert _host_factor("FT_BERT_PYTORCH", "t4-16gb-pcie") == 1.662
+    assert _host_factor("FT_BERT_TENSORFLOW", "t4-16gb-pcie") == 1.662  # TF + XLA and FT's TF op on the same host
+    assert _host_factor("FT_BERT_PYTORCH", "a10-24gb-pcie") == 0.603
+    assert _host_factor("FT_BERT_PYTORCH", "v100-sxm2-32gb") == 1.0    # the reference host
+    assert _host_factor("TRT_DEMO_BERT", "t4-16gb-pcie") == 1.0        # the source names no host
+
+
+def test_host_runtime_scales_the_whole_dispatch():
+    # pytorch-eager on the T4's host (factor 1.662, launch 5 us): per kernel 1.662 x (5 + 11.75) - 5 = 22.8385 us,
+    # per library call 1.662 x 28.5 = 47.367 us.  The encoder's 237 launches / 97 library calls:
+    # 237 x 27.8385 + 97 x 47.367 = 6597.72 + 4594.60 = 11192.32 us = 1.662 x 6734.25 us (the T4 rows: 11.275 ms)
+    rt = _host_runtime("pytorch-eager", 1.662, 5e-6)
+    assert rt.host_overhead_per_kernel_s == pytest.approx(22.8385e-6)
+    assert rt.host_overhead_per_library_call_s == pytest.approx(47.367e-6)
+    host_s = 237 * (5e-6 + rt.host_overhead_per_kernel_s) + 97 * rt.host_overhead_per_library_call_s
+    assert host_s == pytest.approx(11192.32e-6)
+    # nothing to scale: factor 1, or a preset without a host stage
+    assert _host_runtime("pytorch-eager", 1.0, 5e-6) == "pytorch-eager"
+    assert _host_runtime("compiled", 1.662, 5e-6) == "compiled"
+
+
+def test_tf_xla_host_cost_is_its_v100_fit():
+    # V100 fp32 batch 1 seq 32 (bert_guide.md#L1262): 2.84 ms over the encoder's 115 XLA kernels = 24.70 us,
+    # less the V100's 5 us launch = 19.70 us per kernel; the preset overlaps host and device
+    rt = get_runtime("tf-xla")
+    assert rt.overlap_launch and rt.fuse_vector_chains
+    assert rt.host_overhead_per_kernel_s == pytest.approx(2.84e-3 / 115 - 5e-6, abs=0.01e-6)
+
+
+def test_ft_encoder_attention_reads_its_mask():
+    # FT's benchmarks add a [b, 1, s, s] mask in every layer: the attention kernel reads it (batch 1, 128 x 128
+    # fp16: 32,768 B), adds it to each score, and under PyTorch eager that add is one more launch: 9 launches, 2 of
+    # them library calls: 9 x (5 + 11.75) + 2 x 28.5 = 150.75 + 57 = 207.75 us of host (8 launches: 191 us)
+    from graphroof.fuse import fuse
+    from graphroof.timing.host import host_dispatch_s
+    from graphroof.validate.torchgpu import attention_graph
+    from graphroof.validate.vision import _with_mask
+
+    g = _with_mask(attention_graph(1, 12, 12, 128, 128, 64, False, "fp16"), 1, 128)
+    count(g, settings=CountSettings(attention="naive"))
+    rt = get_runtime("pytorch-eager")
+    kg = fuse(g, rt).as_opgraph(g)
+    (kernel,) = list(kg)
+    assert [t.shape for t in kernel.inputs if t is not None][-1] == (1, 1, 128, 128)
+    cost = kg.get(kernel.name, COST)
+    plain = attention_graph(1, 12, 12, 128, 128, 64, False, "fp16")
+    count(plain, settings=CountSettings(attention="naive"))
+    assert cost.act_read_bytes - plain.get("sdpa", COST).act_read_bytes == 32_768
+    assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(207.75e-6)
