@@ -205,7 +205,8 @@ def attn_rows(data=H100_DATA):
         cost = {"matrix_flops": 2.0 * b * hq * pairs * 2 * d, "vector_flops": 0.0, "weight_bytes": 0.0,
                 "act_read_bytes": 2.0 * b * hq * q * d, "act_write_bytes": 2.0 * b * hq * q * d,
                 "kv_read_bytes": 2.0 * 2 * b * hkv * ctx * d, "kv_write_bytes": 0.0}
-        out.append((r["phase"], cost, AttentionDims(d, d, hq // hkv, 2.0), float(r["time_ms"]) * 1e-3))
+        out.append((r["phase"], cost, AttentionDims(d, d, hq // hkv, 2.0, r["phase"] == "prefill"),
+                    float(r["time_ms"]) * 1e-3))
     return out
 
 

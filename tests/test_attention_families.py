@@ -137,8 +137,95 @@ def test_validate_adapter_prices_each_backend_as_its_family():
 
     assert BACKEND_KERNEL == {"flash": "flash2", "cudnn": "cudnn"}
     # H100, 32 heads x 8192 tokens non-causal: FA2 at 35% of the dense peak (the FlashAttention-3 paper's figure for
-    # FA2 on H100) is slower than the native kernel by about 1.83x (the pair times 1.4785 vs 0.8079 ps)
+    # FA2 on H100) is slower than the native kernel by about 2.0x (the pair times 1.4783 vs 0.7357 ps, the fills the
+    # same time: (8192 x 1.4783 + 90 x 0.7357) / ((8192 + 90) x 0.7357) = 1.998; measured 3069 / 1611 us = 1.91)
     shape = (1, 32, 32, 8192, 8192, 128, False)
     f2 = attention_time_s("h100-sxm", *shape, kernel="flash2")
     nat = attention_time_s("h100-sxm", *shape, kernel="cudnn")
-    assert 1.6 < f2 / nat < 1.9
+    assert 1.85 < f2 / nat < 2.1
+
+
+def _causal_cost(heads: int, q_len: int, kv_len: int, d: int = 128):
+    """Counted cost of a bottom-right causal bf16 SDPA, K / V as plain activations (a one-op graph)."""
+    rows = heads * q_len
+    pairs = heads * sum(kv_len - q_len + i + 1 for i in range(q_len))
+    q_bytes, kv_bytes = rows * d * 2.0, 2 * heads * kv_len * d * 2.0
+    c = {f: 0.0 for f in FIELDS}
+    c.update(matrix_flops=4.0 * d * pairs, act_read_bytes=q_bytes + kv_bytes, act_write_bytes=q_bytes)
+    return c, pairs, rows, kv_bytes
+
+
+def test_causal_terms_recover_the_query_length_diagonal_and_tail():
+    from graphroof.timing.attention import CAUSAL_BLOCK, CAUSAL_TAIL, causal_terms
+
+    dims = AttentionDims(128, 128, 1, 2.0, causal=True)
+    assert (CAUSAL_BLOCK, CAUSAL_TAIL) == (128, 0.65)
+    # self-attention, 32 heads x 2048 tokens: pairs = 32 x 2048 x 2049 / 2 = 67,141,632, rows 65,536, keys per row
+    # 1024.5; K + V = 2 x 32 x 2048 x 128 x 2 = 33,554,432 B -> r = 33,554,432 / (256 x 2 x 65,536) = 1,
+    # q_len = (1024.5 - 0.5) / (1 - 0.5) = 2048; diagonal 128 keys per row; tail 0.65 x 128 x 2048 x 132 SMs
+    # = 22,491,955.2 pairs
+    _, pairs, rows, kv = _causal_cost(32, 2048, 2048)
+    assert pairs == 67_141_632
+    diag, tail = causal_terms(pairs, rows, kv, dims, 132.0)
+    assert float(diag) == pytest.approx(128.0) and float(tail) == pytest.approx(22_491_955.2, rel=1e-9)
+    # a 512-token chunk over a 4096-token cache: keys per row 4096 - 255.5 = 3840.5, r = 8,
+    # q_len = 3840 / 7.5 = 512: tail 0.65 x 128 x 512 x 132 = 5,622,988.8 pairs (one chunk's spread, not the cache's)
+    _, pairs, rows, kv = _causal_cost(32, 512, 4096)
+    diag, tail = causal_terms(pairs, rows, kv, dims, 132.0)
+    assert float(diag) == pytest.approx(128.0) and float(tail) == pytest.approx(5_622_988.8, rel=1e-9)
+    # one-token decode over 4096 keys: q_len = (4096 - 0.5) / (4096 - 0.5) = 1: diagonal 1 key, tail 0.65 x 132
+    _, pairs, rows, kv = _causal_cost(32, 1, 4096)
+    diag, tail = causal_terms(pairs, rows, kv, dims, 132.0)
+    assert float(diag) == pytest.approx(1.0) and float(tail) == pytest.approx(85.8, rel=1e-9)
+    # no causal mask: nothing
+    assert causal_terms(pairs, rows, kv, AttentionDims(128, 128, 1, 2.0), 132.0) == (0.0, 0.0)
+
+
+def test_causal_prefill_pays_the_diagonal_and_the_tail():
+    hw = _hw()
+    # 32 heads x 2048 causal (above): t_pair = 512 / 8e14 + 1 / 4e12 = 0.89 ps; fill 400 keys per row;
+    # t = (67,141,632 + 65,536 x (400 + 128) + 22,491,955.2) x 0.89e-12 = 110.571 us (memory 67 MB / 3.35e12 = 20 us)
+    c, pairs, rows, _ = _causal_cost(32, 2048, 2048)
+    t = attention_time(c, AttentionDims(128, 128, 1, 2.0, causal=True), hw, "bf16")
+    assert t == pytest.approx((pairs + rows * 528 + 22_491_955.2) * 0.89e-12, rel=1e-9)
+    assert t == pytest.approx(110.571e-6, rel=1e-4)
+    # the same count without the mask flag: the pairs and the fill only, (67,141,632 + 26,214,400) x 0.89 ps = 83.087 us
+    flat = attention_time(c, AttentionDims(128, 128, 1, 2.0), hw, "bf16")
+    assert flat == pytest.approx((pairs + rows * 400) * 0.89e-12, rel=1e-9)
+    assert flat == pytest.approx(83.087e-6, rel=1e-4)
+
+
+def test_the_fused_kernel_keeps_the_causal_flag_and_fits_the_measured_cudnn_rows():
+    from graphroof.timing.attention import attention_dims
+    from graphroof.validate.torchgpu import attention_graph, attention_time_s
+
+    node = next(iter(attention_graph(1, 32, 32, 2048, 2048, 128, True).ops()))
+    assert attention_dims(node).causal and not attention_dims(
+        next(iter(attention_graph(1, 32, 32, 2048, 2048, 128, False).ops()))).causal
+    # graphroof/validate/data/h100_session/attention.csv, cuDNN, batch 1 and 8, 2048 tokens (the rows that were
+    # 27-29% slow): within 3% now that the fused kernel node carries is_causal and the constants are refit
+    for b, causal, measured_s in ((1, True, 82.6248e-6), (1, False, 108.0048e-6), (8, True, 507.9488e-6),
+                                  (8, False, 834.3520e-6)):
+        t = attention_time_s("h100-sxm", b, 32, 32, 2048, 2048, 128, causal, kernel="cudnn")
+        assert abs(t / measured_s - 1) < 0.03
+
+
+def test_fa2_decode_overlaps_its_padded_tiles_with_the_kv_stream_whole():
+    hw = _hw()
+    hw = replace(hw, timing=replace(hw.timing, gemm_overlap_exponent=3.0))
+    # batch 1, 32 heads, context 4096, d = dv = 128 (MHA): pairs 32 x 4096 = 131,072, rows 32, K + V
+    # 2 x 32 x 4096 x 128 x 2 = 67,108,864 B.  FA2: one query row per (sequence, head) block -> 128-row tiles,
+    # work 131,072 x 128 = 16,777,216 pairs; t_pair = 512 / 4e14 + 1 / 4e12 = 1.53 ps; fill the native time,
+    # 400 x 0.89 / 1.53 = 232.68 keys -> t_compute = (16,777,216 + 32 x 232.68) x 1.53e-12 = 25.681 us;
+    # memory (8,192 + 8,192 + 67,108,864) / 3.35e12 = 20.037 us: max 25.681 us (the p = 3 norm would give 28.9)
+    pairs, qo, kv = 32 * 4096, 8192.0, 67_108_864.0
+    c = {f: 0.0 for f in FIELDS}
+    c.update(matrix_flops=512.0 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    t = attention_time(c, AttentionDims(128, 128, 1, 2.0), hw, "bf16", kernel="flash2")
+    tc = (pairs * 128 + 32 * 400 * 0.89 / 1.53) * 1.53e-12
+    assert tc == pytest.approx(25.681e-6, rel=1e-4)
+    assert t == pytest.approx(max(tc, (2 * qo + kv) / 3.35e12), rel=1e-9)
+    # the native kernel keeps the GEMMs' p-norm
+    nat = attention_time(c, AttentionDims(128, 128, 1, 2.0), hw, "bf16", kernel="cudnn")
+    tn = (pairs + 32 * 400) * 0.89e-12
+    assert nat == pytest.approx((tn ** 3 + ((2 * qo + kv) / 3.35e12) ** 3) ** (1 / 3), rel=1e-9)

@@ -25,7 +25,8 @@ from ..dtypes import dtype_bits, is_float
 from ..errors import UnboundDimError
 from ..graph import OpNode, Role
 
-__all__ = ["op_class", "kernel_kind", "is_batch_norm", "is_conv", "gemm_mnk", "compute_dtype", "VECTOR_CLASSES"]
+__all__ = ["op_class", "kernel_kind", "is_batch_norm", "is_conv", "gemm_mnk", "compute_dtype", "attention_is_causal",
+           "VECTOR_CLASSES"]
 
 VECTOR_CLASSES = ("pointwise", "reduction")
 _ATTENTION_MARKERS = ("scaled_dot_product", "attention", "flash_attn", "sdpa", "mla_decode")
@@ -125,6 +126,13 @@ def gemm_mnk(node: OpNode, cost: Cost) -> tuple[int, int, int] | None:
         # sharing the weight, as the linear it is runs, not batch x rows rows of an N-wide GEMM
         n = max(numel // int(w.shape[0]), 1)
     m = max(numel // max(n, 1), 1)
+    tp = node.attrs.get("tp_shard")
+    if tp and not tp.get("replicated_outputs") and any(
+            t is not None and t.role is Role.WEIGHT and t.rank == 2 and i not in tp.get("replicated_inputs", ())
+            for i, t in enumerate(node.inputs)):
+        # a column-parallel linear under tensor parallelism (graphroof.llm.tp): shapes stay unsharded, the device
+        # computes ceil(N / world) of the output features over the full K
+        n = -(-n // int(tp["world_size"]))
     k = max(round(cost.matrix_flops / (2 * m * max(n, 1))), 1)
     return (m, n, k)
 
@@ -136,3 +144,11 @@ def kernel_kind(node: OpNode, cost: Cost) -> str:
         return str(kind)
     cls = op_class(node, cost)
     return "vector" if cls in ("pointwise", "reduction") else cls
+
+
+def attention_is_causal(node: object) -> bool:
+    """Whether an attention node (or a fused attention kernel's node) applies a causal mask: torch ``is_causal``,
+    a causal mask input (``mask_causal``), ONNX ``unidirectional``, ONNX Runtime's GroupQueryAttention."""
+    a = getattr(node, "attrs", None) or {}
+    return bool(a.get("is_causal") or a.get("mask_causal") or a.get("unidirectional")
+                or str(getattr(node, "op", "")).endswith("GroupQueryAttention"))

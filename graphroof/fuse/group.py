@@ -25,7 +25,7 @@ from typing import Any
 from ..counters.cost import Cost
 from ..graph import COST, OP, REPEAT, OpGraph, OpNode, Role, TensorSpec
 from ..scopes import auto_depth, scope_at
-from .classify import VECTOR_CLASSES, compute_dtype, gemm_mnk, is_batch_norm, is_conv
+from .classify import VECTOR_CLASSES, attention_is_causal, compute_dtype, gemm_mnk, is_batch_norm, is_conv
 from .dataflow import Dataflow, boundary, kernel_cost
 from .runtimes import Runtime, get_runtime
 
@@ -107,6 +107,8 @@ class KernelGraph:
                     attrs["gpus_per_node"] = first.attrs["gpus_per_node"]
             if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("gemm_library"):  # the GEMM's kernel family
                 attrs["gemm_library"] = op_of[k.ops[0]].attrs["gemm_library"]  # (timing.gemm_plan)
+            if k.kind == "attention" and any(attention_is_causal(op_of[n]) for n in k.ops):
+                attrs["is_causal"] = True  # a causal mask (timing.attention: diagonal tiles, causal tail)
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
                           attrs, k.scope)
             yield node, [t for t, _ in k.inputs], [t for t, _ in k.outputs], {COST: k.cost}

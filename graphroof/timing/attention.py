@@ -8,13 +8,17 @@ tile, prime the K / V pipeline, rescale and write O), worth ``attn_fill_keys`` p
     pairs     = matrix FLOPs / (2 (d + dv))                         (from the counted cost)
     rows      = O bytes / (dv * bytes per element)                  (query rows x heads)
     t_pair    = 2 (d + dv) / (achievable * attn_matrix_efficiency) + 1 / attn_exp_per_s
-    t_compute = (pairs + rows * attn_fill_keys) * t_pair
+    t_compute = (pairs + rows * (attn_fill_keys + diag) + tail) * t_pair     (diag, tail: causal only, below)
     t_memory  = (Q + O + K/V read * g + K/V written) / (mem_bw * gemm_mem_bw_efficiency)   (g > 1: see below)
-    t         = overlap(t_compute, t_memory) + gemm_latency_s        (the GEMM's p-norm overlap)
+    t         = overlap(t_compute, t_memory) + gemm_latency_s        (the GEMM's p-norm overlap; flash2: max)
 
 * head dim: the exponential per pair is a fixed cost, so d = 64 runs at a lower fraction of the matmul rate than
   d = 128 (H100 SDPA: 457 vs 592 TFLOP/s at 16k tokens);
 * length: short sequences pay the per-row fill (512 tokens run at a quarter of the long-sequence rate);
+* causal mask (:func:`causal_terms`): the diagonal block of every query tile is computed in full (128 keys per row)
+  and the launch ends with a tail (its tiles grow along the query axis and are dispatched shortest first): with
+  them the H100 cuDNN rows give one pair rate and one fill, causal or not (the fill was 481 keys when fitted on
+  causal rows alone, 90 now);
 * decode (one query row per sequence): the K / V stream dominates; ``g = 1`` when the kernel reads each KV head
   once for its whole GQA group (runtime ``gqa_shared_kv = True``), ``g = Hq / Hkv`` when it reads K / V once per
   query head (older decoding kernels): the repeated reads hit the L2 (the group's blocks run side by side), so
@@ -48,11 +52,13 @@ import numpy as np
 
 from ..dtypes import dtype_bits
 from ..errors import InputError
+from ..fuse.classify import attention_is_causal
 from ..fuse.preset_file import ATTENTION_KERNELS
 from ..hardware.profile_cache import memo_of
 
-__all__ = ["AttentionDims", "attention_dims", "attention_time", "exp_rate", "kv_read_time", "sync_pair_terms",
-           "fa2_row_padding", "ATTENTION_KERNELS", "FA2_BLOCK_M"]
+__all__ = ["AttentionDims", "attention_dims", "attention_is_causal", "attention_time", "exp_rate", "kv_read_time",
+           "sync_pair_terms", "fa2_row_padding", "causal_terms", "ATTENTION_KERNELS", "FA2_BLOCK_M", "CAUSAL_BLOCK",
+           "CAUSAL_TAIL"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class AttentionDims:
     v_head_dim: int = 128
     gqa_group: int = 1          # query heads per KV head
     out_bytes: float = 2.0      # bytes per element of O
+    causal: bool = False        # a causal mask (is_causal, a causal mask input, ONNX unidirectional / GQA)
 
 
 def attention_dims(node: Any) -> AttentionDims:
@@ -77,7 +84,7 @@ def attention_dims(node: Any) -> AttentionDims:
             group = int(q.shape[1]) // int(k.shape[1])
         outs = getattr(node, "outputs", ()) or ()
         ob = dtype_bits(outs[0].dtype) / 8 if outs and outs[0] is not None else dtype_bits(q.dtype) / 8
-        return AttentionDims(d, dv, group, ob)
+        return AttentionDims(d, dv, group, ob, attention_is_causal(node))
     except (IndexError, AttributeError, TypeError, ValueError):
         return AttentionDims()
 
@@ -183,6 +190,47 @@ def fa2_row_padding(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, r
     return np.where(ok, np.maximum(1.0, FA2_BLOCK_M / q_rows), 1.0)
 
 
+#: query rows (and keys) per tile of a causal flash kernel's diagonal block: FA2's kBlockM (above); the Hopper
+#: kernels' 128 x 128 tile at head dim 128 (Dao-AILab/flash-attention hopper/tile_size.h, tile_size_fwd_sm90:
+#: causal hdim 128 -> kBlockM 128, kBlockN 128)
+CAUSAL_BLOCK = 128
+#: the tail of a causal launch, in query tiles of the causal spread (a 128-row tile over q_len keys, one SM):
+#: the tiles of one (sequence, head) grow by one key block per tile and are dispatched shortest first (the grid's
+#: fastest index), so the last wave holds the longest tiles and ends unevenly.  0.65: greedy dispatch of such tiles
+#: (each SM takes the next tile when it frees) on 132 SMs, 32 heads, 16-128 tiles per head, ends 0.59-0.70 of the
+#: longest tile after the perfectly balanced time (a list-scheduling simulation, not a fit)
+CAUSAL_TAIL = 0.65
+
+
+def causal_terms(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, sms: float) -> tuple[Any, Any]:
+    """(extra keys per query row, tail in pairs of whole-chip work) of a causal flash kernel (0, 0 otherwise).
+
+    The query length comes from the counted cost (bottom-right causal, q_len queries over kv_len keys, so the mean
+    row sees ``kv_len - (q_len - 1) / 2`` keys; ``r = kv_len / q_len`` from the K / V bytes per query row)::
+
+        keys  = pairs / rows
+        r     = max(1, g kv_bytes / ((d + dv) * element bytes * rows))
+        q_len = max(1, (keys - 1/2) / (r - 1/2))
+
+    * diagonal: each query tile's diagonal block is computed in full and masked elementwise: one block of
+      ``CAUSAL_BLOCK`` keys per query row (``min(1, q_len / CAUSAL_BLOCK)`` of one for a query extent shorter
+      than a tile);
+    * tail: ``CAUSAL_TAIL`` of one SM's time for a tile of ``min(q_len, CAUSAL_BLOCK)`` rows over ``q_len`` keys
+      (the spread of the tiles' key counts), in whole-chip pairs:
+      ``CAUSAL_TAIL * min(q_len, CAUSAL_BLOCK) * q_len * sms`` (a one-token decode: ``0.65 sms``, nothing)."""
+    if not dims.causal:
+        return 0.0, 0.0
+    pairs, rows, kv = (np.asarray(x, dtype=float) for x in (pairs, rows, kv_bytes))
+    ok = (pairs > 0) & (rows > 0) & (kv > 0)
+    keys = np.where(ok, pairs, 1.0) / np.where(ok, rows, 1.0)
+    elems = (dims.head_dim + dims.v_head_dim) * dims.out_bytes * np.where(ok, rows, 1.0)
+    r = np.maximum(dims.gqa_group * np.where(ok, kv, 1.0) / elems, 1.0)
+    q_len = np.maximum((keys - 0.5) / (r - 0.5), 1.0)
+    diag = np.where(ok, CAUSAL_BLOCK * np.minimum(1.0, q_len / CAUSAL_BLOCK), 0.0)
+    tail = np.where(ok, CAUSAL_TAIL * np.minimum(q_len, CAUSAL_BLOCK) * q_len * sms, 0.0)
+    return diag, tail
+
+
 def _fp32_peak(hw: Any) -> float:
     """:func:`vector_fp32_peak`, once per profile."""
     memo = memo_of(hw)
@@ -211,12 +259,13 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
     fill: Any = t.attn_fill_keys
     g = 1.0 if gqa_shared_kv else float(dims.gqa_group)
     kv = np.asarray(cost["kv_read_bytes"], dtype=float)
+    # K / V bytes: the cache reads, else (K / V as plain activations, a one-op SDPA) the reads less Q's
+    q_bytes = rows * dims.head_dim * dims.out_bytes
+    kv_in = np.where(kv > 0, kv, np.maximum(np.asarray(cost["act_read_bytes"], dtype=float) - q_bytes, 0.0))
+    diag, tail = causal_terms(pairs, rows, kv_in, dims, float(t.sm_count or 1))
     work = pairs
     if kernel == "flash2":  # synchronous mma.sync kernel: its own matmul rate, fill in its keys, padded query tiles
         t_pair, fill = sync_pair_terms(t.attn_sync_matrix_flops_per_s, width, ceiling * eff, exp_per_s, fill)
-        # K / V bytes: the cache reads, else (K / V as plain activations, a one-op SDPA) the reads less Q's
-        q_bytes = rows * dims.head_dim * dims.out_bytes
-        kv_in = np.where(kv > 0, kv, np.maximum(np.asarray(cost["act_read_bytes"], dtype=float) - q_bytes, 0.0))
         work = pairs * fa2_row_padding(pairs, rows, kv_in, dims, g)
     elif not gqa_shared_kv:
         # one query head per thread block: a decode step has one query row per block, too few for an MMA (16
@@ -225,12 +274,19 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
         q_per_byte = pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
         mmha = (kv > 0) & (q_per_byte < MMA_MIN_ROWS / 2)
         t_pair = np.where(mmha, width / _fp32_peak(hw) + 1.0 / exp_per_s, t_pair)
-    t_compute = (work + rows * fill) * t_pair
+    t_compute = (work + rows * (fill + diag) + tail) * t_pair
     rest = (np.asarray(cost["act_read_bytes"], dtype=float) + cost["act_write_bytes"] + cost["kv_write_bytes"]
             + cost["weight_bytes"])
     t_memory = kv_read_time(rest, kv, g, hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency, t.l2_read_bw_bytes_per_s)
     p = t.gemm_overlap_exponent
-    both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
+    if kernel == "flash2" or not p:
+        # FA2 streams K / V block j + 1 (cp.async into its second shared-memory stage) while the MMAs and
+        # exponentials run on block j; where both matter (a decode's padded 128-row tiles beside the K / V stream)
+        # they overlap whole: the slower sets the time (the H100 / H200 flash decode rows of attention.csv: the
+        # GEMMs' p-norm put them +4..+22% slow, max -13..+9%)
+        both = np.maximum(t_compute, t_memory)
+    else:
+        both = (t_compute ** p + t_memory ** p) ** (1.0 / p)
     if kernel != "flash2" and not gqa_shared_kv:
         # masked MHA also converts each K / V element it loads (once per query head) to fp32 for the CUDA-core
         # math, on a pipe of 16 per SM per clock (CUDA C++ Programming Guide, arithmetic instruction throughput,

@@ -43,7 +43,7 @@ class GemmPlan:
     act_dtype: str = ""             # the roofline's compute dtype as given (the vector peak of epilogue FLOPs)
     library: str = "cublas"         # kernel family (graphroof.timing.gemm.GEMM_LIBRARIES)
     batch: int = 1                  # independent GEMMs of one shape (aten.bmm's batch), each with its own B
-    out_dtype: str = ""             # D's dtype (another family's epilogue writes it; "": as the compute dtype)
+    out_dtype: str = ""             # D's dtype as the node writes it ("": as the compute dtype), e.g. bf16 of fp8
     act_in_l2: bool = False         # runtime l2_activations: A from L2 when the GEMM fits (graphroof.timing.l2)
 
 
@@ -70,7 +70,7 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     if lib != "cublas" and bmm and a is not None and a.rank == 3 and a.is_bound:
         batch = max(1, int(a.shape[0]))  # a grouped kernel: each group its own [m, K] x [K, N]
     outs = tuple(getattr(node, "outputs", None) or ())
-    out = str(outs[0].dtype) if lib != "cublas" and outs else ""
+    out = str(outs[0].dtype) if outs and outs[0].dtype != gd else ""  # fp8 GEMMs write bf16 (W8A8, _scaled_mm)
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
                     ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype,
                     lib, batch, out, bool(getattr(runtime, "l2_activations", False)))
@@ -109,7 +109,8 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
     else:
         # back to back (runtime l2_activations): a GEMM that fits reads A and its epilogue operands from L2
         l2 = plan.act_in_l2 and fits_l2(cost.bytes, l2_bytes_of(hw))
-        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups, act_in_l2=l2)
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups, act_in_l2=l2,
+                      out_dtype=plan.out_dtype or None)  # D in the epilogue's dtype, overlapped with the loads
         counted_w = g.bytes + (cost.act_read_bytes if l2 else 0.0)
     extra = max(0.0, cost.bytes - counted_w)  # epilogue operands (bias, residual) stream alongside
     t = pre + g.t_s + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)

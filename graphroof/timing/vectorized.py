@@ -72,7 +72,8 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
         counted_adj = 0.0
     mf, nf, kf = m.astype(float), n.astype(float), k.astype(float)
     flops = 2.0 * mf * nf * kf * 1
-    nbytes = (m * k * in_b + m * n * in_b) * 1 + b_bytes
+    out_b = dtype_bits(plan.out_dtype) / 8 if plan.out_dtype and not plan.bits else in_b  # as gemm_kernel_time
+    nbytes = (m * k * in_b + m * n * out_b) * 1 + b_bytes
     rate = ceiling * t.gemm_matrix_efficiency
     sms = t.sm_count
     if sms:
