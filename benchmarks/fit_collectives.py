@@ -17,7 +17,9 @@ comm kernels call) and the fit minimises the mean |log(predicted / measured)| (N
   294, and the ring bandwidth no longer transfers between GPUs, see graphroof.validate.holdout);
 * the network, on the A100 multi-node rows (2 nodes of 1, 2, 4, 8 GPUs; the only multi-node rows), the A100's
   intra-node constants held: ``inter_hop_latency_s`` (the LL network hop), ``inter_bw_bytes_per_s_per_nic``,
-  ``inter_ramp_bytes_per_nic`` and ``nics_per_node`` (1, 2, 4 or 8, the best).
+  ``inter_ramp_bytes_per_nic`` and ``nics_per_node`` (1, 2, 4 or 8, the best).  Which algorithm runs (ring or
+  tree) is NCCL's tuner's pick (graphroof.timing.nccl_tuner) with ``nccl_graph_bw_per_gpu_bytes_per_s`` held at
+  :data:`NCCL_GRAPH_BW_PER_GPU` (not fitted: set from the 16-GPU rows' ring/tree flips, see there).
 
 NCCL's protocol constants (LL / LL128 / Simple bandwidth shares and extra hop latencies) are not fitted: see
 :data:`graphroof.timing.collectives.PROTOCOLS`.
@@ -67,6 +69,13 @@ LL_NVLINK_HOP_S = 0.47e-6
 NVLS_SHARE = 0.7
 
 
+#: NCCL's ring-graph network bandwidth per GPU on the Vidur A100 cluster: speedArrayInter's 6.0 GB/s step (src/graph/
+#: search.cc); with it NCCL's tuning model flips ring -> tree -> ring -> tree at 12.4 / 16 / 19.9 MiB on 16 GPUs (8 per
+#: node), where the rows of vidur_a100_dgx_all_reduce.csv (16 GPUs, 8-32 MiB) jump at 12.5 / 16 / 20 MiB; 4.5 or 7.5
+#: GB/s move those flips off the rows' (4.5: tree from 9.3 MiB on; 7.5: 15.5 / 16 / 24.9 MiB)
+NCCL_GRAPH_BW_PER_GPU = 6.0e9
+
+
 #: a fitted launch skew below this is written 0 (the log-space fit cannot reach 0; the rows show no growth with p)
 SKEW_FLOOR_S = 0.1e-6
 
@@ -88,7 +97,8 @@ def fit_network(rows, c):
     for nics in (1, 2, 4, 8):
         def params(x, nics=nics):
             return replace(c, inter_hop_latency_s=math.exp(x[0]), inter_bw_bytes_per_s_per_nic=math.exp(x[1]),
-                           inter_ramp_bytes_per_nic=math.exp(x[2]), nics_per_node=nics)
+                           inter_ramp_bytes_per_nic=math.exp(x[2]), nics_per_node=nics,
+                           nccl_graph_bw_per_gpu_bytes_per_s=NCCL_GRAPH_BW_PER_GPU)
         x, v = nelder_mead(lambda x: loss(rows, params(x)), [math.log(5e-6), math.log(6e9), math.log(4e6)],
                            step=0.4, iters=300)
         if best is None or v < best[0]:
@@ -121,7 +131,8 @@ def main() -> None:
         fitted[gpu] = c
         print(f"# {gpu} ({prof}): intra mean |log err| {v:.4f}")
         for k in ("base_latency_s", "launch_skew_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s", "nvls_bw_bytes_per_s",
-                  "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "inter_ramp_bytes_per_nic", "nics_per_node"):
+                  "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "inter_ramp_bytes_per_nic", "nics_per_node",
+                  "nccl_graph_bw_per_gpu_bytes_per_s"):
             val = getattr(c, k)
             print(f"{k} = {val if isinstance(val, int) or val is None else float(f'{val:.3g}')}")
         subsets(rows, c)

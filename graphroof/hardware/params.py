@@ -147,6 +147,9 @@ class CollectiveParams:
     #: n ranks to launch, on average ``launch_skew_s * (H_n - 1)`` (H_n the n-th harmonic number) on top of
     #: ``base_latency_s``; 0: no skew (not under CUDA graphs: the ranks replay together)
     launch_skew_s: float = 0.0
+    #: NCCL's inter-node ring graph bandwidth per GPU of the node (bwInter, one channel per GPU): NCCL's tuner picks
+    #: ring or tree across nodes with g times it (graphroof.timing.nccl_tuner); None: the fastest by graphroof's model
+    nccl_graph_bw_per_gpu_bytes_per_s: float | None = None
 
     @property
     def graph_latency_s(self) -> float:
@@ -260,7 +263,8 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
     known = {"algorithms", "base_latency_s", "intra_hop_latency_s", "intra_bus_bw_bytes_per_s",
              "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "nics_per_node", "nvls_bw_bytes_per_s",
              "device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
-             "custom_max_bytes", "inter_ramp_bytes_per_nic", "library", "launch_skew_s"}
+             "custom_max_bytes", "inter_ramp_bytes_per_nic", "library", "launch_skew_s",
+             "nccl_graph_bw_per_gpu_bytes_per_s"}
     _unknown(path, "collectives", c, known)
     kw: dict[str, Any] = {}
     if "algorithms" in c:
@@ -274,7 +278,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k], strict_lo=False, hi=1.0)
     for k in ("intra_bus_bw_bytes_per_s", "inter_bw_bytes_per_s_per_nic", "nvls_bw_bytes_per_s",
-              "p2p_bw_bytes_per_s", "custom_max_bytes", "inter_ramp_bytes_per_nic"):
+              "p2p_bw_bytes_per_s", "custom_max_bytes", "inter_ramp_bytes_per_nic", "nccl_graph_bw_per_gpu_bytes_per_s"):
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k])
     if "library" in c:

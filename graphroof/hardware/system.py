@@ -23,8 +23,9 @@ NVSwitch domain of an HGX board, 72 for a GB200 NVL72 rack) and what joins the d
 
 :meth:`SystemProfile.apply` returns the device profile with its ``[collectives]`` inter-node constants taken from
 the system (``inter_bw_bytes_per_s_per_nic = bw_bytes_per_s_per_nic * efficiency``, ``nics_per_node``,
-``inter_hop_latency_s``); the intra-node constants stay the device's (fitted on NCCL runs inside one node) and,
-where the device has none, are derived from the scale-up link (``bw * efficiency``).  Placement (which ranks share
+``inter_hop_latency_s``, and NCCL's ring graph bandwidth per GPU, ``nics_per_node`` x that / ``gpus_per_node``); the
+intra-node constants stay the device's (fitted on NCCL runs inside one node) and, where the device has none, are
+derived from the scale-up link (``bw * efficiency``).  Placement (which ranks share
 a node) is the caller's: :meth:`SystemProfile.node_of`.
 """
 
@@ -92,8 +93,11 @@ class SystemProfile:
         if self.peer_bw_bytes_per_s and hasattr(base, "p2p_bw_bytes_per_s"):  # a mesh: one peer, one link
             base = replace(base, p2p_bw_bytes_per_s=self.peer_bw_bytes_per_s * self.scale_up_efficiency)
         if self.nic_bw_bytes_per_s:
-            base = replace(base, inter_bw_bytes_per_s_per_nic=self.nic_bw_bytes_per_s * self.scale_out_efficiency,
-                           nics_per_node=self.nics_per_node, inter_hop_latency_s=self.scale_out_hop_latency_s)
+            nic = self.nic_bw_bytes_per_s * self.scale_out_efficiency
+            # NCCL's inter-node ring graph runs a channel per NIC: per GPU of the node, its share of the NICs
+            base = replace(base, inter_bw_bytes_per_s_per_nic=nic, nics_per_node=self.nics_per_node,
+                           inter_hop_latency_s=self.scale_out_hop_latency_s,
+                           nccl_graph_bw_per_gpu_bytes_per_s=nic * self.nics_per_node / self.gpus_per_node)
         return base
 
     def apply(self, hw: HardwareProfile | None = None) -> HardwareProfile:

@@ -11,12 +11,16 @@ and per network hop ``e_x``), with ``h_in = a_in + e_in``, ``h_x = a_x + e_x``::
     ring (n = 1): base + 2 (p-1) h_in + 2 (p-1)/p * S / (f B_in)
     ring (n > 1): base + (2 (p-1) - 2 (n-1)) h_in + 2 (n-1) h_x + 2 (p-1)/p * S / (f min(B_in, B_x(S)))
                   (a chunk crosses the network 2 (n-1) times on its way round the ring, NVLink the other steps)
-    tree (n > 1): base + 2 (ceil(log2 n) h_x + (g-1) h_in) + 2 S / (f min(B_in, B_x(S)))
-                  (NCCL's double binary tree between nodes, a chain inside each: logarithmic latency)
+    tree (n > 1): base + 2 (ceil(log2 n) h_x + (g-1) h_in) + c_n S / (f min(B_in, B_x2(S)))
+                  (NCCL's double binary tree between nodes, a chain inside each: logarithmic latency; c_n = 1 on
+                  two nodes -- each node is the root of one tree and a leaf of the other: it sends S/2 up one tree
+                  and S/2 down the other, S per direction -- else 2, an inner node sending up and to 2 children)
     nvls (n = 1): base + 2 a_in + S / B_nvls   (NVSwitch reduces in the switch: each GPU sends S, receives S)
 
-The time is the fastest (algorithm, protocol), as NCCL's tuner picks.  Protocols (device-independent constants,
-:data:`PROTOCOLS`): ``LL`` stores 8 data bytes with an 8-byte flag (f = 1/2) and needs no extra synchronisation;
+The time is the fastest (algorithm, protocol), as NCCL's tuner picks.  Across nodes, where the profile has
+``nccl_graph_bw_per_gpu_bytes_per_s``, the algorithm (ring or tree) is the one NCCL's own tuning model picks
+(:mod:`.nccl_tuner`: it flips at power-of-two sizes), and the protocol the fastest of that algorithm.
+Protocols (device-independent constants, :data:`PROTOCOLS`): ``LL`` stores 8 data bytes with an 8-byte flag (f = 1/2) and needs no extra synchronisation;
 ``LL128`` stores 120 data bytes per 128-byte line (f = 120/128); ``simple`` moves whole buffers at the full
 bandwidth (f = 1) behind memory fences.  ``e_in`` / ``e_x`` are the differences between NCCL's own per-hop
 latencies of LL128 / Simple and LL (NCCL src/graph/tuning.cc, ``hwLat``, ring: NVLink 0.47 / 1.9 / 3.4 us, network
@@ -26,7 +30,9 @@ switch between them gives the slow bandwidth ramp of mid-size buffers.  A profil
 
 ``B_x(S) = B_nic * min(g, nics_per_node, max(1, S / R))``: NCCL spreads a buffer over more channels (each tied to a
 NIC) as it grows, so a small buffer leaves the node through one NIC; ``R`` = inter_ramp_bytes_per_nic (absent: every
-NIC from the first byte).
+NIC from the first byte).  A tree's ``B_x2`` counts ``min(g, 2 nics_per_node)`` NICs: NCCL's balanced tree sends up
+and down through two different GPUs of the node, each with its NIC (src/graph/search.cc, "Balanced Tree: count half
+of the bandwidth on each of the first two GPUs"), where a ring enters and leaves a node through one NIC pair.
 
 all-gather / reduce-scatter (ring, the same protocols; half an all-reduce's steps)::
 
@@ -72,6 +78,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..hardware.params import CollectiveParams
+from .nccl_tuner import nccl_algorithm
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
@@ -155,11 +162,15 @@ def host_base_latency_s(c: CollectiveParams, n_ranks: int) -> float:
     return c.base_latency_s + c.launch_skew_s * launch_skew_factor(n_ranks)
 
 
-def network_bw(s: float, g: int, c: CollectiveParams) -> float:
+#: NICs a tree uses per NIC of a ring (``B_x2``: NCCL's balanced tree goes up and down through two GPUs' NICs)
+TREE_NIC_MULT = 2
+
+
+def network_bw(s: float, g: int, c: CollectiveParams, mult: int = 1) -> float:
     """``B_x(S)``: the node's network bandwidth for an *s*-byte buffer, *g* GPUs of the node taking part (one NIC
-    per ``inter_ramp_bytes_per_nic`` bytes of buffer, at most ``min(g, nics_per_node)``)."""
+    per ``inter_ramp_bytes_per_nic`` bytes of buffer, at most ``min(g, mult * nics_per_node)``; *mult* 2: a tree)."""
     assert c.inter_bw_bytes_per_s_per_nic
-    nics = float(min(g, c.nics_per_node))
+    nics = float(min(g, mult * c.nics_per_node))
     if c.inter_ramp_bytes_per_nic:
         nics = min(nics, max(1.0, s / c.inter_ramp_bytes_per_nic))
     return c.inter_bw_bytes_per_s_per_nic * nics
@@ -179,8 +190,9 @@ def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams,
             raise InputError(f"collective over {n} nodes: the hardware profile has no "
                              "collectives.inter_bw_bytes_per_s_per_nic (the network between nodes)")
         bw = min(b_in, network_bw(s, g, c))
+        bw_tree = min(b_in, network_bw(s, g, c, TREE_NIC_MULT))
     else:
-        bw = b_in
+        bw = bw_tree = b_in
     steps = 2 * (p - 1) if op == "all_reduce" else p - 1
     x_steps = (2 if op == "all_reduce" else 1) * (n - 1)   # ring steps a chunk spends on the network
     ring_bytes = steps / p * s
@@ -192,7 +204,7 @@ def _candidates(op: str, s: float, p: int, g: int, c: CollectiveParams,
             out.append(("ring", proto, (steps - x_steps) * h_in + x_steps * h_x, ring_bytes / (share * bw)))
         if op == "all_reduce" and "tree" in c.algorithms and n > 1:
             lat = 2 * (math.ceil(math.log2(n)) * h_x + (g - 1) * h_in)
-            out.append(("tree", proto, lat, 2 * s / (share * bw)))
+            out.append(("tree", proto, lat, (1 if n == 2 else 2) * s / (share * bw_tree)))
     if op == "all_reduce" and "nvls" in c.algorithms and n == 1 and c.nvls_bw_bytes_per_s:
         out.append(("nvls", "simple", 2 * hop_in, s / c.nvls_bw_bytes_per_s))
     if not out:  # a profile listing only nvls still has the ring fallback NCCL always has
@@ -251,6 +263,9 @@ def collective_time_with(op: str, size_bytes: float, n_gpus: int, params: Collec
                         else params.intra_hop_latency_s)
     if implementation == "nvls" and algorithm is None and any(x[0] == "nvls" for x in cands):
         algorithm = "nvls"
+    if (algorithm is None and op == "all_reduce" and params.nccl_graph_bw_per_gpu_bytes_per_s and g < n_gpus
+            and {"ring", "tree"} <= set(params.algorithms)):
+        algorithm = nccl_algorithm(s, n_gpus, g, g * params.nccl_graph_bw_per_gpu_bytes_per_s)
     if algorithm is not None:
         cands = [x for x in cands if x[0] == algorithm]
         if not cands:

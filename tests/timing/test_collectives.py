@@ -38,19 +38,26 @@ def test_multi_node_ring_vs_tree_by_hand():
     # p = 16, 8 per node, 2 nodes; network = 20e9 * min(8, 8) = 160e9 per node > 100e9 NVLink: bottleneck 100e9
     # ring, Simple (NVLink hop 1 + 2.93 = 3.93 us, network hop 5 + 11.3 = 16.3 us): 30 steps, 2 of them on the
     # network: 10 + 28 * 3.93 + 2 * 16.3 = 152.64 us + 2 * 15/16 * 64e6 / 100e9 = 1200 us -> 1352.64 us (picked)
-    # tree, Simple: 10 + 2 * (ceil(log2 2) * 16.3 + 7 * 3.93) = 97.62 us + 2 * 64e6 / 100e9 = 1280 us -> 1377.62 us
+    # tree, Simple, 2 nodes: each node sends S per direction (S/2 up one tree, S/2 down the other):
+    # 10 + 2 * (ceil(log2 2) * 16.3 + 7 * 3.93) = 97.62 us + 64e6 / 100e9 = 640 us -> 737.62 us (picked)
     ring = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="ring")
     tree = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="tree")
     assert ring.t_s == pytest.approx(1352.64e-6) and ring.protocol == "simple"
-    assert tree.t_s == pytest.approx(1377.62e-6) and tree.protocol == "simple"
-    assert collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8).algorithm == "ring"
-    # 2 KB: LL; ring 10 + 28 * 1 + 2 * 5 = 48 us; tree 10 + 2 * (5 + 7 * 1) = 34 us + 2 * 2048 / 50e9 = 81.92 ns
+    assert tree.t_s == pytest.approx(737.62e-6) and tree.protocol == "simple"
+    assert collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8).algorithm == "tree"
+    # 2 KB: LL; ring 10 + 28 * 1 + 2 * 5 = 48 us; tree 10 + 2 * (5 + 7 * 1) = 34 us + 2048 / 50e9 = 40.96 ns
     small = collective_time_with("all_reduce", 2048, 16, P, gpus_per_node=8)
-    assert (small.algorithm, small.protocol) == ("tree", "LL") and small.t_s == pytest.approx(34.08192e-6)
-    # one NIC per node: network 20e9 is the bottleneck: ring bandwidth 2 * 15/16 * 64e6 / 20e9 = 6 ms
+    assert (small.algorithm, small.protocol) == ("tree", "LL") and small.t_s == pytest.approx(34.04096e-6)
+    # one NIC per node: network 20e9 is the bottleneck: ring bandwidth 2 * 15/16 * 64e6 / 20e9 = 6 ms; the tree goes
+    # through min(8, 2 * 1) = 2 NICs: 64e6 / 40e9 = 1.6 ms
     one_nic = CollectiveParams(**{**P.__dict__, "nics_per_node": 1})
     r1 = collective_time_with("all_reduce", 64e6, 16, one_nic, gpus_per_node=8, algorithm="ring")
     assert r1.t_bandwidth_s == pytest.approx(6e-3)
+    t1 = collective_time_with("all_reduce", 64e6, 16, one_nic, gpus_per_node=8, algorithm="tree")
+    assert t1.t_bandwidth_s == pytest.approx(1.6e-3)
+    # 4 nodes of 4: an inner tree node sends S up and to two children: 2 * 64e6 / min(100e9, 20e9 * 4) = 1.6 ms
+    t4 = collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=4, algorithm="tree")
+    assert t4.t_bandwidth_s == pytest.approx(1.6e-3)
     # NVLS is intra-node only
     with pytest.raises(InputError, match="not available"):
         collective_time_with("all_reduce", 64e6, 16, P, gpus_per_node=8, algorithm="nvls")
