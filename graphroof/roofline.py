@@ -98,11 +98,12 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     # a collective priced by the efficiency factors is still a collective (the breakdown's "collectives" part)
     model = "collective:efficiency" if cost.net_bytes else "efficiency"
     t_real = max(tc_r, tm_r, tn_r)
+    more = 0  # kernels the runtime launches beside this one (timing.kernel.KernelTime.extra_launches)
     if node is not None and hw.timing is not None and (cost.flops or cost.bytes or cost.net_bytes):
         from .timing.kernel import kernel_time
 
         kt = kernel_time(node, kernel_kind(node, cost), cost, hw, dtype, tc, tm, runtime)
-        t_real, launch, model = kt.t_kernel_s, kt.t_launch_s, kt.model
+        t_real, launch, model, more = kt.t_kernel_s, kt.t_launch_s, kt.model, kt.extra_launches
         if runtime is not None and runtime.aten_ops:  # an op PyTorch runs as several kernels (timing.host)
             from .timing.profile import timing_of
 
@@ -112,7 +113,9 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
     if cast:
         t_real, launch = _with_weight_cast(cost, hw, node, t_real, launch)
     if launch and runtime is not None and runtime.overlap_launch:  # host stage (evaluate_graph, timing.host)
-        launch = host_dispatch_s(runtime, launch / (1 + cast), node, cost, extra_launches=int(cast))
+        launch = host_dispatch_s(runtime, launch / (1 + cast), node, cost, extra_launches=int(cast) + more)
+    else:
+        launch += more * launch / (1 + cast)
     if cost.matrix_flops and cost.vector_flops:
         used, peak = f"{key_m}+{key_v}", cost.flops / tc
     elif cost.vector_flops:

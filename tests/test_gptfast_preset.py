@@ -45,3 +45,30 @@ def test_int4_gemv_bytes_at_group_32_by_hand():
     assert g32.bytes == pytest.approx(10_502_144)
     assert g128.bytes == pytest.approx(8_929_280)
     assert g32.t_s > g128.t_s  # a batch-1 GEMV streams its weights: more bytes, more time
+
+
+def test_gpt_fast_preset_fuses_qkv_keeps_gate_up_and_keeps_vocab_whole():
+    rt = get_runtime(str(GPTFAST_PRESET))
+    assert rt.fuse_horizontal_gemms and not rt.fuse_gate_up and not rt.vocab_parallel
+    for key in ("horizontal_gemms", "gate_up", "vocab_parallel"):
+        assert "gpt-fast" in rt.sources[key]
+    assert get_runtime("serving").vocab_parallel  # every other preset splits the vocabulary under TP
+    assert preset_fields({"name": "x", "kernels": {"vocab_parallel": False}})["vocab_parallel"] is False
+    with pytest.raises(InputError, match="vocab_parallel"):
+        preset_fields({"name": "x", "kernels": {"vocab_parallel": "no"}})
+
+
+def test_whole_vocab_per_rank_adds_half_the_embedding_and_lm_head_at_tp2():
+    # Llama-2-7B: token embedding and LM head are each 32000 x 4096 bf16 = 262,144,000 B.
+    # Split over the vocabulary at TP 2 each rank holds half of both (262,144,000 B in all); kept whole (gpt-fast's
+    # tp.py) each rank holds both whole: 262,144,000 B more per GPU, and each decode step reads the whole LM head.
+    import dataclasses
+
+    import graphroof.llm as llm
+
+    rt = get_runtime(str(GPTFAST_PRESET))
+    whole = llm.estimate("llama-2-7b", hw="a100", prompt=128, gen=2, batch=1, tp=2, runtime=rt).configs[0]
+    split = llm.estimate("llama-2-7b", hw="a100", prompt=128, gen=2, batch=1, tp=2,
+                         runtime=dataclasses.replace(rt, vocab_parallel=True)).configs[0]
+    assert whole.weight_bytes - split.weight_bytes == pytest.approx(262_144_000)
+    assert whole.tpot_s > split.tpot_s

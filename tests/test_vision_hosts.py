@@ -12,7 +12,7 @@ import pytest
 from graphroof.counters import count
 from graphroof.counters.settings import CountSettings
 from graphroof.fuse import get_runtime
-from graphroof.graph import COST, OpGraph, OpNode, TensorSpec
+from graphroof.graph import COST, OpGraph, OpNode, Role, TensorSpec
 from graphroof.timing.host import eager_attention_bytes, extra_kernels_device_s
 from graphroof.validate.data import DATA_DIR
 from graphroof.validate.vision import FT_HOSTS, _host_factor, _host_runtime
@@ -118,3 +118,37 @@ def test_ft_encoder_attention_reads_its_mask():
     count(plain, settings=CountSettings(attention="naive"))
     assert cost.act_read_bytes - plain.get("sdpa", COST).act_read_bytes == 32_768
     assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(207.75e-6)
+
+
+def _linear(rank: int, bias: bool = True) -> tuple[OpGraph, OpNode]:
+    """One fp16 linear 768 -> 3072 on a [1, 128, 768] (rank 3) or [128, 768] (rank 2) input."""
+    x = TensorSpec((1, 128, 768) if rank == 3 else (128, 768), "fp16")
+    w, b = TensorSpec((3072, 768), "fp16", role=Role.WEIGHT), TensorSpec((3072,), "fp16", role=Role.WEIGHT)
+    y = TensorSpec((1, 128, 3072) if rank == 3 else (128, 3072), "fp16")
+    g = OpGraph("t")
+    g.add_op(OpNode("fc", "aten.linear", inputs=(x, w, b) if bias else (x, w), outputs=(y,), scope="fc"))
+    return g, g.node("fc")
+
+
+def test_pytorch18_linear_adds_its_bias_apart_by_hand():
+    # PyTorch 1.8's at::linear on a 3-D input: matmul, then output.add_(bias): the output (1 x 128 x 3072 x 2 B =
+    # 786,432 B) read and written once more, the bias (3072 x 2 B = 6,144 B) read: 2 x 786,432 + 6,144 = 1,579,008 B.
+    # Device: one more kernel, 1 us latency + 1,579,008 B at 1e12 B/s (1.579008 us) = 2.579008 us.  Host: issued
+    # inside the one linear op: the same 1 launch + 1 library call as a fused linear
+    from graphroof.fuse import fuse
+    from graphroof.timing.host import eager_bias_bytes, host_dispatch_s
+    from graphroof.validate.vision import _with_bias_add
+
+    rt = get_runtime("pytorch-eager")
+    for rank, split in ((3, True), (2, False)):  # a 2-D input takes addmm: the bias inside the GEMM
+        g, _ = _linear(rank)
+        g = _with_bias_add(g)
+        count(g)
+        kg = fuse(g, rt).as_opgraph(g)
+        (kernel,) = list(kg)
+        cost = kg.get(kernel.name, COST)
+        assert eager_bias_bytes(kernel, cost) == (1_579_008 if split else 0.0)
+        assert extra_kernels_device_s(rt, kernel, cost, 1e-6, 1e12) == pytest.approx(2.579008e-6 if split else 0.0)
+        assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(5e-6 + 11.75e-6 + 28.5e-6)
+    g, _ = _linear(3, bias=False)  # no bias: nothing to add
+    assert "bias_add" not in _with_bias_add(g).node("fc").attrs

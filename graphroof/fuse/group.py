@@ -42,6 +42,9 @@ class Kernel:
     ``kind``: ``gemm`` | ``attention`` | ``vector`` | ``comm`` | ``opaque``.  ``gemm_mnk``: the GEMM's
     (M, N, K) for GEMM kernels (N summed over horizontally fused GEMMs), else ``None``.  ``folded``: ops
     folded away (batch-norm into a conv).  ``scope``: the layer the kernel is reported under.
+    ``quantize_input``: a GEMM kernel whose activation input comes straight from an attention kernel under a
+    runtime with ``fp8_quantize_after_attention``: an fp8 GEMM quantizes that input in a kernel of its own
+    (priced by :func:`graphroof.timing.gemm_plan.quantize_input_s`).
     """
 
     name: str
@@ -54,6 +57,7 @@ class Kernel:
     folded: list[str] = field(default_factory=list)
     inputs: list[tuple[str, TensorSpec]] = field(default_factory=list)    # (tensor name, spec) read from outside
     outputs: list[tuple[str, TensorSpec]] = field(default_factory=list)   # (tensor name, spec) used outside
+    quantize_input: bool = False
 
     @property
     def n_ops(self) -> int:
@@ -105,8 +109,12 @@ class KernelGraph:
                 attrs.update(world_size=first.attrs.get("world_size"), collective=first.op)
                 if first.attrs.get("gpus_per_node"):  # placed on a system's nodes (llm/parallel.py)
                     attrs["gpus_per_node"] = first.attrs["gpus_per_node"]
+            if k.quantize_input:  # its fp8 input quantize runs as a kernel of its own (timing.gemm_plan)
+                attrs["quantize_input"] = True
             if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("gemm_library"):  # the GEMM's kernel family
                 attrs["gemm_library"] = op_of[k.ops[0]].attrs["gemm_library"]  # (timing.gemm_plan)
+            if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("bias_add"):  # its bias added apart (timing.host)
+                attrs["bias_add"] = op_of[k.ops[0]].attrs["bias_add"]
             if k.kind == "attention" and any(attention_is_causal(op_of[n]) for n in k.ops):
                 attrs["is_causal"] = True  # a causal mask (timing.attention: diagonal tiles, causal tail)
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
@@ -288,6 +296,15 @@ class _Grouper:
             self._epilogues()
 
 
+def _after_attention(df: Dataflow, grouper: _Grouper, gemm: str) -> bool:
+    """Whether GEMM op *gemm* reads its activation input straight from an attention kernel (views looked
+    through): nothing the engine could fuse a quantize of that input into (an attention plugin's output)."""
+    acts = [pos for pos, t in enumerate(df.nodes[gemm].inputs) if t is not None and t.role == Role.ACTIVATION]
+    src = df.src.get((gemm, acts[0])) if len(acts) == 1 else None
+    p = src[0] if src else None
+    return p is not None and p in grouper.kernel_of and grouper.kinds[grouper.kernel_of[p]] == "attention"
+
+
 def _anchor(df: Dataflow, ops: list[str], kind: str) -> str:
     if kind in ("gemm", "attention", "comm", "opaque"):
         return next((n for n in ops if df.cls[n] == kind), ops[0])
@@ -310,17 +327,20 @@ def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph
         kind = grouper.kinds[k]
         anchor = _anchor(df, ops, kind)
         mnk = None
+        quant = False
         if kind == "gemm":
             gemms = [n for n in ops if df.cls[n] == "gemm"]
             shapes = [sh for n in gemms if (sh := gemm_mnk(df.nodes[n], df.costs[n])) is not None]
             if shapes and len(shapes) == len(gemms):
                 mnk = (shapes[0][0], sum(sh[1] for sh in shapes), shapes[0][2])
+            quant = bool(rt.fp8_quantize_after_attention and gemms and _after_attention(df, grouper, gemms[0]))
         for n in ops:
             op_kernel[n] = len(kernels)
         ins, outs = boundary(df, ops)
         kernels.append(Kernel(name=anchor if len(ops) == 1 else f"{anchor}+{len(ops) - 1}", kind=kind, ops=ops,
                               cost=kernel_cost(df, ops, grouper.folded), scope=df.nodes[anchor].scope,
                               dtype=compute_dtype(df.nodes[anchor]), gemm_mnk=mnk,
-                              folded=[n for n in ops if n in grouper.folded], inputs=ins, outputs=outs))
+                              folded=[n for n in ops if n in grouper.folded], inputs=ins, outputs=outs,
+                              quantize_input=quant))
     n_views = sum(1 for n in df.order if df.cls[n] == "view")
     return KernelGraph(rt, kernels, op_kernel, n_views)

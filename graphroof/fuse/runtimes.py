@@ -31,8 +31,8 @@ The fields (:class:`Runtime`):
   library call (:mod:`graphroof.timing.host`; ``aten_ops``: an op that PyTorch runs as several kernels is that many
   launches), the device runs the kernels, and a step takes about max(host, device).
   Without it (the default) every kernel adds its launch to the device time, as graphroof always did;
-* *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *moe_grouped_gemm*,
-  *attention_kernel*, *norm_stream*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
+* *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *fp8_quantize_after_attention*,
+  *moe_grouped_gemm*, *attention_kernel*, *norm_stream*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
 * *autocast*: ``torch.autocast`` mixed precision in an eager framework: each GEMM / conv of the fp16 graph also
   runs the cast of its fp32 weight (priced in :func:`graphroof.roofline.evaluate`).
 
@@ -115,6 +115,13 @@ class Runtime:
     overlap_launch: bool = False
     #: fp8 GEMM kernels (on devices with fp8 tensor cores)
     fp8_gemm: bool = False
+    #: the fp8 quantize of an fp8 GEMM's input runs as a kernel of its own when the input comes from an attention
+    #: kernel (a plugin the engine cannot fuse it into: TensorRT-LLM 0.5 / 0.6 before o_proj); False: fused into
+    #: the producer or the GEMM, no kernel (graphroof.timing.gemm_plan.quantize_input_s)
+    fp8_quantize_after_attention: bool = False
+    #: under TP the token embedding and LM head are split over the vocabulary (an all-reduce / all-gather after
+    #: them); False: every rank holds and reads them whole, no collective (gpt-fast shards only attention and MLP)
+    vocab_parallel: bool = True
     #: weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm); None: its DEFAULT_GROUP (128)
     weight_only_group_size: int | None = None
     #: torch.autocast mixed precision: every GEMM / conv first casts its fp32 weight to the compute dtype, one more

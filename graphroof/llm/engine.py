@@ -171,7 +171,8 @@ class Engine:
         self.layout = lay = p.layout
         if lay.system is not None:  # the system's network between nodes in the device's collectives
             self.hw = lay.system.apply(self.hw)
-        kw: dict[str, Any] = dict(quant=p.quant, tp=p.tp, plan=p.plan, settings=p.settings, rules=p.rules,
+        plan = p.plan if self.runtime.vocab_parallel else replace(p.plan, embed=frozenset(), lm_head=frozenset())
+        kw: dict[str, Any] = dict(quant=p.quant, tp=p.tp, plan=plan, settings=p.settings, rules=p.rules,
                                   strict=p.strict, depth=p.depth, progress=progress, runtime=self.runtime)
         self.pipeline = (Pipeline(src, self.hw, **kw) if lay.plain
                          else ParallelPipeline(src, self.hw, layout=lay, **kw))

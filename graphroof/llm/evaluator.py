@@ -34,6 +34,7 @@ from ..fuse.runtimes import Runtime
 from ..graph import REPEAT
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate
+from ..timing.gemm_plan import gemm_plan
 from ..timing.host import extra_kernels_device_s, host_dispatch_s
 from ..timing.profile import timing_of
 from ..timing.vectorized import kernel_times
@@ -134,7 +135,11 @@ class PhasePricer:
             rt = self.runtime
             j = int(np.argmax(c[_F["matrix_flops"]])) if c.shape[-1] else 0
             cost = Cost(**{f: float(c[_F[f], j]) if c.shape[-1] else 0.0 for f in FIELDS})  # type: ignore[arg-type]
-            launch = host_dispatch_s(rt, self._launch0_s, self.nodes[gi], cost) if self.overlap else self.launch_s
+            node = self.nodes[gi]
+            more = int(bool(node.attrs.get("quantize_input")) and self.timing is not None
+                       and gemm_plan(node, self.dtypes[gi], self.hw, rt).quantize_input)  # its fp8 input quantize
+            launch = host_dispatch_s(rt, self._launch0_s, node, cost, extra_launches=more) if self.overlap \
+                else self.launch_s * (1 + more)
             extra = extra_kernels_device_s(rt, self.nodes[gi], cost, self.timing.stream_latency_s) \
                 if self.timing is not None else 0.0
             self._host[gi] = (launch, extra)

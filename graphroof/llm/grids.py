@@ -88,6 +88,7 @@ class KernelGrid:
             nd = nodes[0]
             key = (y[i].tobytes(), kops[i], nd.attrs.get("kernel_kind"), compute_dtype(nd), nd.attrs.get("op_keys"),
                    nd.attrs.get("world_size"), nd.attrs.get("collective"), tuple(o.attrs.get("gemm_mnk") for o in nodes),
+                   nd.attrs.get("quantize_input"),
                    tuple((tuple(t.shape if t is not None else None for t in o.inputs),
                           tuple(t.shape for t in o.outputs)) for o in nodes), nd.op)
             groups.setdefault(key, []).append(i)

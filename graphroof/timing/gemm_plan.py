@@ -12,7 +12,16 @@ gemm_times`), so both price the same kernel:
   experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm``;
 * the kernel family (``node.attrs["gemm_library"]``, else the runtime's ``gemm_library``, else ``cublas``):
   ``deepgemm`` is DeepGEMM (:mod:`graphroof.timing.gemm`) (an ``aten.bmm`` under it: the grouped kernel, one group
-  per batch entry).
+  per batch entry);
+* an fp8 GEMM whose input comes from an attention kernel under a runtime with ``fp8_quantize_after_attention``
+  (the fusion pass marks it ``quantize_input``): the quantize of that input is a streaming kernel of its own, one
+  more launch (:func:`quantize_input_s`)::
+
+      t_quant_s = stream_latency_s + M K (act_bytes + 1) / (mem_bw_bytes_per_s * stream_efficiency("elementwise"))
+
+  (read the [M, K] input in the activation dtype, write it in fp8, one scale per tensor); the GEMM then reads
+  that input in fp8: its counted activation read (the activation dtype) is ``M K (act_bytes - 1)`` bytes too many
+  (:func:`quantized_input_saved_bytes`, taken off the bytes its epilogue streams).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from .l2 import fits_l2, l2_bytes_of
 from .moe import expert_weight_shape, experts_in_step, per_expert_latency_s
 from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
 
-__all__ = ["GemmPlan", "gemm_plan", "gemm_kernel_time"]
+__all__ = ["GemmPlan", "gemm_plan", "gemm_kernel_time", "quantize_input_s", "quantized_input_saved_bytes"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class GemmPlan:
     batch: int = 1                  # independent GEMMs of one shape (aten.bmm's batch), each with its own B
     out_dtype: str = ""             # D's dtype as the node writes it ("": as the compute dtype), e.g. bf16 of fp8
     act_in_l2: bool = False         # runtime l2_activations: A from L2 when the GEMM fits (graphroof.timing.l2)
+    quantize_input: bool = False    # an fp8 GEMM whose input quantize is a kernel of its own (quantize_input_s)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -71,9 +81,31 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
         batch = max(1, int(a.shape[0]))  # a grouped kernel: each group its own [m, K] x [K, N]
     outs = tuple(getattr(node, "outputs", None) or ())
     out = str(outs[0].dtype) if outs and outs[0].dtype != gd else ""  # fp8 GEMMs write bf16 (W8A8, _scaled_mm)
+    quant = gd == "fp8" and bool(attrs.get("quantize_input")) and not str(dtype).startswith("fp8")
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
                     ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype,
-                    lib, batch, out, bool(getattr(runtime, "l2_activations", False)))
+                    lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant)
+
+
+def quantize_input_s(plan: GemmPlan, m: Any, k: Any, hw: Any) -> Any:
+    """Device time of the separate kernel quantizing an fp8 GEMM's [*m*, *k*] input (module doc; 0 when the
+    plan has none); *m*, *k*: numbers or numpy arrays (the vectorised model)."""
+    if not plan.quantize_input:
+        return 0.0
+    from .profile import timing_of
+
+    timing = timing_of(hw)
+    act_bytes = dtype_bits(plan.act_dtype or "fp16") / 8
+    nbytes = m * 1.0 * k * (act_bytes + dtype_bits("fp8") / 8)
+    return timing.stream_latency_s + nbytes / (hw.mem_bw_bytes_per_s * timing.stream_efficiency("elementwise"))
+
+
+def quantized_input_saved_bytes(plan: GemmPlan, m: Any, k: Any) -> Any:
+    """Bytes of the GEMM's counted [*m*, *k*] input read it does not move when a separate kernel quantized that
+    input to fp8 (module doc; 0 without one)."""
+    if not plan.quantize_input:
+        return 0.0
+    return m * 1.0 * k * (dtype_bits(plan.act_dtype or "fp16") - dtype_bits("fp8")) / 8
 
 
 def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: Any) -> float:
@@ -111,9 +143,10 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         l2 = plan.act_in_l2 and fits_l2(cost.bytes, l2_bytes_of(hw))
         g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups, act_in_l2=l2,
                       out_dtype=plan.out_dtype or None)  # D in the epilogue's dtype, overlapped with the loads
-        counted_w = g.bytes + (cost.act_read_bytes if l2 else 0.0)
-    extra = max(0.0, cost.bytes - counted_w)  # epilogue operands (bias, residual) stream alongside
+        counted_w = g.bytes + (cost.act_read_bytes if l2 else quantized_input_saved_bytes(plan, m, k))
+    # epilogue operands (bias, residual) stream alongside (an input quantized apart is read in fp8: counted_w)
+    extra = max(0.0, cost.bytes - counted_w)
     t = pre + g.t_s + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     if cost.vector_flops:
         t = max(t, cost.vector_flops / (hw.peak("vector", plan.act_dtype or plan.dtype)[0] * hw.vector_efficiency))
-    return t
+    return t + quantize_input_s(plan, m, k, hw)

@@ -38,6 +38,16 @@ written, read, ``P`` written, read); its other kernels each stream a tensor once
                                          the attention's own bytes)
 
 with ``S = B H L S_kv`` score elements in the query's dtype (the whole square: the unfused path materialises it).
+
+A linear marked ``bias_add = "separate"`` (:data:`BIAS_ADD`; set by whoever knows the PyTorch that ran it, e.g.
+graphroof.validate.vision for PyTorch 1.8) is a GEMM without its bias and ``output.add_(bias)`` after it: older
+``at::linear`` takes ``addmm`` only for a 2-D input, else ``matmul`` then ``add_``.  The add is one more kernel on
+the device (``stream_latency_s`` and its bytes, :func:`eager_bias_bytes`)::
+
+    bias_bytes = 2 out + bias                the GEMM's output read and written once more, the bias read
+
+On the host it is issued inside the one linear op, not dispatched as an op of its own: its host time is part of
+that op's (no launch counted; the pytorch-eager host level was fitted on rows that ran it).
 """
 
 from __future__ import annotations
@@ -48,10 +58,13 @@ from ..dtypes import dtype_bits
 from ..fuse.classify import kernel_kind
 from ..graph import OpNode, Role
 
-__all__ = ["eager_attention_bytes", "eager_dispatches", "extra_kernels_device_s", "host_dispatch_s", "LIBRARY_KINDS"]
+__all__ = ["BIAS_ADD", "eager_attention_bytes", "eager_bias_bytes", "eager_dispatches", "extra_kernels_device_s",
+           "host_dispatch_s", "LIBRARY_KINDS", "separate_bias"]
 
 #: kernel kinds whose kernel comes from a vendor library call (cuBLAS / cuDNN / fused attention)
 LIBRARY_KINDS = ("gemm", "attention")
+#: node attribute: ``"separate"`` where the linear's bias is added by a kernel of its own (module doc)
+BIAS_ADD = "bias_add"
 _TRAINING_BATCH_NORM = ("aten._native_batch_norm_legit", "aten._batch_norm_with_update")
 
 
@@ -113,6 +126,21 @@ def host_dispatch_s(runtime: Any, launch_overhead_s: float, node: OpNode | None,
             + lib * getattr(runtime, "host_overhead_per_library_call_s", 0.0))
 
 
+def separate_bias(node: OpNode) -> bool:
+    """A linear whose bias PyTorch adds in a kernel of its own (module doc): marked ``bias_add = "separate"``."""
+    return node.attrs.get(BIAS_ADD) == "separate"
+
+
+def eager_bias_bytes(node: OpNode, cost: Any) -> float:
+    """Bytes of the separate bias add of a linear (:func:`separate_bias`): the GEMM's output read and written
+    once more, and the bias read; 0 for any other kernel."""
+    if kernel_kind(node, cost) != "gemm" or not separate_bias(node):
+        return 0.0
+    out = float(cost.act_write_bytes)                 # the GEMM's output, M x N
+    mnk = node.attrs.get("gemm_mnk")
+    return 2.0 * out + (out / mnk[0] if mnk and mnk[0] else 0.0)  # the bias: N elements of the output's dtype
+
+
 def eager_attention_bytes(node: OpNode, cost: Any) -> float:
     """Bytes the kernels of an eager naive attention move beyond its byte model (module doc): 0 unless *node* is
     an attention kernel that writes its scores."""
@@ -135,7 +163,9 @@ def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_
     bandwidth) when given."""
     if node is None or not getattr(runtime, "aten_ops", False):
         return 0.0
-    t_s = (eager_dispatches(node, cost, True, bool(getattr(runtime, "autocast", False)))[0] - 1) * stream_latency_s
+    bias = eager_bias_bytes(node, cost) > 0  # a linear's bias added by a kernel of its own
+    t_s = (eager_dispatches(node, cost, True, bool(getattr(runtime, "autocast", False)))[0] - 1 + int(bias)) \
+        * stream_latency_s
     if elementwise_bw_bytes_per_s > 0:
-        t_s += eager_attention_bytes(node, cost) / elementwise_bw_bytes_per_s
+        t_s += (eager_attention_bytes(node, cost) + eager_bias_bytes(node, cost)) / elementwise_bw_bytes_per_s
     return t_s

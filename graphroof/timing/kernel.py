@@ -57,6 +57,7 @@ class KernelTime:
     t_kernel_s: float   # on-device time without the launch
     t_launch_s: float   # CPU-side launch cost of this kernel (when launched on its own)
     model: str          # "gemm" | "attention" | "stream:<kind>" | "collective:<algorithm>" | "roofline"
+    extra_launches: int = 0  # kernels the runtime launches beside it (an fp8 GEMM's input quantize), in t_kernel_s
 
 
 def stream_kind(op_keys: tuple[str, ...] | list[str]) -> str:
@@ -126,7 +127,7 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
         mnk = _gemm_shape(node, cost)
         if mnk is not None:  # tiles / waves, weight-only dequant, MoE experts (graphroof.timing.gemm_plan)
             plan = gemm_plan(node, dtype, hw, runtime)
-            return KernelTime(gemm_kernel_time(plan, mnk, cost, hw), launch, "gemm")
+            return KernelTime(gemm_kernel_time(plan, mnk, cost, hw), launch, "gemm", int(plan.quantize_input))
     if kind == "attention":  # flash attention: prefill ramp, decode K/V per KV head (graphroof.timing.attention)
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
         family = attention_kernel(runtime)

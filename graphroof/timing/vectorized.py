@@ -22,7 +22,7 @@ from ..hardware.profile_cache import memo_of
 from .attention import AttentionDims, attention_dims, attention_time
 from .conv import is_conv_key
 from .gemm import _tile_heights
-from .gemm_plan import GemmPlan, gemm_plan
+from .gemm_plan import GemmPlan, gemm_plan, quantize_input_s, quantized_input_saved_bytes
 from .kernel import attention_kernel, stream_kind
 from .moe import experts_in_step, group_m_tiles, per_expert_latency_s
 from .precision import gemm_ceiling, matmul_peak
@@ -171,8 +171,10 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
         if plan.library != "cublas":
             return None  # another kernel family (DeepGEMM, timing.gemm): the scalar model
         g_t, g_bytes = gemm_times(*mnk, hw, plan.dtype, cost["weight_bytes"], plan)
-        extra = np.maximum(0.0, nbytes - g_bytes)
+        extra = np.maximum(0.0, nbytes - g_bytes - quantized_input_saved_bytes(plan, mnk[0], mnk[2]))
         out = np.maximum(g_t + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency), tv)
+        if plan.quantize_input:  # its fp8 input quantize, a kernel of its own
+            out = out + quantize_input_s(plan, mnk[0], mnk[2], hw)
     elif kind == "attention":
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
         out = attention_time(cost, _dims(node), hw, dtype, shared, attention_kernel(runtime)) * np.ones(mf.shape)

@@ -12,7 +12,8 @@
 * attention: fused (``flash``), or ``--attention naive`` (scores in memory) where the engine has no fused kernel:
   TorchScript / TF + XLA BERT of FT's docs, TensorRT / FT on Volta (:func:`_kernels`);
 * FasterTransformer's docs' rows run as their benchmarks ran: an unfused attention adds the ``[b, 1, s, s]`` mask
-  the benchmark passes (:func:`_with_mask`), and the host dispatch is that of the GPU's own host CPU, named by
+  the benchmark passes (:func:`_with_mask`), TorchScript's linears add their bias in a kernel of their own as
+  PyTorch 1.8 ran them (:func:`_with_bias_add`), and the host dispatch is that of the GPU's own host CPU, named by
   the docs (:data:`FT_HOSTS`);
 * measured: the published mean latency of one batch, else the median, else batch / throughput (a rate);
 * rows without a zoo model, without a profile, or with a ``?`` mapping are reported as not covered.
@@ -150,6 +151,28 @@ def _with_mask(graph: Any, batch: int, seq: int) -> Any:
     return out
 
 
+def _with_bias_add(graph: Any) -> Any:
+    """*graph* with the bias of every linear on a 3-D input added by a kernel of its own, as the PyTorch of
+    FasterTransformer's TorchScript rows ran it: ``at::linear`` (torch.nn.functional.linear up to 1.7) takes
+    ``addmm`` (the bias in the GEMM) only for a 2-D input, else ``matmul`` then ``output.add_(bias)`` (PyTorch
+    1.5-1.10; later releases fold a contiguous 3-D input into addmm).  The guide's T4 / V100 / A10 tables date from FT
+    v4.0-v5.0 (NVIDIA/FasterTransformer@0280a66, 2021-04: docs/encoder_guide.md; @952a1f2, 2021-09), whose docs
+    name the NGC images up to pytorch:20.12-py3, PyTorch 1.8.0 ("Verify on 1.8.0").  Marked on the node
+    (:data:`graphroof.timing.host.BIAS_ADD`): one more kernel on the device with its bytes, launched inside the
+    one linear op (no host dispatch of its own)."""
+    from dataclasses import replace
+
+    from ..timing.host import BIAS_ADD
+
+    def split(node: Any) -> Any:
+        x = node.inputs[0] if node.inputs else None
+        if node.op != "aten.linear" or len(node.inputs) < 3 or node.inputs[2] is None or x is None or x.rank < 3:
+            return node
+        return replace(node, attrs={**node.attrs, BIAS_ADD: "separate"})
+
+    return graph.map_ops(split)
+
+
 def _engine(framework: str) -> str:
     return re.split(r"[(;\[]", framework, maxsplit=1)[0].strip()
 
@@ -245,27 +268,32 @@ def vision_rows(ctx: Context) -> list[Row]:
             att, mp = _kernels(r["source_id"], r["framework"], dtype, prof)
             host = _host_factor(r["source_id"], prof)
             mask = bool(seq) and att == "naive" and r["source_id"].startswith("FT_BERT")  # scores + mask: _with_mask
-            jobs.setdefault((target, (runtime, att, mp, host, mask), batch, seq, dtype), []).append((row, prof))
+            bias = mask and "torchscript" in r["framework"].lower()  # PyTorch 1.8's linear: _with_bias_add
+            jobs.setdefault((target, (runtime, att, mp, host, mask, bias), batch, seq, dtype), []).append((row, prof))
             row.vendor = hw.vendor
             row.command = (f"graphroof analyze {target} --hw {prof} --runtime {runtime} --batch {batch} --dtype {dtype}"
                            + (f" --seq {seq}" if seq else "") + (" --attention naive" if att == "naive" else "")
                            + (" --matmul-precision highest" if mp == "highest" else "") + " -f json: totals time_realistic_s"
                            + (" (throughput = batch / time)" if is_rate else "")
                            + (f"; host dispatch x {host:g} (the source's host CPU: graphroof.validate.vision.FT_HOSTS)"
-                              if host != 1.0 else ""))
+                              if host != 1.0 else "")
+                           + ("; linear biases added apart (PyTorch 1.8: graphroof.validate.vision._with_bias_add)"
+                              if bias else ""))
         out.append(row)
     models: dict[tuple, set[tuple]] = {}  # (target, dtype) -> the (batch, seq) its rows ask for
     for target, _, batch, seq, dtype in jobs:
         models.setdefault((target, dtype), set()).add((batch, seq))
     graphs: dict[tuple, dict[tuple, Any]] = {}
     order = {m: i for i, m in enumerate(models)}  # one model after the other, in the order of the data
-    for (target, (runtime, att, mp, host, mask), batch, seq, dtype), rows_ in sorted(
+    for (target, (runtime, att, mp, host, mask, bias), batch, seq, dtype), rows_ in sorted(
             jobs.items(), key=lambda j: order[j[0][0], j[0][4]]):
         if (target, dtype) not in graphs:  # one model's graphs at a time (the previous one's are dropped)
             graphs = {(target, dtype): _graphs(ctx, target, dtype, models[target, dtype])}
         graph = graphs[target, dtype][batch, seq]
         if mask:
             graph = _with_mask(graph, batch, seq)
+        if bias:
+            graph = _with_bias_add(graph)
         profs = sorted({p for _, p in rows_})
         hws: list[Any] = [ctx.hw(p) for p in profs]
         held = [ctx.holdout_hw(p, "vision") for p in profs]
