@@ -46,8 +46,9 @@ def full_rerun(est: Any, pipe: Any, cfg: Any, *, batch: int | None = None, weigh
     pipeline with *pipe*'s options (hardware, plan, count settings, rules, runtime) on *pipe*'s traced graphs
     (re-counted, not re-traced), priced at that one point (:class:`~graphroof.llm.price.PricedModel`) with the
     configuration's serving-memory settings."""
+    from .memfit import memory_of
     from .phases import Pipeline
-    from .price import PricedModel, memory_of
+    from .price import PricedModel
     from .quant import Quant
     from .whatif import CachedSource
 

@@ -18,9 +18,10 @@ from ..graph import OpGraph
 from ..hardware.bands import band_for
 from ..layers import fold_key, fold_name, layer_row, rollup, scope_at
 from .critical import critical_table
+from .memfit import memory_of
 from .phases import Phase, Pipeline
 from .poly import DEGREE, GridPlan, grid_points
-from .price import TP_CANDIDATES, figure_row, memory_of
+from .price import TP_CANDIDATES, figure_row
 from .result import LLMConfig, LLMEstimate
 from .tables import table_depth
 from .tokens import decode_range

@@ -33,7 +33,8 @@ import numpy as np
 from ..dtypes import dtype_bits
 from ..errors import InputError
 from ..timing.p2p import send_recv_time
-from .price import Figures, memory_fit
+from .memfit import memory_fit
+from .price import Figures
 from .stepcost import step_arrays
 from .tokens import PhaseTotals, decode_range
 

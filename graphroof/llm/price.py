@@ -14,7 +14,7 @@ what-ifs, the step cost of a serving simulation and the benchmarks all call :met
   one batch); a phase whose graph changes structure along its range is approximated by its middle step (a note
   says so).
 
-The memory fit (:func:`memory_fit`) is the serving memory model of :class:`~graphroof.llm.memory.ServingMemory`
+The memory fit (:func:`graphroof.llm.memfit.memory_fit`) is the serving memory model of :class:`~graphroof.llm.memory.ServingMemory`
 with every option, vectorised.
 """
 
@@ -31,12 +31,12 @@ from ..hardware import HardwareProfile
 from .evaluator import PhasePricer
 from .grids import KernelGrid, LiveGrid, ScalarGrid
 from .kvcache import APPEND
-from .memory import MemoryFit, ServingMemory, activation_peak_bytes, params_from_graph, resident_weight_bytes
+from .memfit import memory_fit
+from .memory import ServingMemory, activation_peak_bytes, params_from_graph, resident_weight_bytes
 from .poly import DEGREE, GridPlan, NotPolynomial, grid_points, poly_ok
 from .tokens import PhaseTotals, decode_range, e2e_s, tokens_per_s, with_request_s
 
-__all__ = ["Figures", "PricedModel", "TP_CANDIDATES", "figure_row", "kv_bytes_per_token_of", "kv_write_sums",
-           "memory_fit", "memory_of"]
+__all__ = ["Figures", "PricedModel", "TP_CANDIDATES", "figure_row", "kv_bytes_per_token_of", "kv_write_sums"]
 
 #: the TP degrees the memory fit tries when it looks for the smallest one that fits
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
@@ -361,21 +361,6 @@ class PricedModel:
         return self.phase_totals("prefill", hw, b, lo, hi)
 
 
-def memory_of(priced: PricedModel | None, mem: dict[str, np.ndarray], b: int, prompt: int, i: int, serving: ServingMemory,
-              *, min_tp: bool = True) -> MemoryFit:
-    """Point *i* of :func:`memory_fit`'s arrays *mem* (batch *b*, *prompt*) as a :class:`MemoryFit` (*min_tp*:
-    search the smallest TP degree that fits)."""
-    m = {k: float(v[i]) for k, v in mem.items()}
-    usable = None if np.isnan(m["usable_bytes"]) else m["usable_bytes"]
-    cap = None if np.isnan(m["capacity_bytes"]) else m["capacity_bytes"]
-    mb = None if np.isnan(m["max_concurrent"]) else int(m["max_concurrent"])
-    tp_min = None
-    if usable and min_tp and priced is not None:
-        tp_min = priced.min_tp(b, prompt, usable, m["kv_reserved_bytes"] / b, m["activation_peak_bytes"], serving)
-    return MemoryFit(m["weight_bytes"], m["kv_cache_bytes"], m["activation_peak_bytes"], cap, mb, tp_min, usable,
-                     serving, m["kv_reserved_bytes"], m["state_bytes"])
-
-
 def figure_row(figs: Figures, i: int) -> dict[str, Any]:
     """Point *i*'s phase figures as plain numbers (ideal and realistic, first and last decode steps, terms,
     bounds): what an :class:`~graphroof.llm.result.LLMConfig` holds."""
@@ -395,39 +380,3 @@ def step_launch_s(cuda_graphs: bool, hw: HardwareProfile) -> float:
     from ..timing.profile import timing_of
 
     return timing_of(hw).graph_launch_overhead_s
-
-
-def memory_fit(pm: PricedModel, hw: HardwareProfile, b: np.ndarray, prompt: np.ndarray, gen: np.ndarray,
-               sm: ServingMemory) -> dict[str, np.ndarray]:
-    """Per-device memory of each point (see :mod:`graphroof.llm.memory`): weights, KV cache at the full context
-    (sliding layers hold at most their window; whole paged-KV blocks reserved), the recurrent state, the
-    activation peak of one prefill chunk, and the most concurrent sequences that fit beside them."""
-    n = len(b)
-    keys, inv = np.unique(np.stack([b, prompt]), axis=1, return_inverse=True)
-    ins = np.array([pm.memory_inputs(int(bv), int(pv)) for bv, pv in keys.T]).reshape(-1, 5)[inv.reshape(-1)]
-    act_full, kv_tok, cross, state, enc = (ins[:, i] for i in range(5))
-    src = pm.src
-    start = pm.decode_start(prompt)
-    ctx = start + gen
-    cvals, cinv = np.unique(ctx, return_inverse=True)
-    held = np.array([src.spec.kv_cache_tokens(int(c)) for c in cvals], dtype=float)[cinv.reshape(-1)]
-    kv_tok = kv_tok * held / ctx
-    blocks = np.ceil(ctx / sm.kv_block) * sm.kv_block
-    enc_blocks = np.ceil(enc / sm.kv_block) * sm.kv_block
-    kv_seq = kv_tok * blocks + cross * enc_blocks + state
-    batch_tokens = b * prompt
-    chunk = np.minimum(batch_tokens, sm.max_batched_tokens) if sm.max_batched_tokens else batch_tokens
-    act = act_full * chunk / batch_tokens
-    weights = np.full(n, pm.weight_bytes())
-    reserved = kv_seq * b
-    cap = hw.mem_capacity_bytes
-    usable = np.full(n, cap * sm.gpu_mem_util if cap else np.nan)
-    act_chunk = act_full / batch_tokens * (sm.max_batched_tokens or prompt)
-    free = usable - act_chunk - weights
-    with np.errstate(divide="ignore", invalid="ignore"):
-        most = np.where(kv_seq > 0, np.floor(free / np.where(kv_seq > 0, kv_seq, 1.0) + 1e-9), 1e9)
-    most = np.where(free < 0, 0, most)
-    return {"weight_bytes": weights, "kv_cache_bytes": (kv_tok * ctx + cross * enc + state) * b,
-            "kv_reserved_bytes": reserved, "state_bytes": state * b, "activation_peak_bytes": act,
-            "total_bytes": weights + reserved + act, "capacity_bytes": np.full(n, float(cap) if cap else np.nan),
-            "usable_bytes": usable, "max_concurrent": np.where(np.isnan(usable), np.nan, most)}

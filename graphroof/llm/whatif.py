@@ -24,10 +24,11 @@ import numpy as np
 from ..counters.settings import CountSettings
 from ..errors import FrontendError, InputError
 from ..frontends.source import LLMSource
+from .memfit import memory_fit, memory_of
 from .memory import MemoryFit, ServingMemory
 from .phases import Pipeline
 from .poly import NotPolynomial
-from .price import PricedModel, memory_fit, memory_of
+from .price import PricedModel
 from .quant import Quant
 from .tokens import decode_range, e2e_s, tokens_per_s
 from .tp import check_tp
