@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "graphroof"
 
 #: What the top level of graphroof/ may hold (the pipeline; everything else lives in a sub-package).
 TOP_LEVEL = {"__init__", "__main__", "_version", "_lazy", "graph", "hardware", "roofline", "layers", "memory", "analysis", "comparison", "api",
-             "units", "dtypes", "errors", "safe_read", "options", "scopes"}  # safe_read: bounded file reads, a leaf like units / errors
+             "units", "dims", "dtypes", "errors", "safe_read", "options", "scopes"}  # safe_read: bounded file reads, a leaf like units / errors
 
 
 def _modules(root: Path = PKG) -> dict[str, Path]:
@@ -72,7 +72,7 @@ def import_graph(root: Path = PKG) -> tuple[nx.DiGraph, list[tuple[str, str]]]:
 #: the top.  A new package gets a level here before it is imported.
 LEVELS: tuple[tuple[str, ...], ...] = (
     ("errors",),                                              # the exception types: every level raises them
-    ("_version", "_lazy", "units", "dtypes", "options", "safe_read"),  # leaves: they import errors at most
+    ("_version", "_lazy", "units", "dims", "dtypes", "options", "safe_read"),  # leaves: they import errors at most
     ("graph",),       # the OpGraph
     ("scopes",),      # the scope hierarchy of a graph's ops (layer depth, repeated blocks)
     ("hardware",),    # device profiles: plain data, [timing] / [collectives] sections included
