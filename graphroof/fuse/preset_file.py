@@ -32,6 +32,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     weight_only_gemm = "fused_dequant"  # fused_dequant (per row) | tile_dequant (per M tile) | dequant_then_gemm
     fp8_gemm = false
     fp8_quantize_after_attention = false  # the fp8 GEMM input's quantize after an attention kernel: a kernel of its own
+    attention_context_prep = false    # a prefill attention also runs offset + bias / rotary / KV-write kernels (timing.attention)
     moe_grouped_gemm = true
     autocast = false                  # torch.autocast: a weight cast kernel before every GEMM / conv
     l2_activations = false            # kernels back to back: activations read from L2 when they fit (timing.l2)
@@ -84,6 +85,7 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
                 "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),
                 "fp8_quantize_after_attention": ("fp8_quantize_after_attention", bool, None),
+                "attention_context_prep": ("attention_context_prep", bool, None),
                 "autocast": ("autocast", bool, None), "l2_activations": ("l2_activations", bool, None),
                 "attention_kernel": ("attention_kernel", str, ATTENTION_KERNELS),
                 "norm_stream": ("norm_stream", str, NORM_STREAMS),

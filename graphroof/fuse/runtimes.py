@@ -32,7 +32,7 @@ The fields (:class:`Runtime`):
   launches), the device runs the kernels, and a step takes about max(host, device).
   Without it (the default) every kernel adds its launch to the device time, as graphroof always did;
 * *allreduce*, *cuda_graphs*, *gqa_shared_kv*, *weight_only_gemm*, *fp8_gemm*, *fp8_quantize_after_attention*,
-  *moe_grouped_gemm*, *attention_kernel*, *norm_stream*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
+  *attention_context_prep*, *moe_grouped_gemm*, *attention_kernel*, *norm_stream*: kernel capabilities read by the kernel-time model (:mod:`graphroof.timing`);
 * *autocast*: ``torch.autocast`` mixed precision in an eager framework: each GEMM / conv of the fp16 graph also
   runs the cast of its fp32 weight (priced in :func:`graphroof.roofline.evaluate`).
 
@@ -119,6 +119,11 @@ class Runtime:
     #: kernel (a plugin the engine cannot fuse it into: TensorRT-LLM 0.5 / 0.6 before o_proj); False: fused into
     #: the producer or the GEMM, no kernel (graphroof.timing.gemm_plan.quantize_input_s)
     fp8_quantize_after_attention: bool = False
+    #: a context-phase (prefill) attention runs, beside its fused attention kernel, the kernels of an attention
+    #: plugin that does not fuse them: the sequence / padding offsets and one that adds the QKV bias, applies the
+    #: rotary embedding and writes K / V into the KV cache (TensorRT-LLM 0.5 / 0.6 gpt_attention, enqueueContext);
+    #: False: none (graphroof.timing.attention.context_prep_s)
+    attention_context_prep: bool = False
     #: under TP the token embedding and LM head are split over the vocabulary (an all-reduce / all-gather after
     #: them); False: every rank holds and reads them whole, no collective (gpt-fast shards only attention and MLP)
     vocab_parallel: bool = True

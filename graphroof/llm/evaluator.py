@@ -34,6 +34,7 @@ from ..fuse.runtimes import Runtime
 from ..graph import REPEAT
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate
+from ..timing.attention import attention_dims, context_prep_launches
 from ..timing.gemm_plan import gemm_plan
 from ..timing.host import extra_kernels_device_s, host_dispatch_s
 from ..timing.profile import timing_of
@@ -138,6 +139,9 @@ class PhasePricer:
             node = self.nodes[gi]
             more = int(bool(node.attrs.get("quantize_input")) and self.timing is not None
                        and gemm_plan(node, self.dtypes[gi], self.hw, rt).quantize_input)  # its fp8 input quantize
+            if self.timing is not None and getattr(rt, "attention_context_prep", False) \
+                    and node.attrs.get("kernel_kind") == "attention":  # the plugin's context-phase kernels
+                more += context_prep_launches({f: getattr(cost, f) for f in FIELDS}, attention_dims(node))
             launch = host_dispatch_s(rt, self._launch0_s, node, cost, extra_launches=more) if self.overlap \
                 else self.launch_s * (1 + more)
             extra = extra_kernels_device_s(rt, self.nodes[gi], cost, self.timing.stream_latency_s) \

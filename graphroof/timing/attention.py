@@ -37,6 +37,12 @@ tile, prime the K / V pipeline, rescale and write O), worth ``attn_fill_keys`` p
   thread block computes a full ``FA2_BLOCK_M``-row query tile, so a one-token decode pays 128 rows of MMA and
   exponentials per (sequence, KV head) block (the query heads of a GQA group fill the tile's rows first).
 
+* plugin context kernels (runtime ``attention_context_prep``, TensorRT-LLM 0.5 / 0.6): a prefill attention also
+  runs the plugin's offset kernels and its bias / rotary / KV-cache-write kernel (:func:`context_prep_s`: stream
+  latencies and that kernel's bytes at the elementwise rate; :func:`context_prep_launches` more launches).  The
+  QKV GEMM's fused epilogue (rotary, K / V appended in the cache dtype) is left as counted: it stands for the
+  GEMM's packed QKV output.
+
 ``achievable`` is the device's large-GEMM ceiling in the attention's dtype (:func:`graphroof.timing.precision.
 gemm_ceiling`); ``attn_exp_per_s`` defaults to the SFU rate derived from the vector fp32 peak (16 exponentials
 per clock per SM against 128 fp32 lanes: ``fp32 peak / 2 / 8``).  Floats or numpy arrays alike.
@@ -57,8 +63,8 @@ from ..fuse.preset_file import ATTENTION_KERNELS
 from ..hardware.profile_cache import memo_of
 
 __all__ = ["AttentionDims", "attention_dims", "attention_is_causal", "attention_time", "exp_rate", "kv_read_time",
-           "sync_pair_terms", "fa2_row_padding", "causal_terms", "ATTENTION_KERNELS", "FA2_BLOCK_M", "CAUSAL_BLOCK",
-           "CAUSAL_TAIL"]
+           "sync_pair_terms", "fa2_row_padding", "causal_terms", "context_prep_bytes", "context_prep_launches",
+           "context_prep_s", "ATTENTION_KERNELS", "FA2_BLOCK_M", "CAUSAL_BLOCK", "CAUSAL_TAIL", "CONTEXT_PREP_KERNELS"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class AttentionDims:
     gqa_group: int = 1          # query heads per KV head
     out_bytes: float = 2.0      # bytes per element of O
     causal: bool = False        # a causal mask (is_causal, a causal mask input, ONNX unidirectional / GQA)
+    kv_bytes: float = 2.0       # bytes per element of K / V as the kernel reads them (the KV cache's dtype)
 
 
 def attention_dims(node: Any) -> AttentionDims:
@@ -84,7 +91,7 @@ def attention_dims(node: Any) -> AttentionDims:
             group = int(q.shape[1]) // int(k.shape[1])
         outs = getattr(node, "outputs", ()) or ()
         ob = dtype_bits(outs[0].dtype) / 8 if outs and outs[0] is not None else dtype_bits(q.dtype) / 8
-        return AttentionDims(d, dv, group, ob, attention_is_causal(node))
+        return AttentionDims(d, dv, group, ob, attention_is_causal(node), dtype_bits(k.dtype) / 8)
     except (IndexError, AttributeError, TypeError, ValueError):
         return AttentionDims()
 
@@ -174,7 +181,7 @@ def fa2_row_padding(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, r
     group when each query head is its own block, ``gqa_shared_kv`` off)::
 
         keys     = pairs / rows                                     (keys per query row)
-        blocks   = reads * kv_bytes / ((d + dv) * element bytes * keys)   (sequences x KV heads x reads)
+        blocks   = reads * kv_bytes / ((d + dv) * K/V element bytes * keys)   (sequences x KV heads x reads)
         q_rows   = rows / blocks                                    (query length x GQA group / reads)
         padding  = max(1, FA2_BLOCK_M / q_rows)
 
@@ -185,7 +192,7 @@ def fa2_row_padding(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, r
     pairs, rows, kv = (np.asarray(x, dtype=float) for x in (pairs, rows, kv_bytes))
     ok = (pairs > 0) & (rows > 0) & (kv > 0)
     keys = np.where(ok, pairs, 1.0) / np.where(ok, rows, 1.0)
-    blocks = reads * np.where(ok, kv, 1.0) / ((dims.head_dim + dims.v_head_dim) * dims.out_bytes * keys)
+    blocks = reads * np.where(ok, kv, 1.0) / ((dims.head_dim + dims.v_head_dim) * dims.kv_bytes * keys)
     q_rows = np.maximum(np.where(ok, rows, 1.0) / np.maximum(blocks, 1e-30), 1.0)
     return np.where(ok, np.maximum(1.0, FA2_BLOCK_M / q_rows), 1.0)
 
@@ -209,7 +216,7 @@ def causal_terms(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, sms:
     row sees ``kv_len - (q_len - 1) / 2`` keys; ``r = kv_len / q_len`` from the K / V bytes per query row)::
 
         keys  = pairs / rows
-        r     = max(1, g kv_bytes / ((d + dv) * element bytes * rows))
+        r     = max(1, g kv_bytes / ((d + dv) * K/V element bytes * rows))
         q_len = max(1, (keys - 1/2) / (r - 1/2))
 
     * diagonal: each query tile's diagonal block is computed in full and masked elementwise: one block of
@@ -223,12 +230,77 @@ def causal_terms(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, sms:
     pairs, rows, kv = (np.asarray(x, dtype=float) for x in (pairs, rows, kv_bytes))
     ok = (pairs > 0) & (rows > 0) & (kv > 0)
     keys = np.where(ok, pairs, 1.0) / np.where(ok, rows, 1.0)
-    elems = (dims.head_dim + dims.v_head_dim) * dims.out_bytes * np.where(ok, rows, 1.0)
+    elems = (dims.head_dim + dims.v_head_dim) * dims.kv_bytes * np.where(ok, rows, 1.0)
     r = np.maximum(dims.gqa_group * np.where(ok, kv, 1.0) / elems, 1.0)
     q_len = np.maximum((keys - 0.5) / (r - 0.5), 1.0)
     diag = np.where(ok, CAUSAL_BLOCK * np.minimum(1.0, q_len / CAUSAL_BLOCK), 0.0)
     tail = np.where(ok, CAUSAL_TAIL * np.minimum(q_len, CAUSAL_BLOCK) * q_len * sms, 0.0)
     return diag, tail
+
+
+#: kernels a TensorRT-LLM 0.5 / 0.6 gpt_attention plugin launches in its context phase besides the fused MHA kernel
+#: (GPTAttentionPluginCommon::enqueueContext with --enable_context_fmha): invokeBuildDecoderInfo's
+#: computeSeqOffsets and computePaddingOffsets (the attention mask kernel only for a non-null mask: its workspace
+#: has size 0 under context FMHA, and nextWorkspacePtr gives nullptr for size 0), then
+#: invokeApplyBiasRopeUpdateKVCache (QKV bias, rotary, K / V into the KV cache)
+CONTEXT_PREP_KERNELS = 3
+
+
+def _context_rows(cost: Mapping[str, Any], dims: AttentionDims) -> tuple[Any, Any]:
+    """(query rows x heads of O, whether the kernel is a context-phase one) from the counted cost: context means
+    many query rows per K / V byte, the complement of attention_time's masked-MHA decode test
+    (``pairs (d + dv) / (g kv) >= MMA_MIN_ROWS / 2``, ~ L / 2 in an L-token prefill, <= 1 in decode)."""
+    width = 2.0 * (dims.head_dim + dims.v_head_dim)
+    pairs = np.asarray(cost["matrix_flops"], dtype=float) / width
+    aw = np.asarray(cost["act_write_bytes"], dtype=float)
+    rows = np.minimum(aw / (dims.v_head_dim * dims.out_bytes), pairs)
+    kv = np.asarray(cost["kv_read_bytes"], dtype=float)
+    g = float(max(dims.gqa_group, 1))
+    q_per_byte = pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
+    context = (kv > 0) & (rows > 0) & (q_per_byte >= MMA_MIN_ROWS / 2)
+    return rows, context
+
+
+def context_prep_bytes(cost: Mapping[str, Any], dims: AttentionDims) -> Any:
+    """Bytes of the bias / rotary / KV-write kernel of a context-phase attention (0 for a decode one)::
+
+        q = rows * d                    Q elements (query rows x heads, from O's bytes)
+        k = q / g                       K elements (and V's): the KV heads of the new tokens
+        bytes = 2 * act * (q + 2 k)     the packed QKV read, and written back in place (bias, rotary applied)
+              + kv * 2 k                K and V written into the KV cache in its dtype (fp8: quantized there)
+
+    (``act``: O's element bytes, the model dtype; ``kv``: K / V's, :attr:`AttentionDims.kv_bytes`)."""
+    rows, context = _context_rows(cost, dims)
+    q = rows * dims.head_dim
+    k = q / float(max(dims.gqa_group, 1))
+    nbytes = 2.0 * dims.out_bytes * (q + 2.0 * k) + dims.kv_bytes * 2.0 * k
+    return np.where(context, nbytes, 0.0)
+
+
+def context_prep_launches(cost: Mapping[str, Any], dims: AttentionDims) -> int:
+    """Kernels launched beside a context-phase attention kernel (:data:`CONTEXT_PREP_KERNELS`; 0 in decode,
+    where the masked-MHA kernel applies the rotary and writes K / V itself); *cost*: one point (scalars)."""
+    _, context = _context_rows(cost, dims)
+    return CONTEXT_PREP_KERNELS if bool(np.any(context)) else 0
+
+
+def context_prep_s(cost: Mapping[str, Any], dims: AttentionDims, hw: Any) -> Any:
+    """Device time of the kernels a context-phase attention plugin runs beside its fused kernel (runtime
+    ``attention_context_prep``): each a streaming kernel's fixed time, and the bias / rotary / KV-write kernel's
+    bytes (:func:`context_prep_bytes`) at the profile's elementwise stream rate (the offset kernels move a few
+    ints per sequence: none counted)::
+
+        t = CONTEXT_PREP_KERNELS * stream_latency_s + bytes / (mem_bw * stream_efficiency("elementwise"))
+
+    0 for a decode attention."""
+    from .profile import timing_of
+
+    t = timing_of(hw)
+    _, context = _context_rows(cost, dims)
+    nbytes = context_prep_bytes(cost, dims)
+    out = np.where(context, CONTEXT_PREP_KERNELS * t.stream_latency_s
+                   + nbytes / (hw.mem_bw_bytes_per_s * t.stream_efficiency("elementwise")), 0.0)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def _fp32_peak(hw: Any) -> float:
@@ -241,9 +313,11 @@ def _fp32_peak(hw: Any) -> float:
 
 
 def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype: str,
-                   gqa_shared_kv: bool = True, kernel: str = "auto") -> Any:
+                   gqa_shared_kv: bool = True, kernel: str = "auto", context_prep: bool = False) -> Any:
     """Kernel time (no launch) of a fused attention kernel with counted *cost* fields (floats or arrays);
-    *kernel*: its family (one of :data:`ATTENTION_KERNELS`, see the module docstring)."""
+    *kernel*: its family (one of :data:`ATTENTION_KERNELS`, see the module docstring); *context_prep*: the
+    runtime's plugin also runs its context-phase kernels (:func:`context_prep_s`, added here; their launches
+    are :func:`context_prep_launches`)."""
     if kernel not in ATTENTION_KERNELS:
         raise InputError(f"attention kernel {kernel!r}: use one of {', '.join(ATTENTION_KERNELS)}")
     t, ceiling, eff, exp_per_s = _constants(hw, dtype)
@@ -294,4 +368,6 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
         # the FMAs and the loads, pairs (d + dv) / rate
         both = np.where(mmha, np.maximum(both, pairs * (dims.head_dim + dims.v_head_dim) / exp_per_s), both)
     out = both + t.gemm_latency_s
+    if context_prep:
+        out = out + context_prep_s(cost, dims, hw)
     return float(out) if np.ndim(out) == 0 else out

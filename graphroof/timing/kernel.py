@@ -31,7 +31,7 @@ from ..errors import UnboundDimError
 from ..fuse.classify import gemm_mnk
 from ..fuse.runtimes import Runtime
 from ..graph import OpNode
-from .attention import attention_dims, attention_time
+from .attention import attention_dims, attention_time, context_prep_launches
 from .collectives import collective_time
 from .conv import conv_shape, conv_time, is_conv_key
 from .gemm_plan import gemm_kernel_time, gemm_plan
@@ -57,7 +57,8 @@ class KernelTime:
     t_kernel_s: float   # on-device time without the launch
     t_launch_s: float   # CPU-side launch cost of this kernel (when launched on its own)
     model: str          # "gemm" | "attention" | "stream:<kind>" | "collective:<algorithm>" | "roofline"
-    extra_launches: int = 0  # kernels the runtime launches beside it (an fp8 GEMM's input quantize), in t_kernel_s
+    extra_launches: int = 0  # kernels the runtime launches beside it (an fp8 GEMM's input quantize, an attention
+    #                          plugin's context-phase kernels), their device time in t_kernel_s
 
 
 def stream_kind(op_keys: tuple[str, ...] | list[str]) -> str:
@@ -131,8 +132,10 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
     if kind == "attention":  # flash attention: prefill ramp, decode K/V per KV head (graphroof.timing.attention)
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
         family = attention_kernel(runtime)
-        return KernelTime(attention_time(_fields(cost), attention_dims(node), hw, dtype, shared, family), launch,
-                          "attention")
+        prep = bool(getattr(runtime, "attention_context_prep", False))  # the plugin's context-phase kernels
+        fields, dims = _fields(cost), attention_dims(node)
+        return KernelTime(attention_time(fields, dims, hw, dtype, shared, family, prep), launch, "attention",
+                          context_prep_launches(fields, dims) if prep else 0)
     if kind == "comm":
         n = int(node.attrs.get("world_size") or 1)
         gpn = node.attrs.get("gpus_per_node")  # set by llm/parallel.py under a --system layout (None: one node)

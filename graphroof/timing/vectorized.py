@@ -177,7 +177,8 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
             out = out + quantize_input_s(plan, mnk[0], mnk[2], hw)
     elif kind == "attention":
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
-        out = attention_time(cost, _dims(node), hw, dtype, shared, attention_kernel(runtime)) * np.ones(mf.shape)
+        prep = bool(getattr(runtime, "attention_context_prep", False))
+        out = attention_time(cost, _dims(node), hw, dtype, shared, attention_kernel(runtime), prep) * np.ones(mf.shape)
     elif kind in ("vector", "pointwise", "reduction"):
         sk = stream_kind(tuple(op_keys) if op_keys else ())
         eff = timing.stream_efficiency(priced_kind(sk, runtime))

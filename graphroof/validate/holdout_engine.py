@@ -44,7 +44,7 @@ _EAGER_TG = ("the TorchScript rows' level fit alone, one constant per launch (th
 #: tests/test_holdout_fits.py checks every "fitted" preset constant has one).
 ENGINE_FITS: tuple[EngineFit, ...] = (
     EngineFit("trtllm", "TensorRT-LLM", "tensorrt-llm-v0.5", {"request_overhead_s": 0.0},
-              "request_overhead_s (1.4 ms) was fitted on trtllm rows 17, 21, 23; no other engine's rows fit a "
+              "request_overhead_s (0.8 ms) was fitted on trtllm rows 17, 21, 23; no other engine's rows fit a "
               "per-request time: the preset's unfitted default, no time per request beyond the steps"),
     EngineFit("vision", "FasterTransformer TF custom op", "fastertransformer", {"host_overhead_per_kernel_s": 10.6e-6},
               "host_overhead_per_kernel_s 8.5 us was fitted on the FT TF-op row V100 fp16 batch 1 seq 32; the same "
