@@ -34,9 +34,8 @@ from ..fuse.runtimes import Runtime
 from ..graph import REPEAT
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate
-from ..timing.attention import attention_dims, context_prep_launches
-from ..timing.gemm_plan import gemm_plan
 from ..timing.host import extra_kernels_device_s, host_dispatch_s
+from ..timing.kernel import extra_launches
 from ..timing.profile import timing_of
 from ..timing.vectorized import kernel_times
 from .grids import FIELDS, KernelGrid
@@ -137,11 +136,8 @@ class PhasePricer:
             j = int(np.argmax(c[_F["matrix_flops"]])) if c.shape[-1] else 0
             cost = Cost(**{f: float(c[_F[f], j]) if c.shape[-1] else 0.0 for f in FIELDS})  # type: ignore[arg-type]
             node = self.nodes[gi]
-            more = int(bool(node.attrs.get("quantize_input")) and self.timing is not None
-                       and gemm_plan(node, self.dtypes[gi], self.hw, rt).quantize_input)  # its fp8 input quantize
-            if self.timing is not None and getattr(rt, "attention_context_prep", False) \
-                    and node.attrs.get("kernel_kind") == "attention":  # the plugin's context-phase kernels
-                more += context_prep_launches({f: getattr(cost, f) for f in FIELDS}, attention_dims(node))
+            more = extra_launches(node, node.attrs.get("kernel_kind"), cost, self.hw, self.dtypes[gi], rt) \
+                if self.timing is not None else 0  # an fp8 input quantize, a plugin's context-phase kernels
             launch = host_dispatch_s(rt, self._launch0_s, node, cost, extra_launches=more) if self.overlap \
                 else self.launch_s * (1 + more)
             extra = extra_kernels_device_s(rt, self.nodes[gi], cost, self.timing.stream_latency_s) \

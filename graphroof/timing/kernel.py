@@ -34,7 +34,7 @@ from ..graph import OpNode
 from .attention import attention_dims, attention_time, context_prep_launches
 from .collectives import collective_time
 from .conv import conv_shape, conv_time, is_conv_key
-from .gemm_plan import gemm_kernel_time, gemm_plan
+from .gemm_plan import GemmPlan, gemm_kernel_time, gemm_plan
 from .l2 import l2_bytes_of, l2_read_cost
 from .profile import timing_of
 from .stream import priced_kind, stream_time
@@ -105,6 +105,19 @@ def _derated(cost: Cost, hw, tc: float, tm: float) -> float:
                tm / hw.mem_bw_efficiency)
 
 
+def extra_launches(node: OpNode, kind: str | None, cost: Cost, hw, dtype: str, runtime: Runtime | None = None,
+                   plan: GemmPlan | None = None) -> int:
+    """Kernels the runtime launches beside kernel *node* of class *kind*, their device time in its own (an fp8
+    GEMM's input quantize: :func:`graphroof.timing.gemm_plan.quantize_input_s`; an attention plugin's
+    context-phase kernels: :func:`graphroof.timing.attention.context_prep_launches`); *plan*: the GEMM's, when
+    the caller has it.  The one count both the graph path (:func:`kernel_time`) and the LLM pricer use."""
+    if kind == "gemm" and node.attrs.get("quantize_input"):
+        return int((plan or gemm_plan(node, dtype, hw, runtime)).quantize_input)
+    if kind == "attention" and getattr(runtime, "attention_context_prep", False):
+        return context_prep_launches(_fields(cost), attention_dims(node))
+    return 0
+
+
 def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, tm: float,
                 runtime: Runtime | None = None) -> KernelTime:
     """Realistic time of *node* (an op or a fused kernel of class *kind*) with counted *cost*.
@@ -128,14 +141,14 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
         mnk = _gemm_shape(node, cost)
         if mnk is not None:  # tiles / waves, weight-only dequant, MoE experts (graphroof.timing.gemm_plan)
             plan = gemm_plan(node, dtype, hw, runtime)
-            return KernelTime(gemm_kernel_time(plan, mnk, cost, hw), launch, "gemm", int(plan.quantize_input))
+            return KernelTime(gemm_kernel_time(plan, mnk, cost, hw), launch, "gemm",
+                              extra_launches(node, kind, cost, hw, dtype, runtime, plan))
     if kind == "attention":  # flash attention: prefill ramp, decode K/V per KV head (graphroof.timing.attention)
         shared = bool(getattr(runtime, "gqa_shared_kv", True)) if runtime is not None else True
         family = attention_kernel(runtime)
         prep = bool(getattr(runtime, "attention_context_prep", False))  # the plugin's context-phase kernels
-        fields, dims = _fields(cost), attention_dims(node)
-        return KernelTime(attention_time(fields, dims, hw, dtype, shared, family, prep), launch, "attention",
-                          context_prep_launches(fields, dims) if prep else 0)
+        return KernelTime(attention_time(_fields(cost), attention_dims(node), hw, dtype, shared, family, prep), launch,
+                          "attention", extra_launches(node, kind, cost, hw, dtype, runtime))
     if kind == "comm":
         n = int(node.attrs.get("world_size") or 1)
         gpn = node.attrs.get("gpus_per_node")  # set by llm/parallel.py under a --system layout (None: one node)
