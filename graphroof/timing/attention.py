@@ -246,18 +246,27 @@ def causal_terms(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, sms:
 CONTEXT_PREP_KERNELS = 3
 
 
+def _pairs_rows(cost: Mapping[str, Any], dims: AttentionDims) -> tuple[Any, Any]:
+    """(query-key pairs, query rows x heads of O) of an attention kernel from its counted cost."""
+    pairs = np.asarray(cost["matrix_flops"], dtype=float) / (2.0 * (dims.head_dim + dims.v_head_dim))
+    aw = np.asarray(cost["act_write_bytes"], dtype=float)
+    return pairs, np.minimum(aw / (dims.v_head_dim * dims.out_bytes), pairs)
+
+
+def _rows_per_kv_byte(pairs: Any, kv: Any, g: float, dims: AttentionDims) -> Any:
+    """Query rows per K / V byte loaded, each KV head read *g* times: ``pairs (d + dv) / (g kv)``
+    (1 / element bytes in a one-token decode, ~ L / 2 in an L-token prefill)."""
+    return pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
+
+
 def _context_rows(cost: Mapping[str, Any], dims: AttentionDims) -> tuple[Any, Any]:
     """(query rows x heads of O, whether the kernel is a context-phase one) from the counted cost: context means
     many query rows per K / V byte, the complement of attention_time's masked-MHA decode test
     (``pairs (d + dv) / (g kv) >= MMA_MIN_ROWS / 2``, ~ L / 2 in an L-token prefill, <= 1 in decode)."""
-    width = 2.0 * (dims.head_dim + dims.v_head_dim)
-    pairs = np.asarray(cost["matrix_flops"], dtype=float) / width
-    aw = np.asarray(cost["act_write_bytes"], dtype=float)
-    rows = np.minimum(aw / (dims.v_head_dim * dims.out_bytes), pairs)
+    pairs, rows = _pairs_rows(cost, dims)
     kv = np.asarray(cost["kv_read_bytes"], dtype=float)
-    g = float(max(dims.gqa_group, 1))
-    q_per_byte = pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
-    context = (kv > 0) & (rows > 0) & (q_per_byte >= MMA_MIN_ROWS / 2)
+    context = (kv > 0) & (rows > 0) & (_rows_per_kv_byte(pairs, kv, float(max(dims.gqa_group, 1)), dims)
+                                       >= MMA_MIN_ROWS / 2)
     return rows, context
 
 
@@ -322,10 +331,8 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
         raise InputError(f"attention kernel {kernel!r}: use one of {', '.join(ATTENTION_KERNELS)}")
     t, ceiling, eff, exp_per_s = _constants(hw, dtype)
     width = 2.0 * (dims.head_dim + dims.v_head_dim)
-    mf = np.asarray(cost["matrix_flops"], dtype=float)
-    pairs = mf / width
+    pairs, rows = _pairs_rows(cost, dims)
     aw = np.asarray(cost["act_write_bytes"], dtype=float)
-    rows = np.minimum(aw / (dims.v_head_dim * dims.out_bytes), pairs)
     # a kernel writing >= 2 elements per (query, key) pair materialises the scores (the "naive" byte model): not
     # a pipelined flash kernel, and O's rows cannot be read from its bytes: no per-row fill
     rows = np.where(aw >= 2.0 * pairs * dims.out_bytes, 0.0, rows)
@@ -345,8 +352,7 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
         # one query head per thread block: a decode step has one query row per block, too few for an MMA (16
         # rows); such kernels (masked MHA) do the dot products on the CUDA cores, fp32 (query rows per K/V byte
         # loaded: pairs (d + dv) / (g kv bytes) = 1 / element bytes in decode, ~ L / 2 in an L-token prefill)
-        q_per_byte = pairs * (dims.head_dim + dims.v_head_dim) / np.maximum(g * kv, 1.0)
-        mmha = (kv > 0) & (q_per_byte < MMA_MIN_ROWS / 2)
+        mmha = (kv > 0) & (_rows_per_kv_byte(pairs, kv, g, dims) < MMA_MIN_ROWS / 2)
         t_pair = np.where(mmha, width / _fp32_peak(hw) + 1.0 / exp_per_s, t_pair)
     t_compute = (work + rows * (fill + diag) + tail) * t_pair
     rest = (np.asarray(cost["act_read_bytes"], dtype=float) + cost["act_write_bytes"] + cost["kv_write_bytes"]
