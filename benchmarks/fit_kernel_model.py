@@ -3,6 +3,7 @@
     PYTHONPATH=. python benchmarks/fit_kernel_model.py            # fit on all rows, print TOML to paste
     PYTHONPATH=. python benchmarks/fit_kernel_model.py --holdout  # also fit on 7B only / 70B only, report cross error
     PYTHONPATH=. python benchmarks/fit_kernel_model.py --kernels  # weight-only dequant + attention constants (H100)
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py --gemm [--keep-grid] [--schedules split]  # GEMM only (H100)
 
 GEMM: ``gemm_matrix_efficiency`` is fitted as a fraction of the profile's achievable matmul rate
 (``[timing.gemm_achievable_flops_per_s]``, the MAMF table, kept as the profile has it) where it lists one.
@@ -34,6 +35,7 @@ from _measured import GPU_PROFILE, load_allreduce, load_ops  # noqa: E402
 
 from graphroof.hardware import load_hardware  # noqa: E402
 from graphroof.timing import CollectiveParams, KernelTiming, collective_time_with, gemm_time_with  # noqa: E402
+from graphroof.timing.gemm import schedule_of  # noqa: E402
 from graphroof.timing.precision import gemm_ceiling  # noqa: E402
 
 TILES = [(128, 128), (128, 256), (256, 128)]
@@ -91,11 +93,19 @@ def h100_gemm_rows(data=None):
             for r in _csv((data or H100_DATA) / "measure_gemm.csv") if r["time_ms"]]
 
 
-def fit_gemm(rows, hw, sm_count, extra=None):
+def fit_gemm(rows, hw, sm_count, extra=None, schedules=("auto", "auto"), grid=None, tile_m_min=None,
+             efficiency_only=False):
     """Best (tile, tile_m_min, split_k_min, efficiency, bw efficiency, latency) for these GEMM rows (and the
-    *extra* ((M, N, K), measured s) rows, weighted as much in total as the Vidur rows)."""
+    *extra* ((M, N, K), measured s) rows, weighted as much in total as the Vidur rows).  *schedules*: the runtime
+    ``gemm_schedule`` each set is priced under (graphroof.timing.gemm.schedule_of: the Vidur rows' cuBLAS 12.1
+    ``waves``, our 2026 rows' ``stream_k``); *grid*: the discrete constants to search (default all); *tile_m_min*: the
+    smallest tile height as a fact of the device's library (:data:`GPU_INFO`), not searched (None: TILE_M_MIN);
+    *efficiency_only*: fit gemm_matrix_efficiency alone, the bandwidth efficiency, latency and p as the profile has
+    them."""
+    held = hw.timing if efficiency_only else None
     g = gemm_rows(rows)
     extra = extra or []
+    sched = [schedules[0]] * len(g) + [schedules[1]] * len(extra)
     wts = np.array([1.0 / len(g)] * len(g) + ([1.0 / len(extra)] * len(extra) if extra else []))
     wts /= wts.sum()
     g = [(shape, m, "fp16") for shape, m in g] + [tuple(e) if len(e) == 3 else (*e, "fp16") for e in extra]
@@ -106,7 +116,8 @@ def fit_gemm(rows, hw, sm_count, extra=None):
     peaks = {d: hw.matrix_peak_flops_per_s[d] for d in {d for _, _, d in g}}
     ceilings = {d: gemm_ceiling(hw, peaks[d], f"matrix.{d}")[0] for d in peaks}
     best = None
-    for tile, tmin, skmin, ridge, pol in itertools.product(TILES, TILE_M_MIN, SPLIT_K_MIN, L2_RIDGE, POLICIES):
+    tmins = [tile_m_min] if tile_m_min else TILE_M_MIN
+    for tile, tmin, skmin, ridge, pol in grid or itertools.product(TILES, tmins, SPLIT_K_MIN, L2_RIDGE, POLICIES):
         l2 = float(f"{peaks['fp16'] / ridge:.3g}") if ridge else None
         unit = KernelTiming(sm_count=sm_count, gemm_tile=tile, gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
                             gemm_l2_bw_bytes_per_s=l2, gemm_tile_policy=pol,
@@ -114,17 +125,24 @@ def fit_gemm(rows, hw, sm_count, extra=None):
                             gemm_stream_k=bool(hw.timing and hw.timing.gemm_stream_k))
         parts = [gemm_time_with(m, n, k, timing=unit, peak_flops_per_s=peaks[d], mem_bw_bytes_per_s=bw,
                                 in_bytes=1.0 if d == "fp8" else 2.0, out_bytes=2.0,
-                                achievable_flops_per_s=ceilings[d], l2_bytes=hw.onchip_cache_bytes)
-                 for (m, n, k), _, d in g]
+                                achievable_flops_per_s=ceilings[d], l2_bytes=hw.onchip_cache_bytes, schedule=s)
+                 for ((m, n, k), _, d), s in zip(g, sched)]
         tc = np.array([p.t_compute_s for p in parts]); tm = np.array([p.t_memory_s for p in parts])
+        # rows whose schedule takes max(compute, memory) whatever p is (stream_k on a stream-K device)
+        use_max = np.array([schedule_of(unit, s)[0] and s == "stream_k" for s in sched])
 
-        for ov in OVERLAP:
+        for ov in [held.gemm_overlap_exponent] if held else OVERLAP:
             def loss(x, ov=ov):
+                if held:  # x = [log efficiency]: the other two held
+                    x = [x[0], math.log(held.gemm_mem_bw_efficiency), math.log(held.gemm_latency_s)]
                 a, b = tc / _eff(x[0]), tm / _eff(x[1])
                 both = np.maximum(a, b) if ov is None else (a ** ov + b ** ov) ** (1 / ov)
+                both = np.where(use_max, np.maximum(a, b), both)
                 return float(np.sum(wts * np.abs(np.log((both + math.exp(x[2])) / meas))))
 
-            x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
+            x, v = nelder_mead(loss, [math.log(0.75)] if held else [math.log(0.75), math.log(0.8), math.log(4e-6)])
+            if held:
+                x = [x[0], math.log(held.gemm_mem_bw_efficiency), math.log(held.gemm_latency_s)]
             if best is None or v < best[0]:
                 best = (v, dict(gemm_tile=list(tile), gemm_tile_m_min=tmin, gemm_split_k_min=skmin,
                                 gemm_tile_policy=pol, **({"gemm_l2_bw_bytes_per_s": l2} if l2 else {}),
@@ -278,7 +296,10 @@ def fit_collectives(rows, algorithms, hw):
 
 
 GRAPH_LAUNCH_S = 20e-6  # not in the data (the rows time single kernels): an assumption, see sources.timing
-GPU_INFO = {"a100": dict(sm_count=108, algorithms=["ring", "tree"]),
+#: tile_m_min: the smallest tile height of the device's cuBLAS, a fact of its kernel set (not searched): Ampere's
+#: smallest tensor-core GEMM tile is 32 rows (sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize32x32x64_stage6_
+#: warpsize2x2x1_tensor16x8x16: 2 warps along M x a 16-row mma.m16n8k16)
+GPU_INFO = {"a100": dict(sm_count=108, algorithms=["ring", "tree"], tile_m_min=32),
             # no multi-node H100 rows: inter-node constants derived (8 x 400 Gb/s NDR per DGX H100 node, 80%)
             "h100": dict(sm_count=132, algorithms=["ring", "tree", "nvls"],
                          collectives_default=dict(inter_hop_latency_s=10e-6, inter_bw_bytes_per_s_per_nic=40e9,
@@ -312,11 +333,23 @@ def kept_timing(hw):
     return {k: have[k] for k in KEPT_TIMING if k in have}
 
 
+#: the runtime gemm_schedule each GEMM set ran under (``--schedules split``): Vidur's rows sarathi-serve's torch
+#: 2.2.2 / cuBLAS 12.1 (whole waves), our measure_gemm.csv rows PyTorch 2.11 cu130 (stream-K): the sarathi-serve /
+#: compiled presets.  ``auto`` (the default, what the profiles' constants were fitted with): the profile's own.
+SCHEDULES = ("waves", "stream_k")
+
+
+def fit_gemm_of(gpu, rows, hw, grid=None, split=False, efficiency_only=False):
+    """The GEMM fit of *gpu*: H100: the Vidur rows (2024 cuBLAS) and our own 2026 bf16 / fp8 rows, half the weight
+    each; with *split* each set priced under its own schedule (:data:`SCHEDULES`), else both under the profile's."""
+    return fit_gemm(rows, hw, GPU_INFO[gpu]["sm_count"], h100_gemm_rows() if gpu == "h100" else None,
+                    SCHEDULES if split else ("auto", "auto"), grid, GPU_INFO[gpu].get("tile_m_min"), efficiency_only)
+
+
 def fit_gpu(gpu, ops, ar, models=None):
     hw = load_hardware(GPU_PROFILE[gpu])
     rows = [r for r in ops if r.gpu == gpu and (models is None or r.model in models)]
-    # H100: the Vidur rows (2023-24 cuBLAS) and our own 2026 bf16 rows, half the weight each
-    gemm, gl = fit_gemm(rows, hw, GPU_INFO[gpu]["sm_count"], h100_gemm_rows() if gpu == "h100" else None)
+    gemm, gl = fit_gemm_of(gpu, rows, hw)
     stream, sl = fit_stream(rows, hw)
     return {"sm_count": GPU_INFO[gpu]["sm_count"], **gemm, **kept_timing(hw), **stream}, {"gemm": gl, "stream": sl}
 
@@ -410,8 +443,33 @@ def main(argv=None):
                     help="no fit: rewrite the derived profiles from the A100 / H100 profiles' current [timing]")
     ap.add_argument("--kernels", action="store_true",
                     help="fit only the weight-only dequant and attention constants on the H100 rows (print them)")
+    ap.add_argument("--gemm", action="store_true",
+                    help="fit only the GEMM constants (print them); with --keep-grid the profile's tile, smallest "
+                         "tile M, L2 bandwidth and policy are kept and only the split-K floor is searched")
+    ap.add_argument("--keep-grid", action="store_true")
+    ap.add_argument("--efficiency-only", action="store_true",
+                    help="with --gemm --keep-grid: fit gemm_matrix_efficiency alone (bandwidth efficiency, latency, "
+                         "p and split-K floor as the profile has them)")
+    ap.add_argument("--schedules", choices=["auto", "split"], default="auto",
+                    help="split: price the Vidur GEMM rows 'waves' and the 2026 rows 'stream_k' (default: both "
+                         "under the profile's schedule, as the profiles' constants were fitted)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.gemm:
+        ops = load_ops()
+        for gpu in args.gpu or ["h100"]:
+            hw = load_hardware(GPU_PROFILE[gpu])
+            t = hw.timing
+            l2 = t.gemm_l2_bw_bytes_per_s
+            ridge = round(hw.matrix_peak_flops_per_s["fp16"] / l2) if l2 else 0
+            grid = ([(tuple(t.gemm_tile), t.gemm_tile_m_min, sk, ridge, t.gemm_tile_policy) for sk in
+                     ([t.gemm_split_k_min] if args.efficiency_only else SPLIT_K_MIN)] if args.keep_grid else None)
+            split = args.schedules == "split"
+            fit, v = fit_gemm_of(gpu, [r for r in ops if r.gpu == gpu], hw, grid, split, args.efficiency_only)
+            print(f"# {gpu} GEMM, schedules {SCHEDULES if split else 'auto'}: mean |log err| {v:.4f}\n"
+                  f"{toml_of('timing', fit)}")
+        print(f"# wall time {time.perf_counter() - t0:.1f} s")
+        return
     if args.kernels:
         hw = load_hardware("h100-sxm")
         for name, (fit, v) in (("measure_int4.csv", fit_dequant(hw, int4_rows())),

@@ -93,6 +93,43 @@ def test_extra_kernels_add_their_latency_on_the_device():
     assert extra_kernels_device_s(rt, att, g.get("sdpa", COST), 1e-6) == pytest.approx(7e-6)  # 8 - 1 kernels
 
 
+def test_cuda_graph_replay_runs_the_aten_kernels_without_their_host_issue():
+    # pytorch-cuda-graph replays the eager ATen kernels: an fp16 batch norm is still 3 kernels on the device
+    # (2 extra x the H100's 1.65 us stream_latency_s = 3.3 us), but the replay issues nothing per extra kernel:
+    # one issue at the profile's 4 us launch (host_overhead_per_kernel_s 0), not 3 x 4 = 12 us
+    rt = get_runtime("pytorch-cuda-graph")
+    assert (rt.aten_ops, rt.cuda_graphs, rt.host_overhead_per_kernel_s) == (True, True, 0.0)
+    g, bn = _bn("fp16", "fp16")
+    assert extra_kernels_device_s(rt, bn, g.get("x", COST), 1.65e-6) == pytest.approx(3.3e-6)
+    assert host_dispatch_s(rt, 4e-6, bn, g.get("x", COST)) == pytest.approx(4e-6)
+    assert host_dispatch_s(get_runtime("pytorch-eager"), 4e-6, bn, g.get("x", COST)) == pytest.approx(47.25e-6)
+
+
+def test_a_short_flash_attention_is_one_kernel_not_a_materialised_score_matrix():
+    # 16 tokens, 12 heads, head dim 64, fp16, counted under the flash byte model: O = 12 x 16 x 64 x 2 B = 24,576 B
+    # written, more than twice the score matrix it never writes (12 x 16 x 16 x 2 B = 6,144 B; 2 x = 12,288), so the
+    # bytes alone would read as the naive model's S and P.  The fused kernel carries the model it was counted
+    # under: one launch + one SDPA library call under pytorch-eager (4 + 11.75 + 28.5 = 44.25 us at a 4 us launch),
+    # not the unfused attention's 8 launches (8 x 15.75 + 2 x 28.5 = 183 us), and no extra device kernels
+    from graphroof.fuse import fuse
+
+    g = attention_graph(1, 12, 12, 16, 16, 64, False, "fp16")
+    count(g, settings=CountSettings(attention="flash"))
+    assert g.get("sdpa", COST).act_write_bytes == 24576
+    kg = fuse(g, "pytorch-eager").as_opgraph(g)
+    (k,) = [n for n in kg.ops() if n.attrs.get("kernel_kind") == "attention"]
+    assert k.attrs["attention_bytes"] == "flash"
+    rt = get_runtime("pytorch-eager")
+    assert host_dispatch_s(rt, 4e-6, k, kg.get(k.name, COST)) == pytest.approx(44.25e-6)
+    assert extra_kernels_device_s(rt, k, kg.get(k.name, COST), 1.65e-6) == 0.0
+    # the same shape counted naive does write S and P: 24,576 + 2 x 6,144 = 36,864 B, the unfused attention's launches
+    count(g, settings=CountSettings(attention="naive"))
+    kg = fuse(g, "pytorch-eager").as_opgraph(g)
+    (k,) = [n for n in kg.ops() if n.attrs.get("kernel_kind") == "attention"]
+    assert k.attrs["attention_bytes"] == "naive" and kg.get(k.name, COST).act_write_bytes == 36864
+    assert host_dispatch_s(rt, 4e-6, k, kg.get(k.name, COST)) == pytest.approx(183e-6)
+
+
 def test_one_batch_norm_through_the_pipeline():
     # one fp16 batch norm alone under pytorch-eager on an H100: the host issues its 3 launches
     # (3 * (4 + 11.75) = 47.25 us), then the device runs it: t_realistic = 47.25 us + device time, and the device

@@ -13,7 +13,7 @@ from graphroof.errors import InputError
 from graphroof.fuse.runtimes import PRESET_DIR, RUNTIMES, Runtime, get_runtime, runtime_names
 from graphroof.timing.stream import host_pipeline
 
-REQUIRED = {"eager", "pytorch-eager", "pytorch-eager-amp", "fastertransformer", "compiled", "serving", "vllm", "sglang", "tensorrt-llm", "tensorrt-llm-v0.5",
+REQUIRED = {"eager", "pytorch-eager", "pytorch-eager-amp", "fastertransformer", "compiled", "serving", "sarathi-serve", "vllm", "sglang", "tensorrt-llm", "tensorrt-llm-v0.5",
             "tensorrt", "onnxruntime", "pytorch-cuda-graph"}
 
 
@@ -50,6 +50,20 @@ def test_legacy_presets_keep_their_fusion_and_launch():
         # serving weight-only kernels dequantise once per weight tile (Marlin / TensorRT-LLM), the others per row
         assert rt.gqa_shared_kv and rt.weight_only_gemm == ("tile_dequant" if name == "serving" else "fused_dequant")
     assert RUNTIMES["serving"].cuda_graphs and not RUNTIMES["compiled"].cuda_graphs
+
+
+def test_sarathi_serve_is_serving_with_the_2024_gemm_schedule():
+    # the kernels Vidur profiled: the serving preset's fusion, launches and kernels, only the cuBLAS 12.1 schedule
+    from dataclasses import fields
+
+    old, new = RUNTIMES["sarathi-serve"], RUNTIMES["serving"]
+    assert get_runtime("vidur-profiling") is old
+    assert old.gemm_schedule == "waves" and new.gemm_schedule == "stream_k"
+    same = {"name", "aliases", "engine", "description", "sources", "path", "gemm_schedule"}
+    for f in fields(Runtime):
+        if f.name not in same:
+            assert getattr(old, f.name) == getattr(new, f.name), f.name
+    assert "torch == 2.2.2" in old.sources["gemm_schedule"] and "sarathi-serve" in new.sources["gemm_schedule"]
 
 
 def test_engine_capabilities_that_differ():

@@ -54,10 +54,12 @@ def test_llm_rows_equal_the_cli(row_id, dataset, capsys):
 
 def test_vidur_layer_row_equals_the_engine_breakdown():
     from graphroof.llm import Engine, Pricing
+    from graphroof.validate.vidur import PRESET
 
     row = _priced("vidur_h100_Llama-2-7b-hf_ops.csv:400", "vidur_ops")
     n, tp = row.inputs["tokens"], row.inputs["tp"]
-    eng = Engine("llama-2-7b", hw="h100-sxm", pricing=Pricing(tp=tp, runtime="serving"), dtype="fp16")
+    assert PRESET == "sarathi-serve" and row.runtime == PRESET and f"--runtime {PRESET}" in row.command
+    eng = Engine("llama-2-7b", hw="h100-sxm", pricing=Pricing(tp=tp, runtime=PRESET), dtype="fp16")
     ks = eng.step("prefill", 1, n).to_dict()["kernels"]
     mine = [k for k in ks if (k["scope"] == "model.layers.0" or k["scope"].startswith("model.layers.0."))
             and k["time_model"] != "attention" and not k["time_model"].startswith("collective")

@@ -91,11 +91,12 @@ def test_host_runtime_scales_the_whole_dispatch():
 
 
 def test_tf_xla_host_cost_is_its_v100_fit():
-    # V100 fp32 batch 1 seq 32 (bert_guide.md#L1262): 2.84 ms over the encoder's 115 XLA kernels = 24.70 us,
-    # less the V100's 5 us launch = 19.70 us per kernel; the preset overlaps host and device
+    # V100 fp32 batch 1 seq 32 (bert_guide.md#L1262): 2.84 ms over the encoder's 324 XLA kernels (with the
+    # layout copies and statistics passes of graphroof.fuse.passes) = 8.765 us, less the V100's 5 us launch
+    # = 3.765 us per kernel; the preset overlaps host and device
     rt = get_runtime("tf-xla")
     assert rt.overlap_launch and rt.fuse_vector_chains
-    assert rt.host_overhead_per_kernel_s == pytest.approx(2.84e-3 / 115 - 5e-6, abs=0.01e-6)
+    assert rt.host_overhead_per_kernel_s == pytest.approx(2.84e-3 / 324 - 5e-6, abs=0.01e-6)
 
 
 def test_ft_encoder_attention_reads_its_mask():

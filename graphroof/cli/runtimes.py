@@ -29,7 +29,10 @@ def listing() -> str:
         fusion = ", ".join(k for k, on in (("chains", rt.fuse_vector_chains), ("epilogues", rt.fuse_epilogues),
                                            ("QKV / gate+up", rt.fuse_horizontal_gemms),
                                            ("BN folded", rt.fold_batch_norm),
-                                           ("fused MHA layout", rt.attention_writes_layout)) if on) or "none"
+                                           ("fused MHA layout", rt.attention_writes_layout),
+                                           ("+ layout copies", rt.layout_copies),
+                                           ("+ norm / softmax statistics passes", rt.reduction_passes),
+                                           ("unfused MHA as 3 kernels", rt.split_unfused_attention)) if on) or "none"
         if rt.overlap_launch:
             launch = "host ahead of device" + (f", +{rt.host_overhead_per_kernel_s * 1e6:g} us/kernel host"
                                                if rt.host_overhead_per_kernel_s else "") + (
@@ -42,9 +45,10 @@ def listing() -> str:
         if rt.autocast:
             launch += "; autocast weight casts"
         rows.append([rt.name, ", ".join(rt.aliases), fusion, launch, rt.allreduce, yn(rt.gqa_shared_kv),
-                     rt.weight_only_gemm, yn(rt.fp8_gemm), yn(rt.moe_grouped_gemm)])
+                     rt.weight_only_gemm, yn(rt.fp8_gemm), yn(rt.moe_grouped_gemm), rt.gemm_schedule])
     table = tabulate(rows, headers=["preset", "aliases", "fusion", "launches", "all-reduce", "GQA shared KV",
-                                    "weight-only GEMM", "fp8 GEMM", "MoE grouped"], disable_numparse=True)
+                                    "weight-only GEMM", "fp8 GEMM", "MoE grouped", "GEMM schedule"],
+                     disable_numparse=True)
     return (table + "\n\nuse: --runtime NAME (or a preset .toml file, see graphroof/fuse/presets/); "
             "graphroof runtimes NAME shows one preset with its sources")
 

@@ -146,6 +146,19 @@ def kernel_kind(node: OpNode, cost: Cost) -> str:
     return "vector" if cls in ("pointwise", "reduction") else cls
 
 
+#: node attr of a fused attention kernel: the attention byte model it was counted under (``CountSettings.attention``,
+#: ``flash`` | ``naive``): ``flash`` kernels never hold a score matrix in their counted bytes, whatever their shape
+ATTENTION_BYTES = "attention_bytes"
+
+
+def counted_flash(node: object) -> bool:
+    """Whether attention kernel *node* was counted under the ``flash`` byte model (:data:`ATTENTION_BYTES`): its
+    writes are O alone, even where O outweighs a score matrix (few keys per row: ``dv >= 2 L``), so the byte tests
+    that find a materialised score matrix must not fire."""
+    a = getattr(node, "attrs", None) or {}
+    return a.get(ATTENTION_BYTES) == "flash"
+
+
 def attention_is_causal(node: object) -> bool:
     """Whether an attention node (or a fused attention kernel's node) applies a causal mask: torch ``is_causal``,
     a causal mask input (``mask_causal``), ONNX ``unidirectional``, ONNX Runtime's GroupQueryAttention."""

@@ -25,8 +25,17 @@ from typing import Any
 from ..counters.cost import Cost
 from ..graph import COST, OP, REPEAT, OpGraph, OpNode, Role, TensorSpec
 from ..scopes import auto_depth, scope_at
-from .classify import VECTOR_CLASSES, attention_is_causal, compute_dtype, gemm_mnk, is_batch_norm, is_conv
+from .classify import (
+    ATTENTION_BYTES,
+    VECTOR_CLASSES,
+    attention_is_causal,
+    compute_dtype,
+    gemm_mnk,
+    is_batch_norm,
+    is_conv,
+)
 from .dataflow import Dataflow, boundary, kernel_cost
+from .passes import extra_kernels
 from .runtimes import Runtime, get_runtime
 
 __all__ = ["Kernel", "KernelGraph", "fuse"]
@@ -58,10 +67,14 @@ class Kernel:
     inputs: list[tuple[str, TensorSpec]] = field(default_factory=list)    # (tensor name, spec) read from outside
     outputs: list[tuple[str, TensorSpec]] = field(default_factory=list)   # (tensor name, spec) used outside
     quantize_input: bool = False
+    #: what the kernel runs, where no op of the graph says it (a kernel added by graphroof.fuse.passes)
+    op_keys: tuple[str, ...] = ()
+    #: added around the fused kernels (graphroof.fuse.passes): it runs no op of its own (``ops``: the op it serves)
+    synthetic: bool = False
 
     @property
     def n_ops(self) -> int:
-        return len(self.ops)
+        return 0 if self.synthetic else len(self.ops)
 
 
 @dataclass
@@ -91,17 +104,19 @@ class KernelGraph:
     def _kernel_nodes(self, graph: OpGraph):
         op_of = {n: d[OP] for n, d in graph.nx.nodes(data=True)}
         for k in self.kernels:
-            keys = [op_of[n].op for n in k.ops]
+            real = [] if k.synthetic else [op_of[n].op for n in k.ops]
+            keys = list(k.op_keys) or real  # what it runs (priced by), and the ops it counts (reports)
             # every op of a kernel is repeated alike (the grouper keeps repeats apart): the kernel runs r times
             r = op_of[k.ops[0]].attrs.get(REPEAT, 1)
             times = r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else 1
-            attrs: dict[str, Any] = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk, "ops": tuple(k.ops),
-                                     "n_ops": k.n_ops * times, "folded": tuple(k.folded), "compute_dtype": k.dtype,
+            attrs: dict[str, Any] = {"kernel_kind": k.kind, "gemm_mnk": k.gemm_mnk,
+                                     "ops": () if k.synthetic else tuple(k.ops), "n_ops": k.n_ops * times,
+                                     "folded": tuple(k.folded), "compute_dtype": k.dtype,
                                      "op_keys": tuple(sorted(set(keys)))}
             if r != 1:
                 attrs[REPEAT] = r
             counts: dict[str, int] = {}
-            for key in keys:
+            for key in real or keys:
                 counts[key] = counts.get(key, 0) + times
             attrs["op_key_counts"] = counts
             if k.kind == "comm":
@@ -117,6 +132,9 @@ class KernelGraph:
                 attrs["bias_add"] = op_of[k.ops[0]].attrs["bias_add"]
             if k.kind == "attention" and any(attention_is_causal(op_of[n]) for n in k.ops):
                 attrs["is_causal"] = True  # a causal mask (timing.attention: diagonal tiles, causal tail)
+            model = getattr(graph.meta.get("count_settings"), "attention", None)
+            if k.kind == "attention" and model:  # the byte model it was counted under (classify.counted_flash)
+                attrs[ATTENTION_BYTES] = model
             node = OpNode(k.name, f"kernel.{k.kind}", tuple(s for _, s in k.inputs), tuple(s for _, s in k.outputs),
                           attrs, k.scope)
             yield node, [t for t, _ in k.inputs], [t for t, _ in k.outputs], {COST: k.cost}
@@ -342,5 +360,8 @@ def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph
                               dtype=compute_dtype(df.nodes[anchor]), gemm_mnk=mnk,
                               folded=[n for n in ops if n in grouper.folded], inputs=ins, outputs=outs,
                               quantize_input=quant))
+    if rt.layout_copies or rt.reduction_passes or rt.split_unfused_attention:  # kernels around them (fuse.passes)
+        kernels = extra_kernels(df, kernels, rt)
+        op_kernel = {n: i for i, k in enumerate(kernels) if not k.synthetic for n in k.ops}
     n_views = sum(1 for n in df.order if df.cls[n] == "view")
     return KernelGraph(rt, kernels, op_kernel, n_views)

@@ -15,6 +15,9 @@ defaults, which are one kernel per op, launches added per kernel)::
     gate_up = true                    # with horizontal_gemms: gate+up fused too (false: only QKV)
     fold_batch_norm = true            # inference BN folded into the conv weights
     attention_writes_layout = true    # fused MHA writes [tokens, hidden] itself
+    layout_copies = false             # unfused attention: Q, K, V, O copied to / from batched-GEMM order (fuse.passes)
+    reduction_passes = false          # one kernel per norm / softmax row statistic before it (fuse.passes)
+    split_unfused_attention = false   # unfused attention: Q K^T, softmax, P V as three kernels (fuse.passes)
 
     [launch]
     decode = "kernel"                 # "kernel" | "step" (decode step as one CUDA graph)
@@ -39,6 +42,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     attention_kernel = "auto"         # auto | flash2 | flash3 | cudnn (graphroof.timing.attention)
     norm_stream = "norm"              # norm | elementwise: the stream rate a norm kernel runs at (graphroof.timing.stream)
     weight_only_group = 128           # weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm)
+    gemm_schedule = "auto"            # auto | waves | stream_k: the cuBLAS generation's tile schedule (timing.gemm)
 
     [sources]                         # capability -> citation (strings)
 """
@@ -55,7 +59,7 @@ import tomllib
 from ..errors import InputError
 
 __all__ = ["read_preset_fields", "preset_fields", "ALLREDUCE", "WEIGHT_ONLY_GEMM", "DECODE_LAUNCH",
-           "ATTENTION_KERNELS", "NORM_STREAMS"]
+           "ATTENTION_KERNELS", "NORM_STREAMS", "GEMM_SCHEDULES"]
 
 ALLREDUCE = ("nccl", "custom", "nvls")
 WEIGHT_ONLY_GEMM = ("fused_dequant", "tile_dequant", "dequant_then_gemm")
@@ -64,6 +68,9 @@ DECODE_LAUNCH = ("kernel", "step")
 ATTENTION_KERNELS = ("auto", "flash2", "flash3", "cudnn")
 #: the stream kind a norm kernel is priced as: ``norm`` (the profile's norm efficiency) | ``elementwise`` (one pass)
 NORM_STREAMS = ("norm", "elementwise")
+#: how the runtime's dense GEMM library schedules tiles (graphroof.timing.gemm.schedule_of): ``auto`` (the
+#: profile's) | ``waves`` (one CTA per tile, whole waves) | ``stream_k`` (persistent stream-K, loads overlap the math)
+GEMM_SCHEDULES = ("auto", "waves", "stream_k")
 
 _MAX_BYTES = 256_000
 _TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
@@ -73,7 +80,10 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                "horizontal_gemms": ("fuse_horizontal_gemms", bool, None),
                "gate_up": ("fuse_gate_up", bool, None),
                "fold_batch_norm": ("fold_batch_norm", bool, None),
-               "attention_writes_layout": ("attention_writes_layout", bool, None)},
+               "attention_writes_layout": ("attention_writes_layout", bool, None),
+               "layout_copies": ("layout_copies", bool, None),
+               "reduction_passes": ("reduction_passes", bool, None),
+               "split_unfused_attention": ("split_unfused_attention", bool, None)},
     "launch": {"decode": ("decode_launch", str, DECODE_LAUNCH), "cuda_graphs": ("cuda_graphs", bool, None),
                "overlap": ("overlap_launch", bool, None),
                "host_overhead_per_kernel_s": ("host_overhead_per_kernel_s", float, None),
@@ -90,6 +100,7 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "attention_kernel": ("attention_kernel", str, ATTENTION_KERNELS),
                 "norm_stream": ("norm_stream", str, NORM_STREAMS),
                 "weight_only_group": ("weight_only_group_size", int, None),
+                "gemm_schedule": ("gemm_schedule", str, GEMM_SCHEDULES),
                 "vocab_parallel": ("vocab_parallel", bool, None)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")

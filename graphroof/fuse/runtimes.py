@@ -23,6 +23,9 @@ The fields (:class:`Runtime`):
 * *fold_batch_norm*: an inference batch-norm right after a conv is folded into the conv's weights (no kernel);
 * *attention_writes_layout*: the copy that puts attention's output back into [tokens, hidden] order is done by
   the attention kernel itself (fused multi-head attention kernels);
+* *layout_copies*, *reduction_passes*: kernels a compiler adds around the fused ones (:mod:`graphroof.fuse.passes`):
+  an unfused attention's layout copies, a norm's or softmax's statistics passes; *split_unfused_attention*: an
+  unfused attention's batched GEMMs and softmax as three kernels (the same module);
 * *decode_launch*: ``kernel`` (every kernel launched) or ``step`` (a decode step replayed as one CUDA graph);
 * *overlap_launch* and *host_overhead_per_kernel_s*: with ``overlap_launch`` the host dispatches kernels
   asynchronously ahead of the device, a two-stage pipeline (:func:`graphroof.timing.stream.host_pipeline`): the
@@ -70,6 +73,15 @@ class Runtime:
     #: a copy with no FLOPs right after attention (transpose + contiguous back to [tokens, hidden]) is the
     #: attention kernel's output layout, not a kernel of its own (serving attention kernels write it directly).
     attention_writes_layout: bool = False
+    #: an unfused attention's Q, K, V are copied into batched-GEMM order and its output back, a kernel each
+    #: (XLA's layout for cuBLAS batched dots; graphroof.fuse.passes)
+    layout_copies: bool = False
+    #: a norm / softmax runs one kernel per dependent row statistic before the one that normalises (a reduction
+    #: is only a fused kernel's root in XLA; graphroof.fuse.passes)
+    reduction_passes: bool = False
+    #: an attention that writes its score matrix (not one fused kernel) runs as three kernels: the batched GEMM
+    #: ``Q K^T``, the softmax, the batched GEMM ``P V`` (TensorRT's unfused MHA runner; graphroof.fuse.passes)
+    split_unfused_attention: bool = False
     #: ``"kernel"``: every kernel pays the profile's launch overhead; ``"step"``: the whole step is replayed as
     #: one CUDA graph and pays the profile's per-step graph-launch cost once (decode in serving engines).
     decode_launch: str = "kernel"
@@ -103,6 +115,9 @@ class Runtime:
     #: the engine runs its kernels back to back: a kernel whose traffic fits in half the L2 reads its input
     #: activations from L2, not DRAM (graphroof.timing.l2)
     l2_activations: bool = False
+    #: how the dense GEMM library of the runtime schedules tiles on the device: ``auto`` (the profile's
+    #: gemm_stream_k and overlap) | ``waves`` | ``stream_k`` (graphroof.timing.gemm.schedule_of)
+    gemm_schedule: str = "auto"
     #: fused-attention kernel family: ``auto`` (the device's native kernel) | ``flash2`` | ``flash3`` | ``cudnn``
     #: (graphroof.timing.attention); an attention node's ``attention_kernel`` attribute overrides it
     attention_kernel: str = "auto"

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..dtypes import dtype_bits
 from ..errors import InputError
-from ..fuse.classify import attention_is_causal
+from ..fuse.classify import attention_is_causal, counted_flash
 from ..fuse.preset_file import ATTENTION_KERNELS
 from ..hardware.profile_cache import memo_of
 
@@ -77,6 +77,7 @@ class AttentionDims:
     out_bytes: float = 2.0      # bytes per element of O
     causal: bool = False        # a causal mask (is_causal, a causal mask input, ONNX unidirectional / GQA)
     kv_bytes: float = 2.0       # bytes per element of K / V as the kernel reads them (the KV cache's dtype)
+    flash: bool = False         # counted under the flash byte model: its writes are O alone (fuse.classify.counted_flash)
 
 
 def attention_dims(node: Any) -> AttentionDims:
@@ -91,7 +92,8 @@ def attention_dims(node: Any) -> AttentionDims:
             group = int(q.shape[1]) // int(k.shape[1])
         outs = getattr(node, "outputs", ()) or ()
         ob = dtype_bits(outs[0].dtype) / 8 if outs and outs[0] is not None else dtype_bits(q.dtype) / 8
-        return AttentionDims(d, dv, group, ob, attention_is_causal(node), dtype_bits(k.dtype) / 8)
+        return AttentionDims(d, dv, group, ob, attention_is_causal(node), dtype_bits(k.dtype) / 8,
+                             counted_flash(node))
     except (IndexError, AttributeError, TypeError, ValueError):
         return AttentionDims()
 
@@ -335,7 +337,8 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
     aw = np.asarray(cost["act_write_bytes"], dtype=float)
     # a kernel writing >= 2 elements per (query, key) pair materialises the scores (the "naive" byte model): not
     # a pipelined flash kernel, and O's rows cannot be read from its bytes: no per-row fill
-    rows = np.where(aw >= 2.0 * pairs * dims.out_bytes, 0.0, rows)
+    if not dims.flash:  # (a flash-counted kernel writes O alone, even where O outweighs the scores: dv >= 2 L)
+        rows = np.where(aw >= 2.0 * pairs * dims.out_bytes, 0.0, rows)
     t_pair: Any = width / (ceiling * eff) + 1.0 / exp_per_s
     fill: Any = t.attn_fill_keys
     g = 1.0 if gqa_shared_kv else float(dims.gqa_group)

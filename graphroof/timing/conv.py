@@ -19,6 +19,23 @@ the minimum of:
   per output, nothing to share across channels) have no GEMM at all and always run here as a streaming kernel
   (max of compute and bytes, plus the stream latency), as do convolutions in a dtype without a matrix peak.
 
+**Non-persistent conv kernels on a stream-K device.**  Where the profile's GEMM constants describe persistent
+stream-K kernels (``gemm_stream_k``: Hopper / Blackwell cuBLAS, whose next tile's mainloop hides each tile's
+pipeline fill and epilogue), the implicit-GEMM conv kernels are not persistent: CUTLASS's Hopper conv kernel
+launches one CTA per output tile (grid = the tiled M x N, no tile scheduler: ``static_assert(is_void_v<
+TileSchedulerTag>)``, one producer and one MMA warpgroup, ``MinBlocksPerMultiprocessor = 1``, no workspace;
+NVIDIA/cutlass@2ceb95b ``include/cutlass/conv/kernel/sm90_implicit_gemm_tma_warpspecialized.hpp``), and cuDNN's
+Hopper kernels are of that kind (``sm90_xmma_fprop_implicit_gemm_..._warpgroupsize1x1x1_..._cudnn`` in H100
+traces).  So the tensor-core path there runs whole waves (no stream-K: a partial last wave costs a full one)
+and each wave pays, before its mainloop, the first k-block's load round trip and, after it, the epilogue's store
+drain, serially within the CTA::
+
+    t_compute = (GEMM compute time in whole waves) + waves * stream_latency_s
+
+``stream_latency_s`` (the profile's fixed time of a plain streaming kernel: its first loads' round trip and its
+stores' drain) stands for that per-wave fill + drain; it is not refitted here.  Profiles without stream-K
+(Ampere and older: the GEMM fit already describes one-CTA-per-tile kernels) are unchanged.
+
 Constants: the profile's ``[timing]`` (via :func:`~graphroof.timing.gemm_time` and
 :func:`~graphroof.timing.profile.timing_of`) and ``[efficiency].vector``; nothing fitted here.
 """
@@ -26,7 +43,7 @@ Constants: the profile's ``[timing]`` (via :func:`~graphroof.timing.gemm_time` a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..dtypes import dtype_bits
@@ -122,6 +139,16 @@ def _pad(v: int, a: int) -> int:
     return -(-v // a) * a
 
 
+def _tile_per_cta(hw: HardwareProfile) -> tuple[HardwareProfile, float]:
+    """(the profile the conv's implicit GEMM is tiled on, the fixed time each wave of its CTAs pays): on a device
+    whose GEMMs run persistent stream-K kernels, a conv runs one CTA per tile (module docstring), so whole waves
+    (the profile with ``gemm_stream_k`` off) and one ``stream_latency_s`` of fill + drain per wave; else (hw, 0)."""
+    t = timing_of(hw)
+    if not (t.gemm_stream_k and t.sm_count and hw.timing is not None):
+        return hw, 0.0
+    return replace(hw, timing=replace(hw.timing, gemm_stream_k=False)), t.stream_latency_s
+
+
 def conv_time(shape: ConvShape, nbytes: float, hw: HardwareProfile, dtype: str,
               matmul_precision: str | None = None) -> ConvTime:
     """Predicted time of one convolution kernel of *shape* moving *nbytes* (its real input, weight, output and
@@ -146,8 +173,9 @@ def conv_time(shape: ConvShape, nbytes: float, hw: HardwareProfile, dtype: str,
     peak, key = matmul_peak(hw, dtype, matmul_precision)
     a = channel_align(key, dtype)
     np_, kp = _pad(n, a), _pad(shape.cin // shape.groups, a) * shape.kernel
-    g = gemm_time(m, np_, kp, hw, dtype, batch=shape.groups, matmul_precision=matmul_precision)
-    t_tc = overlap(g.t_compute_s) + t.gemm_latency_s
+    gemm_hw, t_wave = _tile_per_cta(hw)
+    g = gemm_time(m, np_, kp, gemm_hw, dtype, batch=shape.groups, matmul_precision=matmul_precision)
+    t_tc = overlap(g.t_compute_s + g.waves * t_wave) + t.gemm_latency_s
     if t_tc <= best.t_s:
         best = ConvTime(t_tc, "tensor_core" if key.startswith("matrix") else "cuda_core", shape, (m, np_, kp), flops)
     return best

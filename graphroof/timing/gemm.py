@@ -3,7 +3,8 @@
 Model (``C[M, N] = A[M, K] @ B[K, N]``, ``batch`` independent GEMMs; constants from the profile's ``[timing]``)::
 
     tile      = (tm, tn): tn = gemm_tile[1]; tm one of gemm_tile[0], gemm_tile[0]/2, ... down to gemm_tile_m_min
-                (the library's tile configurations).  gemm_tile_policy "best": the one with the least compute
+                (the library's tile configurations; a weight-only kernel's down to min(gemm_tile_m_min, 16):
+                :data:`WEIGHT_ONLY_TILE_M_MIN`).  gemm_tile_policy "best": the one with the least compute
                 time runs (a library that searches its configurations); "cover_m": the smallest height that
                 covers M, else the largest (a heuristic keyed on M alone, blind to wave quantisation)
     tiles     = ceil(M / tm) * ceil(N / tn) * batch
@@ -39,6 +40,13 @@ Four refinements (all data in the profile, see docs/kernel_timing.md):
   ``tiles = ceil(groups * E[ceil(n_e / tm)]) * ceil(N / tn)``, each expert's rows ``n_e`` spread around
   ``M / groups`` (:func:`graphroof.timing.moe.group_m_tiles`).
 
+**Schedule** (the runtime's ``gemm_schedule``, a preset ``[kernels]`` key: which cuBLAS generation the engine
+ships, :func:`schedule_of`): ``auto`` keeps the profile's ``gemm_stream_k`` and overlap exponent; ``waves``: one
+CTA per (tile, split), whole waves, no stream-K (heuristics of an older library); ``stream_k``: on a device whose
+profile runs stream-K, persistent warp-specialised kernels (a TMA producer warp feeds the math warpgroups through
+a shared-memory pipeline, so loads hide under the math) with ``t = max(t_compute, t_memory) + latency``; on other
+devices ``stream_k`` is ``auto``.  DeepGEMM and weight-only kernels keep ``auto``.
+
 **DeepGEMM** (fp8 in with 1x128 / 128x128 block scales, bf16 out, Hopper).  Tile choice and schedule are facts of
 its source (deepseek-ai/DeepGEMM@a6d97a1 ``deep_gemm/jit_kernels/gemm.py`` ``get_best_configs``, ``fp8_gemm.cuh``):
 BLOCK_M = 64 when M <= 64, else 128; BLOCK_N one of 16, 24, ..., 128; the fewest waves, then the fullest last wave,
@@ -64,13 +72,15 @@ from typing import TYPE_CHECKING
 
 from ..dtypes import dtype_bits
 from ..errors import InputError
+from ..fuse.preset_file import GEMM_SCHEDULES
 from ..hardware.params import KernelTiming
 from .moe import group_m_tiles
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
-__all__ = ["GEMM_LIBRARIES", "GemmTime", "deepgemm_blocks", "gemm_time", "gemm_time_with"]
+__all__ = ["GEMM_LIBRARIES", "WEIGHT_ONLY_TILE_M_MIN", "GemmTime", "deepgemm_blocks", "gemm_time", "gemm_time_with",
+           "schedule_of"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,10 @@ class GemmTime:
 
 #: kernel families graphroof prices: ``cublas`` (timing.gemm: tile heights, split-K, stream-K) | ``deepgemm``
 GEMM_LIBRARIES = ("cublas", "deepgemm")
+#: the smallest tile height of a weight-only GEMM with the dequant fused (not cuBLAS, whose smallest tile is the
+#: profile's gemm_tile_m_min): PyTorch's tinygemm int4 kernel tiles M in one 16-row mma.m16n8k16
+#: (pytorch/pytorch aten/src/ATen/native/cuda/int4mm.cu: ALayout_RM kMTileSize = 16)
+WEIGHT_ONLY_TILE_M_MIN = 16
 BLOCK_NS = tuple(range(16, 129, 8))
 
 
@@ -128,9 +142,23 @@ def deepgemm_parts(m: int, n: int, k: int, groups: int, t: KernelTiming, ceiling
     return waves * (t_loop + t_epilogue), (bm, bn), tiles, waves, cta_flops
 
 
-def _tile_heights(t: KernelTiming) -> list[int]:
+def schedule_of(t: KernelTiming, schedule: str = "auto") -> tuple[bool, float | None]:
+    """(stream-K, overlap exponent or None for max) of a cuBLAS GEMM under the runtime's *schedule* (module doc)."""
+    if schedule not in GEMM_SCHEDULES:
+        raise InputError(f"gemm schedule must be one of {', '.join(GEMM_SCHEDULES)}, got {schedule!r}")
+    if schedule == "waves":
+        return False, t.gemm_overlap_exponent
+    if schedule == "stream_k" and t.gemm_stream_k:
+        return True, None
+    return t.gemm_stream_k, t.gemm_overlap_exponent
+
+
+def _tile_heights(t: KernelTiming, weight_only: bool = False) -> list[int]:
+    """Tile heights gemm_tile[0], /2, ... down to the profile's smallest (a *weight_only* kernel's: at most
+    :data:`WEIGHT_ONLY_TILE_M_MIN`)."""
+    floor = min(t.gemm_tile_m_min, WEIGHT_ONLY_TILE_M_MIN) if weight_only else t.gemm_tile_m_min
     tm, out = t.gemm_tile[0], []
-    while tm >= t.gemm_tile_m_min:
+    while tm >= floor:
         out.append(tm)
         if tm % 2:
             break
@@ -139,15 +167,17 @@ def _tile_heights(t: KernelTiming) -> list[int]:
 
 
 def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTiming, rate: float, in_bytes: float,
-             i_l2: float, sms: int, groups: float = 1.0) -> tuple[float, int, int, int, float]:
-    """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration on *sms* SMs."""
+             i_l2: float, sms: int, groups: float = 1.0,
+             stream_k: bool | None = None) -> tuple[float, int, int, int, float]:
+    """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration on *sms* SMs (*stream_k*: None,
+    the profile's)."""
     tiles = group_m_tiles(m, groups, tm) * math.ceil(n / tn) * batch
     split = 1
     if tiles < sms:
         split = max(1, min(sms // tiles, k // max(1, t.gemm_split_k_min)))
     waves = math.ceil(tiles * split / sms)
     # stream-K (persistent CTAs share the last wave's tiles along K): fractional waves, at least one
-    w = max(1.0, tiles * split / sms) if t.gemm_stream_k else waves
+    w = max(1.0, tiles * split / sms) if (t.gemm_stream_k if stream_k is None else stream_k) else waves
     cta_flops = 2.0 * tm * tn * math.ceil(k / split)
     starve = min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
     return w * cta_flops / (rate / sms * starve), tiles, split, waves, cta_flops
@@ -158,7 +188,7 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
                    batch: int = 1, weight_bytes: float | None = None, peak_used: str = "",
                    achievable_flops_per_s: float | None = None, dequant_s: float = 0.0,
                    groups: float = 1.0, l2_bytes: float | None = None, library: str = "cublas",
-                   act_in_l2: bool = False) -> GemmTime:
+                   act_in_l2: bool = False, schedule: str = "auto", weight_only: bool = False) -> GemmTime:
     """The GEMM model with explicit constants (what :func:`gemm_time` calls after reading the profile).
 
     *in_bytes* / *out_bytes*: bytes per element of A, B and of C; *weight_bytes* overrides B's total (e.g.
@@ -168,7 +198,9 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     *l2_bytes*: the on-chip L2 size: split-K partial sums that fit in it never reach DRAM.  *library*: the kernel
     family (``cublas``; ``deepgemm``: DeepGEMM, see the module docstring; *batch* its groups).  *act_in_l2*: A (the
     activation the kernel before wrote) is read from L2, not DRAM: the caller found the kernel fits
-    (:func:`graphroof.timing.l2.fits_l2`, engines that run kernels back to back).
+    (:func:`graphroof.timing.l2.fits_l2`, engines that run kernels back to back).  *schedule*: the runtime's
+    ``gemm_schedule`` (:func:`schedule_of`; cuBLAS only).  *weight_only*: a weight-only kernel with the dequant
+    fused (its tile heights: :func:`_tile_heights`).
     """
     for name, v in (("M", m), ("N", n), ("K", k), ("batch", batch)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -186,10 +218,11 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     rate = (achievable_flops_per_s or peak_flops_per_s) * timing.gemm_matrix_efficiency
     groups = max(1.0, float(groups))
     sms = timing.sm_count
+    stream_k, p = schedule_of(timing, schedule if library == "cublas" else "auto")
     if sms:
         i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
         tn = timing.gemm_tile[1]
-        heights = _tile_heights(timing)
+        heights = _tile_heights(timing, weight_only)
     if sms and library == "deepgemm":
         ceiling = achievable_flops_per_s or peak_flops_per_s
         t_compute, (tm, tn), tiles, waves, cta_flops = deepgemm_parts(
@@ -198,7 +231,7 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     elif sms:
         if timing.gemm_tile_policy == "cover_m":
             heights = [min((h for h in heights if h >= m / groups), default=heights[0])]
-        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms, groups), tm)
+        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms, groups, stream_k), tm)
                    for tm in heights)
         (t_compute, tiles, split, waves, cta_flops), tm = best
         util = flops / (waves * sms * cta_flops)
@@ -213,7 +246,6 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     t_compute += dequant_s
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     lat = timing.stream_latency_s if sms and library == "deepgemm" else timing.gemm_latency_s
-    p = timing.gemm_overlap_exponent
     both = max(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     return GemmTime(
         t_s=both + lat, t_compute_s=t_compute, t_memory_s=t_memory, t_latency_s=lat,
@@ -227,7 +259,7 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
               out_dtype: str | None = None, weight_bytes: float | None = None,
               matmul_precision: str | None = None, weight_dtype: str | None = None, quant_group: int | None = None,
               groups: float = 1.0, dequant_variant: str = "fused_dequant", library: str = "cublas",
-              act_in_l2: bool = False) -> GemmTime:
+              act_in_l2: bool = False, schedule: str = "auto") -> GemmTime:
     """Predicted time of one GEMM kernel ``[M, K] x [K, N]`` (times *batch*) computing in *dtype* on *hw*.
 
     The peak is :func:`graphroof.timing.matmul_peak` (fp32 runs on TF32 tensor cores under
@@ -238,7 +270,7 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
     default there; *dequant_variant*: the runtime's ``weight_only_gemm``, how often a weight is dequantised);
     *weight_bytes* is then the packed weights' bytes (default ``K N bits / 8``), scales added.
     *groups*: MoE experts the rows are split over.  *library*: the kernel family (``cublas`` | ``deepgemm``).
-    *act_in_l2*: A read from L2, not DRAM (:func:`gemm_time_with`).
+    *act_in_l2*: A read from L2, not DRAM, and *schedule* the runtime's ``gemm_schedule`` (:func:`gemm_time_with`).
     """
     from .precision import gemm_ceiling, matmul_peak
     from .profile import timing_of
@@ -260,4 +292,4 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
                           mem_bw_bytes_per_s=hw.mem_bw_bytes_per_s, in_bytes=in_b, out_bytes=out_b,
                           batch=batch, weight_bytes=weight_bytes, peak_used=key, achievable_flops_per_s=ceiling,
                           dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes, library=library,
-                          act_in_l2=act_in_l2)
+                          act_in_l2=act_in_l2, schedule=schedule if not bits else "auto", weight_only=bool(bits))

@@ -10,6 +10,8 @@ gemm_times`), so both price the same kernel:
   runtime's ``weight_only_gemm`` variant (``fused_dequant`` | ``dequant_then_gemm``);
 * MoE grouped GEMMs (:mod:`graphroof.timing.moe`): the expert count and one expert's weight bytes (the visited
   experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm``;
+* the runtime's ``gemm_schedule`` (which cuBLAS generation it ships: whole waves or stream-K,
+  :func:`graphroof.timing.gemm.schedule_of`), for plain cuBLAS GEMMs;
 * the kernel family (``node.attrs["gemm_library"]``, else the runtime's ``gemm_library``, else ``cublas``):
   ``deepgemm`` is DeepGEMM (:mod:`graphroof.timing.gemm`) (an ``aten.bmm`` under it: the grouped kernel, one group
   per batch entry);
@@ -55,6 +57,7 @@ class GemmPlan:
     out_dtype: str = ""             # D's dtype as the node writes it ("": as the compute dtype), e.g. bf16 of fp8
     act_in_l2: bool = False         # runtime l2_activations: A from L2 when the GEMM fits (graphroof.timing.l2)
     quantize_input: bool = False    # an fp8 GEMM whose input quantize is a kernel of its own (quantize_input_s)
+    schedule: str = "auto"          # runtime gemm_schedule: the cuBLAS generation's tile schedule (timing.gemm)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -84,7 +87,8 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     quant = gd == "fp8" and bool(attrs.get("quantize_input")) and not str(dtype).startswith("fp8")
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
                     ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype,
-                    lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant)
+                    lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant,
+                    str(getattr(runtime, "gemm_schedule", "auto") or "auto"))
 
 
 def quantize_input_s(plan: GemmPlan, m: Any, k: Any, hw: Any) -> Any:
@@ -142,7 +146,7 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         # back to back (runtime l2_activations): a GEMM that fits reads A and its epilogue operands from L2
         l2 = plan.act_in_l2 and fits_l2(cost.bytes, l2_bytes_of(hw))
         g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups, act_in_l2=l2,
-                      out_dtype=plan.out_dtype or None)  # D in the epilogue's dtype, overlapped with the loads
+                      out_dtype=plan.out_dtype or None, schedule=plan.schedule)  # D in the epilogue's dtype
         counted_w = g.bytes + (cost.act_read_bytes if l2 else quantized_input_saved_bytes(plan, m, k))
     # epilogue operands (bias, residual) stream alongside (an input quantized apart is read in fp8: counted_w)
     extra = max(0.0, cost.bytes - counted_w)

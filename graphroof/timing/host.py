@@ -93,8 +93,11 @@ def _native_batch_norm(node: OpNode, fp32_weights: bool = False) -> bool:
 def _writes_scores(node: OpNode, cost: Any) -> bool:
     """An attention kernel whose counted writes hold its score matrix: >= 2 elements per (query, key) pair (the
     ``naive`` byte model; the same test as :func:`graphroof.timing.attention.attention_time`), not only O."""
+    from ..fuse.classify import counted_flash
     from .attention import attention_dims
 
+    if counted_flash(node):  # O alone (flash byte model), even where it outweighs a short score matrix
+        return False
     dims = attention_dims(node)
     pairs = cost.matrix_flops / (2 * (dims.head_dim + dims.v_head_dim))
     return bool(pairs > 0 and cost.act_write_bytes >= 2.0 * pairs * dims.out_bytes)
@@ -118,9 +121,10 @@ def eager_dispatches(node: OpNode | None, cost: Any, aten_ops: bool = False,
 def host_dispatch_s(runtime: Any, launch_overhead_s: float, node: OpNode | None, cost: Any,
                     extra_launches: int = 0) -> float:
     """Host time to issue one kernel under *runtime* (module doc); *extra_launches*: more plain launches the
-    runtime adds to it (the weight cast before an autocast GEMM)."""
-    n, lib = eager_dispatches(node, cost, bool(getattr(runtime, "aten_ops", False)),
-                              bool(getattr(runtime, "autocast", False)))
+    runtime adds to it (the weight cast before an autocast GEMM).  Under a CUDA-graph replay (``cuda_graphs``) the
+    kernels an ATen op adds beyond its first are replayed by the device with no host work: one issue per kernel."""
+    aten = bool(getattr(runtime, "aten_ops", False)) and not bool(getattr(runtime, "cuda_graphs", False))
+    n, lib = eager_dispatches(node, cost, aten, bool(getattr(runtime, "autocast", False)))
     n += extra_launches
     return (n * (launch_overhead_s + runtime.host_overhead_per_kernel_s)
             + lib * getattr(runtime, "host_overhead_per_library_call_s", 0.0))

@@ -21,7 +21,7 @@ from ..hardware.params import KernelTiming
 from ..hardware.profile_cache import memo_of
 from .attention import AttentionDims, attention_dims, attention_time
 from .conv import is_conv_key
-from .gemm import _tile_heights
+from .gemm import _tile_heights, schedule_of
 from .gemm_plan import GemmPlan, gemm_plan, quantize_input_s, quantized_input_saved_bytes
 from .kernel import attention_kernel, stream_kind
 from .moe import experts_in_step, group_m_tiles, per_expert_latency_s
@@ -76,19 +76,20 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     nbytes = (m * k * in_b + m * n * out_b) * 1 + b_bytes
     rate = ceiling * t.gemm_matrix_efficiency
     sms = t.sm_count
+    stream_k, p = schedule_of(t, plan.schedule if not plan.bits else "auto")
     if sms:
         i_l2 = peak / t.gemm_l2_bw_bytes_per_s if t.gemm_l2_bw_bytes_per_s else 0.0
         tn = t.gemm_tile[1]
-        heights = _tile_heights(t)
+        heights = _tile_heights(t, bool(plan.bits) and plan.variant != "dequant_then_gemm")  # as gemm_time
         if t.gemm_tile_policy != "cover_m":  # "best": the configuration with the least compute time
-            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2, groups)
+            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2, groups, stream_k)
             for tm in heights[1:]:
-                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2, groups))
+                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2, groups, stream_k))
         else:  # the smallest height covering M, else the largest
             pick = np.full(m.shape, heights[0])
             for h in sorted(heights, reverse=True):
                 pick = np.where(h >= m / groups, h, pick)
-            best = _compute_per(m, n, k, pick, tn, t, rate, in_b, i_l2, groups)
+            best = _compute_per(m, n, k, pick, tn, t, rate, in_b, i_l2, groups, stream_k)
         t_compute, _tiles, split, _waves, _cta, _tm = best
         l2 = hw.onchip_cache_bytes
         spill = (split > 1) & ~((split * m * n * 4 * 1 <= l2) if l2 else np.zeros(m.shape, dtype=bool))
@@ -97,7 +98,6 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
         t_compute = flops / rate
     t_compute = t_compute + dq
     t_memory = nbytes / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
-    p = t.gemm_overlap_exponent
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     zero = flops == 0
     g_t = np.where(zero, 0.0, both + t.gemm_latency_s)
@@ -105,20 +105,20 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     return pre + g_t + extra_lat, g_bytes + counted_adj
 
 
-def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups):
+def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups, stream_k=None):
     sms = t.sm_count
     tiles = np.asarray(group_m_tiles(m, groups, tm)).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
     split = np.where(tiles < sms, np.maximum(1, np.minimum(sms // np.maximum(tiles, 1),
                                                           k // max(1, t.gemm_split_k_min))), 1)
     waves = np.ceil(tiles * split / sms)
-    w = np.maximum(1.0, tiles * split / sms) if t.gemm_stream_k else waves
+    w = np.maximum(1.0, tiles * split / sms) if (t.gemm_stream_k if stream_k is None else stream_k) else waves
     cta = 2.0 * tm * tn * np.ceil(k / split)
     starve = np.minimum(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
     return w * cta / (rate / sms * starve), tiles, split, waves, cta, np.broadcast_to(tm, m.shape)
 
 
-def _compute(m, n, k, tm, tn, t, rate, in_bytes, i_l2, groups):
-    return _compute_per(m, n, k, np.full(m.shape, tm), tn, t, rate, in_bytes, i_l2, groups)
+def _compute(m, n, k, tm, tn, t, rate, in_bytes, i_l2, groups, stream_k=None):
+    return _compute_per(m, n, k, np.full(m.shape, tm), tn, t, rate, in_bytes, i_l2, groups, stream_k)
 
 
 def _lexmin(a, b):

@@ -25,9 +25,10 @@ fits on its own rows, a sustained matmul rate (``[timing.gemm_achievable_flops_p
 cites as "<dtype> <rate> TFLOP/s, fitted": T4, A10, V100, on vision rows), is transferred from the other GPUs'
 fitted rates of that kind as the lower of the device's board power x their FLOP per joule of board power (those
 held below full clock by their power limit) and its datasheet peak x their full-clock sustained / peak ratio (those
-that were not; else the MAMF-table ratio) (:mod:`.holdout_rates`).  Rows whose adapter prices by
-profile name and sets no held-out figure (torch_gpu) are priced again with the name loading the held-out profile
-(:func:`gpu_holdout`).
+that were not; else the MAMF-table ratio) (:mod:`.holdout_rates`); a latency level a derived profile fits on its
+own rows (``latency level <k>, fitted``: the V100's) is dropped, its latencies the derived ones.  Rows whose
+adapter prices by profile name and sets no held-out figure (torch_gpu) are priced again with the name loading the
+held-out profile (:func:`gpu_holdout`).
 
 ``engine``: no [collectives] constant is fitted per engine any more (the CUDA-graph all-reduce constants once
 fitted on gpt-fast's rows are NCCL's tuning-model figures now), so :func:`held_out_profile` leaves every profile as

@@ -46,12 +46,14 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
     EngineFit("trtllm", "TensorRT-LLM", "tensorrt-llm-v0.5", {"request_overhead_s": 0.0},
               "request_overhead_s (0.8 ms) was fitted on trtllm rows 17, 21, 23; no other engine's rows fit a "
               "per-request time: the preset's unfitted default, no time per request beyond the steps"),
-    EngineFit("vision", "FasterTransformer TF custom op", "fastertransformer", {"host_overhead_per_kernel_s": 10.6e-6},
+    EngineFit("vision", "FasterTransformer TF custom op", "fastertransformer", {"host_overhead_per_kernel_s": 8.8e-6},
               "host_overhead_per_kernel_s 8.5 us was fitted on the FT TF-op row V100 fp16 batch 1 seq 32; the same "
-              "one-row fit on the FT PyTorch-op row beside it (bert_guide.md#L1554, 1.31 ms): 1.31 ms / 84 kernels "
-              "= 15.6 us, less the V100's 5 us launch overhead = 10.6 us"),
+              "one-row fit on the FT PyTorch-op row beside it (bert_guide.md#L1554, 1.31 ms), less the op's Python "
+              "wrapper (9 ATen ops at the pytorch-eager host cost, 9 x (5 + 11.75) us = 150.75 us: "
+              "graphroof.validate.vision.FT_PYTORCH_PREP_OPS): (1.31 ms - 150.75 us) / 84 kernels = 13.8 us, less "
+              "the V100's 5 us launch overhead = 8.8 us"),
     EngineFit("vision", "TensorFlow + XLA", "tf-xla", {"host_overhead_per_kernel_s": 8.5e-6},
-              "host_overhead_per_kernel_s 19.7 us was fitted on the TF + XLA row V100 fp32 batch 1 seq 32; the "
+              "host_overhead_per_kernel_s 3.77 us was fitted on the TF + XLA row V100 fp32 batch 1 seq 32; the "
               "host time per kernel fitted on another engine's row of the same TensorFlow runtime and host, the FT "
               "TF-op row V100 fp16 batch 1 seq 32 (the fastertransformer preset's 8.5 us)"),
     EngineFit("vision", "Paddle Inference + TensorRT", "paddle-tensorrt", {"call_overhead_s": 0.0},
@@ -79,9 +81,10 @@ def _rate_profiles(dataset: str, engine: str) -> list[Any]:
     """The profiles held out for *engine*'s rows in *dataset*: those with a rate fitted on them
     (:data:`.holdout_rates.RATE_FITS`), the rates transferred."""
     from ..hardware import load_hardware
-    from .holdout_rates import RATE_FITS, engine_held_profile
+    from .holdout_rates import LATENCY_FITS, RATE_FITS, engine_held_profile
 
-    names = sorted({p for (p, _), fit in RATE_FITS.items() if fit == (dataset, engine)})
+    names = sorted({p for (p, _), fit in RATE_FITS.items() if fit == (dataset, engine)}
+                   | {p for p, fit in LATENCY_FITS.items() if fit == (dataset, engine)})
     return [engine_held_profile(load_hardware(p), dataset, engine) for p in names]
 
 
@@ -110,10 +113,10 @@ def engine_holdout(dataset: str, rows: list[Any], adapter: Callable[[Any], list[
     ``context(row ids, share_profiles)`` with the held-out preset constants (:func:`held_out_runtimes`) and
     profiles (:func:`graphroof.hardware.profiles_replaced`)."""
     from ..hardware import profiles_replaced
-    from .holdout_rates import RATE_FITS
+    from .holdout_rates import LATENCY_FITS, RATE_FITS
 
     presets_of = fits_of(dataset)
-    engines = sorted(set(presets_of) | {e for d, e in RATE_FITS.values() if d == dataset})
+    engines = sorted(set(presets_of) | {e for d, e in (*RATE_FITS.values(), *LATENCY_FITS.values()) if d == dataset})
     for engine in engines:
         fits = presets_of.get(engine, [])
         presets = {f.preset for f in fits}
@@ -139,9 +142,10 @@ def engine_notes() -> list[str]:
                        for f in ENGINE_FITS if f.preset != "pytorch-eager-amp")]
     from .holdout_rates import rate_notes
 
-    out.append("sustained matmul rates fitted on one engine's row of a GPU: that engine's rows on that GPU are "
-               "priced again with the rate transferred from the GPUs whose rate of the kind was fitted on another "
-               "engine's rows: " + "; ".join(rate_notes(engine=True)))
+    out.append("sustained matmul rates (and latency levels) fitted on one engine's rows of a GPU: that engine's rows "
+               "on that GPU are priced again with the rate transferred from the GPUs whose rate of the kind was fitted "
+               "on another engine's rows (the latency level dropped: the derived latencies): "
+               + "; ".join(rate_notes(engine=True)))
     out.append("no [collectives] constant is fitted per engine (the CUDA-graph all-reduce latencies are NCCL's "
                "tuning-model figures, not a gpt-fast fit: the gpt-fast rows score as in the plain run); the fitted "
                "[timing] / [collectives] constants came from the Vidur rows (the only engine with kernel-level data: "

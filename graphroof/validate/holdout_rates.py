@@ -27,6 +27,12 @@ MAMF-table measurements and their derivations) stay.
 Each such rate was fitted on one row of one engine (:data:`RATE_FITS`); under ``--holdout engine`` that engine's
 rows on that GPU take the rate transferred from the GPUs whose rate of the kind was fitted on another engine's rows,
 else the generic ratio (:func:`engine_held_profile`).
+
+A derived profile may also carry a latency level fitted on its own rows: ``sources.timing`` cites ``latency level
+<k>, fitted`` where its ``gemm_latency_s`` / ``stream_latency_s`` are the derived latencies (another GPU's fits
+scaled by the clock ratio) times *k* (the V100's, fitted on its TensorRT 7.2 batch-1 rows: :data:`LATENCY_FITS`).
+Held out (``--holdout gpu``; ``--holdout engine`` for the rows of the engine it was fitted on), the level is dropped:
+both latencies divided by *k*, the derived values, which no row of the device set.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from dataclasses import replace
 from ..hardware import HardwareProfile, list_profiles
 
 __all__ = ["fitted_rates", "achievable_held_out", "rate_kind", "peak_of", "generic_ratio", "rate_notes", "RATE_FITS",
-           "engine_held_profile"]
+           "engine_held_profile", "LATENCY_FITS", "latency_level", "latency_held_out"]
 
 #: (profile, dtype) of a fitted rate -> (dataset, the start of Row.engine) of the row it was fitted on, as its
 #: sources.timing names it (tests/test_holdout_fits.py checks every fitted rate has one)
@@ -49,6 +55,13 @@ RATE_FITS: dict[tuple[str, str], tuple[str, str]] = {
     ("a10-24gb-pcie", "fp32"): ("vision", "FasterTransformer PyTorch"),  # FT PyTorch op BERT-base fp32 b32 s384
     ("v100-sxm2-32gb", "fp32"): ("vision", "FasterTransformer PyTorch"),  # FT PyTorch op BERT-base fp32 b32 s384
 }
+
+#: profile -> (dataset, the start of Row.engine) of the rows its latency level was fitted on (sources.timing)
+LATENCY_FITS: dict[str, tuple[str, str]] = {
+    "v100-sxm2-32gb": ("vision", "TensorRT 7.2"),  # TensorRT 7.2.3.4 demo/BERT fp16 batch 1, BERT-base / large
+}
+#: ``latency level <k>, fitted`` in sources.timing: the derived latencies times a level fitted on the device's rows
+_LEVEL = re.compile(r"latency level ([0-9.]+), fitted")
 
 #: ``<dtype> [(...)] <rate> TFLOP/s, fitted`` in sources.timing: an achievable-rate entry fitted on the device's rows
 _FIT = re.compile(r"\b(fp16|bf16|fp32|tf32|fp8)\b(?: \([^)]*\))? ([0-9.]+) TFLOP/s, fitted")
@@ -139,9 +152,28 @@ def _held_rate(hw: HardwareProfile, dtype: str, engine: tuple[str, str] | None =
         f"; the power term ({len(per_joule)} other power-limited GPU(s)) allows more" if per_joule else "")
 
 
+def latency_level(hw: HardwareProfile) -> float | None:
+    """The latency level ``sources.timing`` cites as fitted on the device's own rows (module doc), else None."""
+    m = _LEVEL.search(hw.sources.get("timing", ""))
+    return float(m.group(1)) if m and hw.timing is not None and float(m.group(1)) > 0 else None
+
+
+def latency_held_out(hw: HardwareProfile, engine: tuple[str, str] | None = None) -> HardwareProfile:
+    """*hw* without its fitted latency level (with *engine*: only where it was fitted on that (dataset, engine)'s
+    rows, :data:`LATENCY_FITS`): ``gemm_latency_s`` and ``stream_latency_s`` divided by it, the derived values;
+    the same object when there is none."""
+    k = latency_level(hw)
+    if k is None or hw.timing is None or (engine is not None and LATENCY_FITS.get(hw.name) != engine):
+        return hw
+    t = hw.timing
+    return replace(hw, timing=replace(t, gemm_latency_s=t.gemm_latency_s / k, stream_latency_s=t.stream_latency_s / k))
+
+
 def achievable_held_out(hw: HardwareProfile, engine: tuple[str, str] | None = None) -> HardwareProfile:
     """*hw* with each achievable-rate entry fitted on its own rows (with *engine*: on that (dataset, engine)'s rows,
-    :data:`RATE_FITS`) replaced by the transferred rate (module doc); the same object when none was fitted."""
+    :data:`RATE_FITS`) replaced by the transferred rate (module doc), and its fitted latency level dropped
+    (:func:`latency_held_out`); the same object when none was fitted."""
+    hw = latency_held_out(hw, engine)
     own = [d for d in fitted_rates(hw) if engine is None or RATE_FITS.get((hw.name, d)) == engine]
     if not own or hw.timing is None:
         return hw
@@ -174,4 +206,10 @@ def rate_notes(engine: bool = False) -> list[str]:
             shown = f"{held / 1e12:.3g}" if held else "dropped"
             on = f" for {fit[0]} {fit[1]} rows" if engine and fit else ""
             out.append(f"{hw.name} {d} {v / 1e12:.3g} -> {shown} TFLOP/s{on} ({how})")
+        k, fit = latency_level(hw), LATENCY_FITS.get(hw.name)
+        if k is not None and hw.timing is not None and (fit or not engine):
+            on = f" for {fit[0]} {fit[1]} rows" if engine and fit else ""
+            out.append(f"{hw.name} latency level {k:g} -> 1{on} (gemm / stream latency {hw.timing.gemm_latency_s * 1e6:.3g}"
+                       f" / {hw.timing.stream_latency_s * 1e6:.3g} -> {hw.timing.gemm_latency_s / k * 1e6:.3g} / "
+                       f"{hw.timing.stream_latency_s / k * 1e6:.3g} us: the derived latencies)")
     return out

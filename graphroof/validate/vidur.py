@@ -1,11 +1,12 @@
 """Vidur profiling data (microsoft/vidur): one Llama-2 decoder layer's non-attention kernels (vLLM-style fp16
 serving kernels, TP 1-8, 1-4096 tokens in the batch) and the NCCL all-reduce tables.
 
-Layer rows are priced by the LLM pipeline users run (``graphroof llm --tp T``, :class:`graphroof.llm.Engine`
-with ``Pricing(tp=T, runtime="serving")``, the model in fp16): the prefill step of one sequence of N tokens, its
-per-op breakdown (``Engine.step("prefill", 1, N)``), layer 0's kernels without the attention kernel and the
-KV-cache store (both inside Vidur's attention timing), the kernel time without the host launch (Vidur times the
-kernels on the device).  To price 1,000 token counts per (model, TP) from three traces the breakdown is the
+Layer rows are priced by the LLM pipeline users run (``graphroof llm --tp T --runtime sarathi-serve``,
+:class:`graphroof.llm.Engine` with ``Pricing(tp=T, runtime=PRESET)``, the model in fp16; :data:`PRESET`: the
+``serving`` preset's kernels on the torch 2.2 / cuBLAS 12.1 Vidur's profiler ran, whole-wave GEMM schedules): the
+prefill step of one sequence of N tokens, its per-op breakdown (``Engine.step("prefill", 1, N)``), layer 0's
+kernels without the attention kernel and the KV-cache store (both inside Vidur's attention timing), the kernel time
+without the host launch (Vidur times the kernels on the device).  To price 1,000 token counts per (model, TP) from three traces the breakdown is the
 evaluator's per-kernel-group pricing on the prefill grid (what ``graphroof llm`` prices its breakdown tables
 with), one grid per (model, TP) priced on both GPUs' profiles (counting and fusion do not depend on the device);
 tests check a row against ``Engine.step`` on its own device to 1e-9.
@@ -25,7 +26,7 @@ import numpy as np
 from .context import Context
 from .result import Row
 
-__all__ = ["ops_rows", "allreduce_rows", "GPU_PROFILE", "MODELS", "layer_kernel_times"]
+__all__ = ["ops_rows", "allreduce_rows", "GPU_PROFILE", "MODELS", "PRESET", "layer_kernel_times"]
 
 GPU_PROFILE = {"a100": "a100-80gb-sxm", "h100": "h100-sxm"}
 MODELS = {"Llama-2-7b-hf": "llama-2-7b", "Llama-2-70b-hf": "llama-2-70b"}
@@ -34,6 +35,8 @@ LAYER = {"input_layernorm_ms": 1, "attn_pre_proj_ms": 1, "attn_rope_ms": 1, "att
          "post_attention_layernorm_ms": 1, "mlp_up_proj_ms": 1, "mlp_act_ms": 1, "mlp_down_proj_ms": 1,
          "add_ms": 2}
 ENGINE = "vLLM-style kernels (Vidur profiling)"
+#: the runtime preset of the kernels Vidur profiled (sarathi-serve's vidur branch, torch 2.2.2 / cuBLAS 12.1)
+PRESET = "sarathi-serve"
 #: the prefill grid the breakdown is interpolated on: three contexts span the data's 1 .. 4096 tokens
 GRID_X = (1, 2048, 4096)
 
@@ -89,7 +92,7 @@ def ops_rows(ctx: Context) -> list[Row]:
                 jobs.setdefault(int(r["num_tensor_parallel_workers"]), []).append((gpu, where, r))
         for tp, rows in sorted(jobs.items()):
             first = GPU_PROFILE[rows[0][0]]
-            eng = ctx.engine(model, first, Pricing(tp=tp, runtime="serving"), dtype="fp16")
+            eng = ctx.engine(model, first, Pricing(tp=tp, runtime=PRESET), dtype="fp16")
             for gpu, prof in GPU_PROFILE.items():
                 mine = [(w, r) for g, w, r in rows if g == gpu]
                 if not mine:
@@ -104,13 +107,13 @@ def ops_rows(ctx: Context) -> list[Row]:
                     meas = sum(k * float(r[c]) * 1e-3 for c, k in LAYER.items())
                     n = tokens[j]
                     row = Row("vidur_ops", where, ENGINE, prof, hw.vendor, model, _regime(n), "layer-kernels",
-                              "serving", "one layer's non-attention kernels (2 norms, QKV, rope, O, gate+up, act, "
+                              PRESET, "one layer's non-attention kernels (2 norms, QKV, rope, O, gate+up, act, "
                               "down, 2 adds)", "s", {"model": model, "tokens": n, "tp": tp, "dtype": "fp16"}, meas,
                               float(times[0][j]),
-                              command=(f"Engine('{model}', hw='{prof}', pricing=Pricing(tp={tp}, runtime='serving'), "
+                              command=(f"Engine('{model}', hw='{prof}', pricing=Pricing(tp={tp}, runtime='{PRESET}'), "
                                        f"dtype='fp16').step('prefill', 1, {n}): layer 0 kernels minus attention and "
                                        "KV store, time_realistic_s - t_launch_s (same layers: graphroof llm "
-                                       f"{model} --hw {prof} --tp {tp} --prompt {n} --dtype fp16)"))
+                                       f"{model} --hw {prof} --tp {tp} --prompt {n} --dtype fp16 --runtime {PRESET})"))
                     if len(times) > 1 and ctx.holdout:
                         row.holdout[ctx.holdout] = float(times[1][j])
                     out.append(row)

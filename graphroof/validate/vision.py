@@ -13,8 +13,9 @@
   TorchScript / TF + XLA BERT of FT's docs, TensorRT / FT on Volta (:func:`_kernels`);
 * FasterTransformer's docs' rows run as their benchmarks ran: an unfused attention adds the ``[b, 1, s, s]`` mask
   the benchmark passes (:func:`_with_mask`), TorchScript's linears add their bias in a kernel of their own as
-  PyTorch 1.8 ran them (:func:`_with_bias_add`), and the host dispatch is that of the GPU's own host CPU, named by
-  the docs (:data:`FT_HOSTS`);
+  PyTorch 1.8 ran them (:func:`_with_bias_add`), FT's PyTorch op runs its Python wrapper's ATen ops on the host
+  before its first kernel (:data:`FT_PYTORCH_PREP_OPS`), and the host dispatch is that of the GPU's own host CPU,
+  named by the docs (:data:`FT_HOSTS`);
 * measured: the published mean latency of one batch, else the median, else batch / throughput (a rate);
 * rows without a zoo model, without a profile, or with a ``?`` mapping are reported as not covered.
 
@@ -64,10 +65,14 @@ def _dtype(precision: str) -> str | None:
     return None
 
 
-#: profiles of GPUs for which TensorRT's BERT plugin (and FasterTransformer, which reuses its kernels) has no fused
-#: multi-head attention kernel: NVIDIA/TensorRT plugin/bertQKVToContextPlugin/fused_multihead_attention ships
-#: cubins for sm75, sm80, sm86, sm87, sm89/90, sm100, sm120 only; on Volta (sm70) it runs the unfused path
-#: (batched GEMMs and a softmax over the score matrix in memory)
+#: profiles of GPUs for which TensorRT's BERT plugin has no fused multi-head attention kernel:
+#: NVIDIA/TensorRT plugin/bertQKVToContextPlugin/fused_multihead_attention ships cubins for sm75, sm80, sm86, sm87,
+#: sm89/90, sm100, sm120 only; on Volta (sm70) it runs the unfused path (batched GEMMs and a softmax over the score
+#: matrix in memory).  FasterTransformer v4 is priced the same way on Volta although it ships sm70 fp16 fused
+#: kernels of its own (open_attention.h, trt_fused_multihead_attention/*v2*.sm70.cpp, NVIDIA/FasterTransformer
+#: v4.0): an approximation kept because pricing them as fused moved its V100 rows 1-14 points further from the
+#: measurements (batch 32 seq 384: -12 -> -26%); its other kernels (bias + GELU and the QKV bias apart, 9 kernels
+#: a layer against the 7 priced) are not modelled either
 NO_FUSED_MHA = ("v100",)
 
 
@@ -108,11 +113,35 @@ def _host_factor(source_id: str, prof: str) -> float:
     return FT_HOSTS.get(prof, ("", 1.0))[1] if source_id.startswith("FT_BERT") else 1.0
 
 
-def _host_runtime(runtime: str, factor: float, launch_s: float) -> Any:
+#: ATen ops the FasterTransformer PyTorch op's Python wrapper runs per forward before its first layer, as the
+#: docs' PyTorch benchmark ran it (NVIDIA/FasterTransformer@0280a66 sample/pytorch/encoder_sample.py times the
+#: torch.jit.script'ed ``CustomEncoder``; sample/pytorch/utils/encoder.py#L188-L198, the path without remove-padding):
+#: ``torch.tensor(0, device='cuda')`` and ``torch.tensor([batch * max_seq_len], device='cuda')`` (2 host-to-device
+#: copies of pageable memory, each followed by a stream synchronisation: PyTorch's blocking ``copy_``), the first
+#: one's ``.to(torch.int32)``, ``torch.arange``, the ``sequence_lengths + padding_offset`` add, two ``torch.cat``, the
+#: reshape of the transposed offsets (a copy) and the final ``.to(torch.int32)``: 9 ops that launch work (the
+#: ``.to(trt_seq_len.dtype)`` of an int64 tensor to int64 launches nothing).  The first copy's sync waits for the
+#: previous forward's layers, so these ops run while the device idles: host time before the first kernel (the
+#: preset's ``call_overhead_s`` stage), each one eager ATen dispatch at the pytorch-eager preset's host cost.  The
+#: TF op (a graph op per layer, its offsets an input tensor) has no such wrapper.
+FT_PYTORCH_PREP_OPS = 9
+
+
+def _prep_ops(source_id: str, framework: str) -> int:
+    """ATen ops the row's engine runs on the host before its first kernel (:data:`FT_PYTORCH_PREP_OPS` for the FT
+    docs' PyTorch-op rows, else 0)."""
+    f = framework.lower()
+    ft_pt = source_id.startswith("FT_BERT") and "fastertransformer" in f and "pytorch" in f
+    return FT_PYTORCH_PREP_OPS if ft_pt else 0
+
+
+def _host_runtime(runtime: str, factor: float, launch_s: float, prep_ops: int = 0) -> Any:
     """*runtime*'s preset with its host dispatch (the profile's launch plus the preset's per-kernel and per-library
-    call host time: :mod:`graphroof.timing.host`) scaled by *factor*; the preset's name where nothing scales (no
-    host stage, factor 1, or the preset's own constants held out by the engine hold-out, which holds the factor
-    out with them)."""
+    call host time: :mod:`graphroof.timing.host`) scaled by *factor*, and *prep_ops* eager ATen ops of host work
+    before its first kernel (:func:`_prep_ops`: ``call_overhead_s`` += *factor* x *prep_ops* x (*launch_s* + the
+    pytorch-eager preset's ``host_overhead_per_kernel_s``)); the preset's name where nothing changes (no host
+    stage; factor 1 and no prep; the factor is also dropped while the engine hold-out holds the preset's own
+    constants out, which holds the factor out with them)."""
     from dataclasses import replace
 
     from ..fuse import runtimes
@@ -120,11 +149,19 @@ def _host_runtime(runtime: str, factor: float, launch_s: float) -> Any:
     rt = runtimes.get_runtime(runtime)
     # the engine hold-out's pass over the TorchScript rows swaps the eager preset for its held-out constants
     # (.holdout_engine.held_out_runtimes): the factors, fitted on the same rows, are held out with them
-    held = runtimes.RUNTIMES.get("pytorch-eager") is not runtimes._builtin().get("pytorch-eager")
-    if factor == 1.0 or not rt.overlap_launch or held:
+    eager = runtimes.RUNTIMES.get("pytorch-eager")
+    held = eager is not runtimes._builtin().get("pytorch-eager")
+    if held:
+        factor = 1.0
+    if not rt.overlap_launch or (factor == 1.0 and not prep_ops):
         return runtime
-    return replace(rt, host_overhead_per_kernel_s=factor * (launch_s + rt.host_overhead_per_kernel_s) - launch_s,
-                   host_overhead_per_library_call_s=factor * rt.host_overhead_per_library_call_s)
+    out = rt if factor == 1.0 else replace(
+        rt, host_overhead_per_kernel_s=factor * (launch_s + rt.host_overhead_per_kernel_s) - launch_s,
+        host_overhead_per_library_call_s=factor * rt.host_overhead_per_library_call_s)
+    if prep_ops and eager is not None:
+        prep_s = factor * prep_ops * (launch_s + eager.host_overhead_per_kernel_s)
+        out = replace(out, call_overhead_s=out.call_overhead_s + prep_s)
+    return out
 
 
 def _with_mask(graph: Any, batch: int, seq: int) -> Any:
@@ -267,9 +304,11 @@ def vision_rows(ctx: Context) -> list[Row]:
             target = _target(r["source_id"], model)
             att, mp = _kernels(r["source_id"], r["framework"], dtype, prof)
             host = _host_factor(r["source_id"], prof)
+            prep = _prep_ops(r["source_id"], r["framework"])  # the FT PyTorch op's wrapper ops (host, serial)
             mask = bool(seq) and att == "naive" and r["source_id"].startswith("FT_BERT")  # scores + mask: _with_mask
             bias = mask and "torchscript" in r["framework"].lower()  # PyTorch 1.8's linear: _with_bias_add
-            jobs.setdefault((target, (runtime, att, mp, host, mask, bias), batch, seq, dtype), []).append((row, prof))
+            jobs.setdefault((target, (runtime, att, mp, host, mask, bias, prep), batch, seq, dtype), []).append(
+                (row, prof))
             row.vendor = hw.vendor
             row.command = (f"graphroof analyze {target} --hw {prof} --runtime {runtime} --batch {batch} --dtype {dtype}"
                            + (f" --seq {seq}" if seq else "") + (" --attention naive" if att == "naive" else "")
@@ -278,14 +317,16 @@ def vision_rows(ctx: Context) -> list[Row]:
                            + (f"; host dispatch x {host:g} (the source's host CPU: graphroof.validate.vision.FT_HOSTS)"
                               if host != 1.0 else "")
                            + ("; linear biases added apart (PyTorch 1.8: graphroof.validate.vision._with_bias_add)"
-                              if bias else ""))
+                              if bias else "")
+                           + (f"; {prep} ATen ops of the op's Python wrapper before the first kernel "
+                              "(graphroof.validate.vision.FT_PYTORCH_PREP_OPS)" if prep else ""))
         out.append(row)
     models: dict[tuple, set[tuple]] = {}  # (target, dtype) -> the (batch, seq) its rows ask for
     for target, _, batch, seq, dtype in jobs:
         models.setdefault((target, dtype), set()).add((batch, seq))
     graphs: dict[tuple, dict[tuple, Any]] = {}
     order = {m: i for i, m in enumerate(models)}  # one model after the other, in the order of the data
-    for (target, (runtime, att, mp, host, mask, bias), batch, seq, dtype), rows_ in sorted(
+    for (target, (runtime, att, mp, host, mask, bias, prep), batch, seq, dtype), rows_ in sorted(
             jobs.items(), key=lambda j: order[j[0][0], j[0][4]]):
         if (target, dtype) not in graphs:  # one model's graphs at a time (the previous one's are dropped)
             graphs = {(target, dtype): _graphs(ctx, target, dtype, models[target, dtype])}
@@ -308,12 +349,14 @@ def vision_rows(ctx: Context) -> list[Row]:
                      + f", {dtype}, {runtime} on {', '.join(profs)}")
         # the model's graph at the row's batch (traced, or interpolated and checked: .traces), counted and priced
         # per device (graphroof compare's path; = analyze per device), the host of the row's source (FT_HOSTS)
-        rt = _host_runtime(runtime, host, timing_of(hws[0]).launch_overhead_s)
+        launch_s = timing_of(hws[0]).launch_overhead_s
+        rt = _host_runtime(runtime, host, launch_s, prep)
         if rt == runtime:
             ts = [a.time_realistic_s for a in analyze_on_profiles(graph, hws + helds, runtime=runtime, attention=att)]
-        else:  # the held-out figures on the reference host
+        else:  # the held-out figures on the reference host (its wrapper ops kept)
             ts = [a.time_realistic_s for a in analyze_on_profiles(graph, hws, runtime=rt, attention=att)]
-            ts += [a.time_realistic_s for a in analyze_on_profiles(graph, helds, runtime=runtime, attention=att)]
+            ts += [a.time_realistic_s for a in analyze_on_profiles(graph, helds, runtime=_host_runtime(
+                runtime, 1.0, launch_s, prep), attention=att)]
         t_of = dict(zip(profs, ts[:len(profs)]))
         th_of = dict(zip([p for p, h in zip(profs, held) if h is not None], ts[len(profs):]))
         for row, prof in rows_:
