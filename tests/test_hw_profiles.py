@@ -150,11 +150,14 @@ def test_known_peaks(alias, table, dtype, value):
 
 
 @pytest.mark.parametrize("alias, bw, capacity", [
-    ("a100", 2.039e12, 80e9),      # NVIDIA A100 80GB SXM datasheet: 2,039 GB/s
-    ("a100-40gb", 1.555e12, 40e9),  # NVIDIA A100 40GB SXM datasheet: 1,555 GB/s
-    ("h100", 3.35e12, 80e9),       # NVIDIA H100 SXM datasheet: 3.35 TB/s
-    ("h200", 4.8e12, 141e9),       # NVIDIA H200 datasheet: 141 GB, 4.8 TB/s
-    ("mi300x", 5.3e12, 192e9),     # AMD MI300X datasheet: 192 GB HBM3, 5.3 TB/s
+    # capacity: the device total the runtime reports (torch total_memory / cudaMemGetInfo; rocm-smi), not the
+    # datasheet's "80 GB" read as decimal bytes: NVIDIA's HBM figures are GiB (5 x 16 GiB stacks), less the driver's share
+    ("a100", 2.039e12, 85.0e9),    # A100 80GB SXM datasheet 2,039 GB/s; torch 79.14 GiB x 2^30 = 84.98e9 B
+    ("a100-40gb", 1.555e12, 42.3e9),  # A100 40GB SXM datasheet 1,555 GB/s; deviceQuery 42,298,834,944 B
+    ("h100", 3.35e12, 85.0e9),     # H100 SXM datasheet 3.35 TB/s; our session's total_memory 85,017,493,504 B
+    ("h200", 4.8e12, 150.1e9),     # H200 datasheet 4.8 TB/s; our session's total_memory 150,109,880,320 B
+    ("mi300x", 5.3e12, 206.1e9),   # MI300X datasheet 5.3 TB/s; rocm-smi VRAM total 206,141,652,992 B
+    ("t4", 320e9, 15.6e9),         # T4 datasheet 320 GB/s; torch 14.56 GiB x 2^30 = 15.63e9 B (GDDR6, ECC on)
     ("tpu-v5e", 819e9, 16e9),      # Google Cloud TPU v5e docs: 16 GB, 819 GBps
     ("tpu-v4", 1.2e12, 32 * 2**30),  # Google Cloud TPU v4 docs: 32 GiB, 1200 GBps
     ("tpu-v5p", 2.765e12, 95e9),   # Google Cloud TPU v5p docs: 95 GB, 2765 GBps
