@@ -19,11 +19,11 @@ reached from the kernel (a bounded search forward in topological order).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..counters.cost import Cost
-from ..graph import COST, OP, REPEAT, OpGraph, OpNode, Role, TensorSpec
+from ..graph import COST, OP, REPEAT, OpGraph, OpNode, Role
 from ..scopes import auto_depth, scope_at
 from .classify import (
     ATTENTION_BYTES,
@@ -35,6 +35,7 @@ from .classify import (
     is_conv,
 )
 from .dataflow import Dataflow, boundary, kernel_cost
+from .kernel import Kernel
 from .passes import extra_kernels
 from .runtimes import Runtime, get_runtime
 
@@ -42,39 +43,6 @@ __all__ = ["Kernel", "KernelGraph", "fuse"]
 
 #: a repeated block's scope ends in its index (``layer1.0``, ``model.layers.3``: :func:`graphroof.scopes.block_level`)
 _REPEATED = re.compile(r"\.\d+$")
-
-
-@dataclass
-class Kernel:
-    """One kernel: the ops it runs (op names, topological order), its boundary cost and what it is.
-
-    ``kind``: ``gemm`` | ``attention`` | ``vector`` | ``comm`` | ``opaque``.  ``gemm_mnk``: the GEMM's
-    (M, N, K) for GEMM kernels (N summed over horizontally fused GEMMs), else ``None``.  ``folded``: ops
-    folded away (batch-norm into a conv).  ``scope``: the layer the kernel is reported under.
-    ``quantize_input``: a GEMM kernel whose activation input comes straight from an attention kernel under a
-    runtime with ``fp8_quantize_after_attention``: an fp8 GEMM quantizes that input in a kernel of its own
-    (priced by :func:`graphroof.timing.gemm_plan.quantize_input_s`).
-    """
-
-    name: str
-    kind: str
-    ops: list[str]
-    cost: Cost = field(default_factory=Cost)
-    scope: str = ""
-    dtype: str = ""
-    gemm_mnk: tuple[int, int, int] | None = None
-    folded: list[str] = field(default_factory=list)
-    inputs: list[tuple[str, TensorSpec]] = field(default_factory=list)    # (tensor name, spec) read from outside
-    outputs: list[tuple[str, TensorSpec]] = field(default_factory=list)   # (tensor name, spec) used outside
-    quantize_input: bool = False
-    #: what the kernel runs, where no op of the graph says it (a kernel added by graphroof.fuse.passes)
-    op_keys: tuple[str, ...] = ()
-    #: added around the fused kernels (graphroof.fuse.passes): it runs no op of its own (``ops``: the op it serves)
-    synthetic: bool = False
-
-    @property
-    def n_ops(self) -> int:
-        return 0 if self.synthetic else len(self.ops)
 
 
 @dataclass

@@ -43,20 +43,17 @@ for XLA are the ``[sources]`` of ``presets/tf-xla.toml``.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..counters.cost import Cost
 from ..errors import UnboundDimError
 from ..graph import TensorSpec
 from .classify import is_batch_norm
+from .kernel import Kernel
 
 if TYPE_CHECKING:
     from .dataflow import Dataflow
     from .runtimes import Runtime
-
-#: a :class:`graphroof.fuse.group.Kernel` (not imported: group imports this module); the added kernels are made
-#: with :func:`dataclasses.replace` of the kernel they serve
-Kernel = Any
 
 __all__ = ["extra_kernels", "split_attention", "stat_passes", "scores_bytes", "STAT_PASSES"]
 
