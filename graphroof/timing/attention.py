@@ -64,7 +64,7 @@ from ..hardware.profile_cache import memo_of
 
 __all__ = ["AttentionDims", "attention_dims", "attention_is_causal", "attention_time", "exp_rate", "kv_read_time",
            "sync_pair_terms", "fa2_row_padding", "causal_terms", "context_prep_bytes", "context_prep_launches",
-           "context_prep_s", "ATTENTION_KERNELS", "FA2_BLOCK_M", "CAUSAL_BLOCK", "CAUSAL_TAIL", "CONTEXT_PREP_KERNELS"]
+           "context_prep_s", "writes_scores", "ATTENTION_KERNELS", "FA2_BLOCK_M", "CAUSAL_BLOCK", "CAUSAL_TAIL", "CONTEXT_PREP_KERNELS"]
 
 
 @dataclass(frozen=True)
@@ -255,6 +255,15 @@ def _pairs_rows(cost: Mapping[str, Any], dims: AttentionDims) -> tuple[Any, Any]
     return pairs, np.minimum(aw / (dims.v_head_dim * dims.out_bytes), pairs)
 
 
+def writes_scores(cost: Mapping[str, Any], dims: AttentionDims) -> Any:
+    """Whether an attention kernel's counted writes hold its score matrix (the ``naive`` byte model: >= 2
+    elements per (query, key) pair), not only O; never for a flash-counted kernel (``dims.flash``), whose O alone
+    can outweigh a short score matrix (``dv >= 2 L``).  Floats or arrays, as *cost*."""
+    pairs = _pairs_rows(cost, dims)[0]
+    aw = np.asarray(cost["act_write_bytes"], dtype=float)
+    return (pairs > 0) & (aw >= 2.0 * pairs * dims.out_bytes) & (not dims.flash)
+
+
 def _rows_per_kv_byte(pairs: Any, kv: Any, g: float, dims: AttentionDims) -> Any:
     """Query rows per K / V byte loaded, each KV head read *g* times: ``pairs (d + dv) / (g kv)``
     (1 / element bytes in a one-token decode, ~ L / 2 in an L-token prefill)."""
@@ -334,11 +343,9 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
     t, ceiling, eff, exp_per_s = _constants(hw, dtype)
     width = 2.0 * (dims.head_dim + dims.v_head_dim)
     pairs, rows = _pairs_rows(cost, dims)
-    aw = np.asarray(cost["act_write_bytes"], dtype=float)
-    # a kernel writing >= 2 elements per (query, key) pair materialises the scores (the "naive" byte model): not
-    # a pipelined flash kernel, and O's rows cannot be read from its bytes: no per-row fill
-    if not dims.flash:  # (a flash-counted kernel writes O alone, even where O outweighs the scores: dv >= 2 L)
-        rows = np.where(aw >= 2.0 * pairs * dims.out_bytes, 0.0, rows)
+    # a kernel that materialises the scores (the "naive" byte model) is not a pipelined flash kernel, and O's rows
+    # cannot be read from its bytes: no per-row fill
+    rows = np.where(writes_scores(cost, dims), 0.0, rows)
     t_pair: Any = width / (ceiling * eff) + 1.0 / exp_per_s
     fill: Any = t.attn_fill_keys
     g = 1.0 if gqa_shared_kv else float(dims.gqa_group)

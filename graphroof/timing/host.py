@@ -92,15 +92,11 @@ def _native_batch_norm(node: OpNode, fp32_weights: bool = False) -> bool:
 
 def _writes_scores(node: OpNode, cost: Any) -> bool:
     """An attention kernel whose counted writes hold its score matrix: >= 2 elements per (query, key) pair (the
-    ``naive`` byte model; the same test as :func:`graphroof.timing.attention.attention_time`), not only O."""
-    from ..fuse.classify import counted_flash
-    from .attention import attention_dims
+    ``naive`` byte model: :func:`graphroof.timing.attention.writes_scores`, as attention_time tests it), not only O."""
+    from .attention import attention_dims, writes_scores
 
-    if counted_flash(node):  # O alone (flash byte model), even where it outweighs a short score matrix
-        return False
-    dims = attention_dims(node)
-    pairs = cost.matrix_flops / (2 * (dims.head_dim + dims.v_head_dim))
-    return bool(pairs > 0 and cost.act_write_bytes >= 2.0 * pairs * dims.out_bytes)
+    return bool(writes_scores({"matrix_flops": cost.matrix_flops, "act_write_bytes": cost.act_write_bytes},
+                              attention_dims(node)))
 
 
 def eager_dispatches(node: OpNode | None, cost: Any, aten_ops: bool = False,
