@@ -43,7 +43,7 @@ Constants: the profile's ``[timing]`` (via :func:`~graphroof.timing.gemm_time` a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..dtypes import dtype_bits
@@ -139,14 +139,12 @@ def _pad(v: int, a: int) -> int:
     return -(-v // a) * a
 
 
-def _tile_per_cta(hw: HardwareProfile) -> tuple[HardwareProfile, float]:
-    """(the profile the conv's implicit GEMM is tiled on, the fixed time each wave of its CTAs pays): on a device
-    whose GEMMs run persistent stream-K kernels, a conv runs one CTA per tile (module docstring), so whole waves
-    (the profile with ``gemm_stream_k`` off) and one ``stream_latency_s`` of fill + drain per wave; else (hw, 0)."""
+def _wave_cost_s(hw: HardwareProfile) -> float:
+    """The fixed time each wave of a conv's CTAs pays (module docstring): on a device whose GEMMs run persistent
+    stream-K kernels, one ``stream_latency_s`` of fill + drain, the conv itself run in whole waves
+    (``schedule="waves"``); else 0 (the GEMM fit already describes one-CTA-per-tile kernels)."""
     t = timing_of(hw)
-    if not (t.gemm_stream_k and t.sm_count and hw.timing is not None):
-        return hw, 0.0
-    return replace(hw, timing=replace(hw.timing, gemm_stream_k=False)), t.stream_latency_s
+    return t.stream_latency_s if t.gemm_stream_k and t.sm_count and hw.timing is not None else 0.0
 
 
 def conv_time(shape: ConvShape, nbytes: float, hw: HardwareProfile, dtype: str,
@@ -173,8 +171,9 @@ def conv_time(shape: ConvShape, nbytes: float, hw: HardwareProfile, dtype: str,
     peak, key = matmul_peak(hw, dtype, matmul_precision)
     a = channel_align(key, dtype)
     np_, kp = _pad(n, a), _pad(shape.cin // shape.groups, a) * shape.kernel
-    gemm_hw, t_wave = _tile_per_cta(hw)
-    g = gemm_time(m, np_, kp, gemm_hw, dtype, batch=shape.groups, matmul_precision=matmul_precision)
+    t_wave = _wave_cost_s(hw)
+    g = gemm_time(m, np_, kp, hw, dtype, batch=shape.groups, matmul_precision=matmul_precision,
+                  schedule="waves" if t_wave else "auto")
     t_tc = overlap(g.t_compute_s + g.waves * t_wave) + t.gemm_latency_s
     if t_tc <= best.t_s:
         best = ConvTime(t_tc, "tensor_core" if key.startswith("matrix") else "cuda_core", shape, (m, np_, kp), flops)
