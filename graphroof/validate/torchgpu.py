@@ -39,8 +39,16 @@ __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
 #: cuda/flash_attn); cuDNN's fused attention is Hopper-native (the family the H100 attention constants describe)
 BACKEND_KERNEL = {"flash": "flash2", "cudnn": "cudnn"}
 #: data folder -> the profile its GPU is priced on
-SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm"}
+SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm", "h200_unseen": "h200-sxm"}
+#: models.csv's ``model`` -> what ``graphroof analyze`` prices: the zoo's vision models as they are; transformers'
+#: ``BertModel`` (no masked-LM head, unlike the zoo's bert-base / bert-large) as the encoder configs in data/models
+ANALYZE_TARGET = {"resnet-18": "resnet-18", "resnet-50": "resnet-50", "resnet-101": "resnet-101",
+                  "vit-b-16": "vit-b-16", "bert-base": str(DATA_DIR / "models" / "bert-base-encoder" / "config.json"),
+                  "bert-large": str(DATA_DIR / "models" / "bert-large-encoder" / "config.json")}
 ENGINE = "PyTorch 2.11 (cu130), measured by graphroof"
+#: folders measured blind (shapes and models chosen before measuring, no constant changed after): their own engine
+#: label, so every table keeps them apart (the engine hold-out groups them with the rest: same start)
+BLIND = {"h200_unseen": ENGINE + ", blind set"}
 DATASET = "torch_gpu"
 
 
@@ -75,7 +83,8 @@ def _m_regime(m: int) -> str:
 
 def _row(ctx: Context, hw: str, where: str, r: dict, family: str, regime: str, figure: str, runtime: str,
          inputs: dict, measured: float) -> Row:
-    row = Row(DATASET, where, ENGINE, hw, "", family, regime, figure, runtime, "time_s", "s", inputs, measured)
+    engine = BLIND.get(where.split("/", 1)[0], ENGINE)
+    row = Row(DATASET, where, engine, hw, "", family, regime, figure, runtime, "time_s", "s", inputs, measured)
     row.excluded = excluded_reason(DATASET, r, ctx.rules)
     return row
 
@@ -109,7 +118,8 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
                        f"{d}, {causal}), hw='{hw_name}', runtime=<compiled with [kernels] attention_kernel = '{fam}'>):"
                        " kernel time_realistic_s - t_launch_s")
         out.append(row)
-    for where, r in ctx.rows(f"{folder}/grouped.csv"):
+    grouped = ctx.rows(f"{folder}/grouped.csv") if (DATA_DIR / folder / "grouped.csv").exists() else []
+    for where, r in grouped:
         row = _row(ctx, hw_name, where, r, "grouped-gemm", "bf16 grouped GEMM", "kernel-time", "compiled",
                    {"shape": r["shape"], "tokens": r["tokens"], "experts": r["experts"]}, float(r["time_s"]))
         row.not_covered = "grouped (MoE) GEMM: no one-op grouped-GEMM graph in the validation yet"
@@ -124,8 +134,9 @@ def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     dec = [(w, r) for w, r in ctx.rows(f"{folder}/decode.csv")]
     pre = [(w, r) for w, r in ctx.rows(f"{folder}/models.csv") if r["model"].startswith("llama")]
     for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
-        live = []
+        live: dict[str, list[tuple[Row, int, int]]] = {}
         for where, r in rows:
+            model = r["model"].removesuffix("-shaped")  # e.g. llama-3-8b-shaped: the zoo's llama-3-8b
             b = int(r["batch"])
             ctx_len = int(r["context"]) if figure == "tpot" else int(r["seq"])
             # the decode step attends over `context` positions: the first step after a (context - 1) prompt;
@@ -133,18 +144,18 @@ def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
             prompt = ctx_len - 1 if figure == "tpot" else min(ctx_len, 8190)
             regime = (f"decode batch {'1' if b == 1 else '8-64' if b <= 64 else '> 64'}" if figure == "tpot"
                       else f"prefill {'<= 512' if ctx_len <= 512 else '> 512'} tokens")
-            row = _row(ctx, hw_name, where, r, "llama-3-8b", regime, figure, runtime,
+            row = _row(ctx, hw_name, where, r, model, regime, figure, runtime,
                        {"batch": b, "prompt": prompt, "gen": 2}, float(r["time_s"]))
-            row.command = (f"graphroof llm llama-3-8b --hw {hw_name} --batch {b} --prompt {prompt} --gen 2 --runtime "
+            row.command = (f"graphroof llm {model} --hw {hw_name} --batch {b} --prompt {prompt} --gen 2 --runtime "
                            f"{runtime} --dtype bf16 -f json: configs[0].{'tpot_s' if figure == 'tpot' else 'ttft_s'}")
             out.append(row)
             if not row.excluded:
-                live.append((row, b, prompt))
-        if live:
-            eng = ctx.engine("llama-3-8b", hw_name, Pricing(runtime=runtime), dtype="bf16")
-            figs = eng.price([x[1] for x in live], [x[2] for x in live], [2] * len(live))
+                live.setdefault(model, []).append((row, b, prompt))
+        for model, group in live.items():
+            eng = ctx.engine(model, hw_name, Pricing(runtime=runtime), dtype="bf16")
+            figs = eng.price([x[1] for x in group], [x[2] for x in group], [2] * len(group))
             vals = figs.tpot_s if figure == "tpot" else figs.ttft_s
-            for i, (row, _, _) in enumerate(live):
+            for i, (row, _, _) in enumerate(group):
                 row.predicted, row.vendor = float(vals[i]), eng.hw.vendor
     return out
 
@@ -153,14 +164,11 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     from ..api import analyze
 
     out: list[Row] = []
-    # the measurement ran transformers' BertModel (embeddings, 12 layers, pooler: no masked-LM head, unlike the zoo's
-    # bert-base): data/models/bert-base-encoder is that model
-    bert = str(DATA_DIR / "models" / "bert-base-encoder" / "config.json")
-    zoo = {"resnet-50": ("resnet-50", None), "bert-base": (bert, 128)}
     for where, r in ctx.rows(f"{folder}/models.csv"):
-        if r["model"] not in zoo:
+        if r["model"] not in ANALYZE_TARGET:
             continue
-        target, seq = zoo[r["model"]]
+        target = ANALYZE_TARGET[r["model"]]
+        seq = int(r["seq"]) if r["model"].startswith("bert") else None
         b = int(r["batch"])
         runtime = "pytorch-cuda-graph" if r["mode"] == "cuda-graph" else "pytorch-eager"
         regime = f"{r['mode']}, batch {'<= 8' if b <= 8 else '> 8'}"
