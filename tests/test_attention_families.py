@@ -1,6 +1,7 @@
 """Attention kernel families (graphroof.timing.attention): FlashAttention-2 (synchronous mma.sync, serial softmax,
-128-row query tiles) beside the device's native kernel; the runtime preset's ``attention_kernel`` picks one; the
-vectorised model equals the per-op one; the validate adapter prices each SDPA backend as its family."""
+128-row query tiles, 64 at head dims 224 / 256 where the device's shared memory says so) beside the device's native
+kernel; the runtime preset's ``attention_kernel`` picks one; the vectorised model equals the per-op one; the
+validate adapter prices each SDPA backend as its family."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from graphroof.fuse.preset_file import ATTENTION_KERNELS, preset_fields
 from graphroof.fuse.runtimes import get_runtime
 from graphroof.graph import OpNode, TensorSpec
 from graphroof.hardware import load_hardware
-from graphroof.timing.attention import FA2_BLOCK_M, AttentionDims, attention_time, fa2_row_padding, sync_pair_terms
+from graphroof.timing.attention import (
+    FA2_BLOCK_M,
+    AttentionDims,
+    attention_time,
+    fa2_block_m,
+    fa2_row_padding,
+    sync_pair_terms,
+)
 from graphroof.timing.kernel import attention_kernel
 from graphroof.timing.vectorized import kernel_times
 
@@ -60,6 +68,75 @@ def test_fa2_row_padding_hand_derived():
     # blocks 16, q_rows 2,048 >= one tile -> no padding; no K / V bytes -> 1
     assert float(fa2_row_padding(32_768 * 512, 32_768, 4_194_304, dims)) == 1.0
     assert float(fa2_row_padding(100.0, 10.0, 0.0, dims)) == 1.0
+
+
+# shared memory per SM (CUDA C++ Programming Guide, technical specifications per compute capability): 228 KB on
+# cc 9.0 / 10.0 (H100, H200, B200), 164 KB on cc 8.0 (A100), 100 KB on cc 8.6 / 8.9 (A10, L4); per block opt-in 1 KB less
+H100_SMEM, A100_SMEM, A10_SMEM = 228 * 1024, 164 * 1024, 100 * 1024
+
+
+def test_fa2_block_m_rule_hand_derived():
+    # per block = per SM - 1,024: H100 232,448, A100 166,912, A10 101,376 B
+    # hd 224 needs per block >= 2 x 224 x (128 + 2 x 64) = 114,688: H100 yes, A100 yes, A10 no
+    # hd 256 needs per block >= 2 x 256 x 256 = 131,072 (A10 no) and per SM < 4 x 256 x 192 = 196,608 (H100 no)
+    for smem, expect in ((H100_SMEM, (128, 128, 64)), (A100_SMEM, (128, 128, 128)), (A10_SMEM, (128, 64, 64)),
+                         (None, (128, 128, 128))):
+        assert tuple(fa2_block_m(d, smem) for d in (128, 224, 256)) == expect, smem
+    # FA2 rounds head dims up to its kernels (..., 192, 224, 256): 160 / 192 -> 128 rows, 200 -> the hd 224 kernel
+    assert fa2_block_m(192, A10_SMEM) == 128 and fa2_block_m(200, A10_SMEM) == 64
+    assert fa2_block_m(200, A100_SMEM) == 128 and fa2_block_m(240, H100_SMEM) == 64
+    # the thresholds themselves: per block exactly 131,072 (per SM 132,096) takes 128 rows at hd 256, one byte less
+    # does not; per SM exactly 196,608 is no longer "< 196,608"
+    assert fa2_block_m(256, 132_096) == 128 and fa2_block_m(256, 132_095) == 64
+    assert fa2_block_m(256, 196_607) == 128 and fa2_block_m(256, 196_608) == 64
+    assert fa2_block_m(224, 114_688 + 1024) == 128 and fa2_block_m(224, 114_687 + 1024) == 64
+    # arrays element-wise
+    np.testing.assert_array_equal(fa2_block_m(np.array([64.0, 128.0, 224.0, 256.0]), A10_SMEM), [128, 128, 64, 64])
+    # the profiles carry it (H200 / B200: 228 KB; A100: 164 KB; L4: 100 KB; T4 left unknown)
+    for name, smem in (("h100-sxm", H100_SMEM), ("h200-sxm", H100_SMEM), ("b200-sxm", H100_SMEM),
+                       ("a100-80gb-sxm", A100_SMEM), ("a30-24gb-pcie", A100_SMEM), ("l4-24gb-pcie", A10_SMEM),
+                       ("t4-16gb-pcie", None)):
+        assert load_hardware(name).timing.smem_per_sm_bytes == smem, name
+
+
+def test_fa2_hd256_decode_pads_to_the_device_tile():
+    # graphroof/validate/data/h200_unseen/attention.csv row 22's shape: batch 16, 16 heads (MHA), d = dv = 256,
+    # 2,048 keys, one query row: pairs = 16 x 16 x 2,048 = 524,288, rows 256; K + V = 2 x 16 x 16 x 2,048 x 256 x 2
+    # = 536,870,912 B -> blocks = 536,870,912 / ((256 + 256) x 2 x 2,048) = 256, q_rows = 256 / 256 = 1:
+    # padding = kBlockM / 1 = 64 on H100-like shared memory (228 KB per SM), 128 on A100-like (164 KB) / unknown
+    dims = AttentionDims(256, 256, 1, 2.0)
+    pairs, rows, kv, qo = 524_288, 256, 536_870_912.0, 131_072.0
+    assert float(fa2_row_padding(pairs, rows, kv, dims, 1.0, 64.0)) == 64.0
+    assert float(fa2_row_padding(pairs, rows, kv, dims)) == 128.0
+    # attention_time: width 2 (256 + 256) = 1,024; FA2 pair 1,024 / 4e14 + 1 / 4e12 = 2.56 + 0.25 = 2.81 ps; native
+    # 1,024 / 8e14 + 0.25 = 1.53 ps -> fill 400 x 1.53 / 2.81 = 217.79 keys; memory (536,870,912 + 2 x 131,072) /
+    # 3.35e12 = 160.34 us.  64-row tiles: compute (524,288 x 64 + 256 x 217.79) x 2.81e-12 = 94.44 us -> the memory
+    # time; 128-row tiles: (524,288 x 128 + 256 x 217.79) x 2.81e-12 = 188.73 us, compute-bound
+    c = _cost(matrix_flops=1024.0 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
+    fill = 400.0 * 1.53 / 2.81
+    mem = (kv + 2 * qo) / 3.35e12
+    t128 = (pairs * 128 + rows * fill) * 2.81e-12
+    assert mem == pytest.approx(160.34e-6, rel=1e-4) and t128 == pytest.approx(188.73e-6, rel=1e-4)
+    for smem, expect in ((H100_SMEM, mem), (A100_SMEM, t128), (None, t128)):
+        hw = _hw()
+        hw = replace(hw, timing=replace(hw.timing, smem_per_sm_bytes=smem))
+        assert attention_time(c, dims, hw, "bf16", kernel="flash2") == pytest.approx(expect, rel=1e-9), smem
+    # head dim 128 keeps 128-row tiles on every device
+    hw = _hw()
+    assert hw.timing.smem_per_sm_bytes == H100_SMEM
+    dims128 = AttentionDims(128, 128, 1, 2.0)
+    assert float(fa2_row_padding(pairs, rows, kv / 2, dims128, 1.0, fa2_block_m(128, H100_SMEM))) == 128.0
+
+
+def test_profile_smem_per_sm_validated(tmp_path):
+    from graphroof.errors import HardwareProfileError
+    from graphroof.hardware.params import parse_timing
+
+    assert parse_timing(tmp_path / "x.toml", {"smem_per_sm_bytes": 233472}).smem_per_sm_bytes == 233472
+    assert parse_timing(tmp_path / "x.toml", {}).smem_per_sm_bytes is None
+    for bad in (1024, 1.5e5 + 0.5, -1, "228KB"):
+        with pytest.raises(HardwareProfileError, match="smem_per_sm_bytes"):
+            parse_timing(tmp_path / "x.toml", {"smem_per_sm_bytes": bad})
 
 
 def test_flash2_prefill_time_hand_derived():

@@ -28,6 +28,8 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
                                      # is not the native kernel (Hopper); absent: the native attention rate
     l2_read_bw_bytes_per_s = 7.2e12  # L2 -> SM read bandwidth (datasheet bytes / clock x clock): serves the
                                      # repeated K/V reads of a decode kernel that reads K/V once per query head
+    smem_per_sm_bytes = 233472       # shared memory per SM (228 KB, cc 9.0): the opt-in per thread block is 1 KiB
+                                     # less; FlashAttention-2 picks its query tile from both (timing.attention)
     [timing.gemm_achievable_flops_per_s]  # best achievable dense matmul FLOP/s per dtype (the "MAMF" table):
     bf16 = 794.5e12                  # the large-GEMM ceiling; gemm_matrix_efficiency is then a fraction of it
     fp8 = 1402.6e12
@@ -105,6 +107,12 @@ class KernelTiming:
     attn_sync_matrix_flops_per_s: float | None = None  # None: FA2 runs at the native rate (graphroof.timing.attention)
     l2_read_bw_bytes_per_s: float | None = None   # None: repeated K/V reads come from DRAM (graphroof.timing.attention)
     l2_partitions: int = 1          # L2 partitions each caching for its own SMs (GA100: 2; graphroof.timing.l2)
+    #: maximum shared memory per SM in bytes (cudaDevAttrMaxSharedMemoryPerMultiprocessor); the opt-in maximum per
+    #: thread block (cudaDevAttrMaxSharedMemoryPerBlockOptin) is 1 KiB less on cc 8.x - 10.0 (CUDA C++ Programming
+    #: Guide, "Technical Specifications per Compute Capability": per SM 164 / 100 / 228 / 228 KB, per block opt-in
+    #: 163 / 99 / 227 / 227 KB at cc 8.0 / 8.6-8.9 / 9.0 / 10.0); FlashAttention-2's query tile at head dims 224 / 256
+    #: depends on both (graphroof.timing.attention.fa2_block_m); None: unknown (128-row tiles)
+    smem_per_sm_bytes: int | None = None
 
     def stream_efficiency(self, kind: str) -> float:
         """Bandwidth fraction for a streaming kernel of *kind* (``elementwise`` when the kind is not listed)."""
@@ -200,7 +208,8 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
              "gemm_tile_policy", "gemm_overlap_exponent", "gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s", "launch_overhead_s",
              "graph_launch_overhead_s", "stream_bw_efficiency", "gemm_achievable_flops_per_s",
              "gemm_dequant_flops_per_mac", "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys",
-             "gemm_stream_k", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s", "l2_partitions"}
+             "gemm_stream_k", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s", "l2_partitions",
+             "smem_per_sm_bytes"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
     kw: dict[str, Any] = {}
@@ -214,6 +223,9 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
     for k in ("gemm_tile_m_min", "gemm_split_k_min", "l2_partitions"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], integer=True)
+    if "smem_per_sm_bytes" in t:  # more than the 1 KiB the opt-in per-block maximum leaves out
+        kw["smem_per_sm_bytes"] = _number(path, "timing.smem_per_sm_bytes", t["smem_per_sm_bytes"], lo=1024.0,
+                                          integer=True)
     if "gemm_tile_policy" in t:
         if t["gemm_tile_policy"] not in GEMM_TILE_POLICIES:
             raise HardwareProfileError(f"{path.name}: timing.gemm_tile_policy must be one of "
