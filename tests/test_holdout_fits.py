@@ -48,29 +48,28 @@ def test_held_out_preset_values_by_hand():
     assert by["TensorRT-LLM", "tensorrt-llm-v0.5"] == {"request_overhead_s": 0.0}
     # Paddle + TensorRT: likewise no other engine's rows fit a per-call host time -> 0 s
     assert by["Paddle Inference + TensorRT", "paddle-tensorrt"] == {"call_overhead_s": 0.0}
-    # FT TF op held out: the FT PyTorch-op row less its wrapper's 9 ATen ops at 5 + 11.75 us each (150.75 us),
-    # (1.31 ms - 150.75 us) / 84 kernels = 13.800 us, less V100's 5 us = 8.800 us
+    # FT TF op held out: the FT PyTorch-op row less its wrapper's 9 PyTorch 1.8 ATen ops at 1.20 x (5 + 9) us each
+    # (151.2 us), (1.31 ms - 151.2 us) / 84 kernels = 13.795 us, less V100's 5 us = 8.795 us
     ft = by["FasterTransformer TF custom op", "fastertransformer"]["host_overhead_per_kernel_s"]
-    assert ft == pytest.approx((1.31e-3 - 9 * 16.75e-6) / 84 - 5e-6, abs=0.05e-6) and ft == 8.8e-6
+    assert ft == pytest.approx((1.31e-3 - 9 * 1.20 * 14e-6) / 84 - 5e-6, abs=0.05e-6) and ft == 8.8e-6
     # torch_gpu held out: the TorchScript level alone, 6.785 ms / 237 launches = 28.629 us, less 5 us = 23.629 us
     tg = by["PyTorch 2.11", "pytorch-eager"]
     assert tg["host_overhead_per_kernel_s"] == pytest.approx(6.785e-3 / 237 - 5e-6, abs=0.05e-6)
     assert tg["host_overhead_per_library_call_s"] == 0.0
-    # TorchScript held out: the torch_gpu rows alone, 13.8 / 17.9 us; the AMP preset carries the same constants
-    assert by["PyTorch TorchScript", "pytorch-eager"] == {"host_overhead_per_kernel_s": 13.8e-6,
-                                                          "host_overhead_per_library_call_s": 17.9e-6}
-    assert by["PyTorch TorchScript", "pytorch-eager-amp"] == by["PyTorch TorchScript", "pytorch-eager"]
+    # TorchScript held out: no preset constant was fitted on those rows (the level is the torch_gpu rows'); only
+    # their host factors (PYTORCH18_HOST, FT_HOSTS) are dropped, by the swap itself
+    assert by["PyTorch TorchScript", "pytorch-eager"] == by["PyTorch TorchScript", "pytorch-eager-amp"] == {}
 
 
 def test_engine_holdout_reprices_a_torch_gpu_row_by_hand():
     # host = launches x (launch_overhead_s + k) + library calls x L (graphroof/timing/host.py); the host-bound eager
     # resnet-50 batch 1 on the H100 (h100_session/models.csv line 2) is 280 launches, 54 of them library calls.
-    # torch_gpu held out: k 11.75 -> 23.6 us, L 28.5 -> 0 us: 280 x 11.85 - 54 x 28.5 = 3318 - 1539 = +1779 us
+    # torch_gpu held out: k 9 -> 23.6 us, L 24 -> 0 us: 280 x 14.6 - 54 x 24 = 4088 - 1296 = +2792 us
     from graphroof.validate import validate
 
     r = validate("torch_gpu", holdout="engine", only={"h100_session/models.csv:2"})
     (row,) = [x for x in r.rows if x.predicted is not None]
-    assert row.holdout["engine"] - row.predicted == pytest.approx(1779e-6, rel=1e-6)
+    assert row.holdout["engine"] - row.predicted == pytest.approx(2792e-6, rel=1e-6)
 
 
 def test_held_out_runtimes_swap_and_restore():
@@ -79,10 +78,10 @@ def test_held_out_runtimes_swap_and_restore():
     with held_out_runtimes(fits):
         for name in ("pytorch-eager", "torch-eager"):  # by name and by alias
             rt = get_runtime(name)
-            assert (rt.host_overhead_per_kernel_s, rt.host_overhead_per_library_call_s) == (13.8e-6, 17.9e-6)
-            assert rt.aten_ops == before.aten_ops and rt.overlap_launch == before.overlap_launch
+            # an equal copy: the constants stay, the swap drops the TorchScript rows' host factors
+            assert rt is not before and rt == before
         assert get_runtime("fastertransformer").host_overhead_per_kernel_s == 8.5e-6  # not named by these fits
-    assert get_runtime("pytorch-eager") is before and before.host_overhead_per_kernel_s == 11.75e-6
+    assert get_runtime("pytorch-eager") is before and before.host_overhead_per_kernel_s == 9e-6
 
 
 def _row(rid: str, engine: str, runtime: str, predicted: float | None = 1.0) -> Row:
@@ -107,13 +106,13 @@ def test_engine_holdout_reprices_only_the_fitted_engines_rows():
     engine_holdout("vision", rows, adapter, lambda ids, share=True: ids)
     # one pass per engine with a fit, its rows only (TensorRT 7.2: a T4 rate, no V100 row here)
     assert sorted(map(sorted, asked)) == [["a:1"], ["a:4"], ["a:5"]]
-    assert rows[0].holdout == {"engine": pytest.approx(13.8 + 13.5)}   # TorchScript: torch_gpu-only host fit
+    assert rows[0].holdout == {"engine": pytest.approx(9.0 + 13.5)}    # TorchScript: the preset as it is
     assert rows[3].holdout == {"engine": pytest.approx(8.8 + 13.5)}    # FT TF op: the FT PyTorch-op row's fit
     # FT PyTorch op: the V100 fp32 rate was fitted on its row, as were the T4's and A10's: none fitted on another
     # engine, so the generic ratio of the unfitted entries (MAMF table, 0.803) x 15.7 = 12.61 TFLOP/s
     assert rows[4].holdout == {"engine": pytest.approx(8.5 + 0.803 * 15.7, rel=1e-3)}
     assert rows[1].holdout == rows[2].holdout == rows[5].holdout == {}  # not fitted on: the plain figure later
-    assert get_runtime("pytorch-eager").host_overhead_per_kernel_s == 11.75e-6
+    assert get_runtime("pytorch-eager").host_overhead_per_kernel_s == 9e-6
     assert load_hardware("v100-sxm2-32gb").timing.gemm_achievable_flops_per_s["fp32"] == 13.5e12
 
 
@@ -140,7 +139,7 @@ def test_rate_fits_name_their_engine():
 def test_engine_notes_name_each_replacement():
     text = " ".join(holdout_notes("engine"))
     assert "request_overhead_s = 0 us" in text and "host_overhead_per_kernel_s = 8.8 us" in text
-    assert "23.6 us" in text and "13.8 us" in text and "17.9 us" in text and "gpt-fast" in text
+    assert "23.6 us" in text and "no constant replaced" in text and "PYTORCH18_HOST" in text and "gpt-fast" in text
 
 
 def test_fitted_rates_read_from_sources():

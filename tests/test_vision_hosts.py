@@ -15,7 +15,7 @@ from graphroof.fuse import get_runtime
 from graphroof.graph import COST, OpGraph, OpNode, Role, TensorSpec
 from graphroof.timing.host import eager_attention_bytes, extra_kernels_device_s
 from graphroof.validate.data import DATA_DIR
-from graphroof.validate.vision import FT_HOSTS, _host_factor, _host_runtime
+from graphroof.validate.vision import FT_HOSTS, PYTORCH18_HOST, _host_factor, _host_runtime
 
 
 def _sdpa(mask: bool) -> tuple[OpGraph, OpNode]:
@@ -70,6 +70,11 @@ def test_host_factors_are_the_torchscript_batch1_seq32_fits():
 
 def test_host_factor_applies_to_every_ft_docs_row_of_that_host():
     assert _host_factor("FT_BERT_PYTORCH", "t4-16gb-pcie") == 1.662
+    # TorchScript rows: PyTorch 1.8 on that host against the pytorch-eager level (PyTorch 2.11, 2026 hosts) too:
+    # 1.662 x 1.20 = 1.9944 (T4), 1.0 x 1.20 (V100)
+    assert _host_factor("FT_BERT_PYTORCH", "t4-16gb-pcie", "PyTorch TorchScript") == pytest.approx(1.9944)
+    assert _host_factor("FT_BERT_PYTORCH", "v100-sxm2-32gb", "PyTorch TorchScript") == PYTORCH18_HOST == 1.20
+    assert _host_factor("FT_BERT_PYTORCH", "t4-16gb-pcie", "FasterTransformer PyTorch custom extension") == 1.662
     assert _host_factor("FT_BERT_TENSORFLOW", "t4-16gb-pcie") == 1.662  # TF + XLA and FT's TF op on the same host
     assert _host_factor("FT_BERT_PYTORCH", "a10-24gb-pcie") == 0.603
     assert _host_factor("FT_BERT_PYTORCH", "v100-sxm2-32gb") == 1.0    # the reference host
@@ -77,14 +82,14 @@ def test_host_factor_applies_to_every_ft_docs_row_of_that_host():
 
 
 def test_host_runtime_scales_the_whole_dispatch():
-    # pytorch-eager on the T4's host (factor 1.662, launch 5 us): per kernel 1.662 x (5 + 11.75) - 5 = 22.8385 us,
-    # per library call 1.662 x 28.5 = 47.367 us.  The encoder's 237 launches / 97 library calls:
-    # 237 x 27.8385 + 97 x 47.367 = 6597.72 + 4594.60 = 11192.32 us = 1.662 x 6734.25 us (the T4 rows: 11.275 ms)
+    # pytorch-eager on the T4's host (factor 1.662, launch 5 us): per kernel 1.662 x (5 + 9) - 5 = 18.268 us,
+    # per library call 1.662 x 24 = 39.888 us.  The encoder's 237 launches / 97 library calls:
+    # 237 x 23.268 + 97 x 39.888 = 5514.516 + 3869.136 = 9383.652 us = 1.662 x 5646 us
     rt = _host_runtime("pytorch-eager", 1.662, 5e-6)
-    assert rt.host_overhead_per_kernel_s == pytest.approx(22.8385e-6)
-    assert rt.host_overhead_per_library_call_s == pytest.approx(47.367e-6)
+    assert rt.host_overhead_per_kernel_s == pytest.approx(18.268e-6)
+    assert rt.host_overhead_per_library_call_s == pytest.approx(39.888e-6)
     host_s = 237 * (5e-6 + rt.host_overhead_per_kernel_s) + 97 * rt.host_overhead_per_library_call_s
-    assert host_s == pytest.approx(11192.32e-6)
+    assert host_s == pytest.approx(9383.652e-6)
     # nothing to scale: factor 1, or a preset without a host stage
     assert _host_runtime("pytorch-eager", 1.0, 5e-6) == "pytorch-eager"
     assert _host_runtime("compiled", 1.662, 5e-6) == "compiled"
@@ -102,7 +107,7 @@ def test_tf_xla_host_cost_is_its_v100_fit():
 def test_ft_encoder_attention_reads_its_mask():
     # FT's benchmarks add a [b, 1, s, s] mask in every layer: the attention kernel reads it (batch 1, 128 x 128
     # fp16: 32,768 B), adds it to each score, and under PyTorch eager that add is one more launch: 9 launches, 2 of
-    # them library calls: 9 x (5 + 11.75) + 2 x 28.5 = 150.75 + 57 = 207.75 us of host (8 launches: 191 us)
+    # them library calls: 9 x (5 + 9) + 2 x 24 = 126 + 48 = 174 us of host (8 launches: 160 us)
     from graphroof.fuse import fuse
     from graphroof.timing.host import host_dispatch_s
     from graphroof.validate.torchgpu import attention_graph
@@ -118,7 +123,7 @@ def test_ft_encoder_attention_reads_its_mask():
     plain = attention_graph(1, 12, 12, 128, 128, 64, False, "fp16")
     count(plain, settings=CountSettings(attention="naive"))
     assert cost.act_read_bytes - plain.get("sdpa", COST).act_read_bytes == 32_768
-    assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(207.75e-6)
+    assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(174e-6)
 
 
 def _linear(rank: int, bias: bool = True) -> tuple[OpGraph, OpNode]:
@@ -150,6 +155,6 @@ def test_pytorch18_linear_adds_its_bias_apart_by_hand():
         cost = kg.get(kernel.name, COST)
         assert eager_bias_bytes(kernel, cost) == (1_579_008 if split else 0.0)
         assert extra_kernels_device_s(rt, kernel, cost, 1e-6, 1e12) == pytest.approx(2.579008e-6 if split else 0.0)
-        assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(5e-6 + 11.75e-6 + 28.5e-6)
+        assert host_dispatch_s(rt, 5e-6, kernel, cost) == pytest.approx(5e-6 + 9e-6 + 24e-6)
     g, _ = _linear(3, bias=False)  # no bias: nothing to add
     assert "bias_add" not in _with_bias_add(g).node("fc").attrs

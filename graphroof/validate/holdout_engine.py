@@ -33,13 +33,14 @@ class EngineFit:
     why: str                      # where the held-out value comes from
 
 
-_EAGER_TS = ("the torch_gpu rows' fit alone: both constants free, least mean |log(predicted / measured)| over the "
-             "seven host-bound eager rows the split was fitted on (h100_session/models.csv lines 2, 4, 12, 14, 16, "
-             "20, 21), without the TorchScript level: 13.8 us per launch, 17.9 us per library call (lines 2 and 16 "
-             "exact; the fit with the level kept is 11.75 / 28.5 us)")
+_EAGER_TS = ("no preset constant is fitted on the TorchScript rows: the pytorch-eager level comes from the torch_gpu "
+             "rows (PyTorch 2.11, 2026 hosts); what the TorchScript rows fitted is their own host factor, PyTorch 1.8 "
+             "on the FT docs' host against that level (graphroof.validate.vision.PYTORCH18_HOST, 1.20) and the T4 / "
+             "A10 hosts' FT_HOSTS factors, all dropped (1): the rows are priced at the preset's level as it is")
 _EAGER_TG = ("the TorchScript rows' level fit alone, one constant per launch (the form before the torch_gpu rows "
              "split it): the six rows' median 6.785 ms / 237 launches = 28.63 us, less the 5 us launch overhead of "
-             "V100 / T4 / A10 = 23.6 us per launch, no library surcharge")
+             "V100 / T4 / A10 = 23.6 us per launch, no library surcharge (PYTORCH18_HOST, measured against the "
+             "torch_gpu level, is undefined without those rows: 1)")
 #: (dataset, engine, preset) -> held-out constants.  One entry per fit named in a preset's [sources] (the test
 #: tests/test_holdout_fits.py checks every "fitted" preset constant has one).
 ENGINE_FITS: tuple[EngineFit, ...] = (
@@ -49,8 +50,9 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
     EngineFit("vision", "FasterTransformer TF custom op", "fastertransformer", {"host_overhead_per_kernel_s": 8.8e-6},
               "host_overhead_per_kernel_s 8.5 us was fitted on the FT TF-op row V100 fp16 batch 1 seq 32; the same "
               "one-row fit on the FT PyTorch-op row beside it (bert_guide.md#L1554, 1.31 ms), less the op's Python "
-              "wrapper (9 ATen ops at the pytorch-eager host cost, 9 x (5 + 11.75) us = 150.75 us: "
-              "graphroof.validate.vision.FT_PYTORCH_PREP_OPS): (1.31 ms - 150.75 us) / 84 kernels = 13.8 us, less "
+              "wrapper (9 PyTorch 1.8 ATen ops at the pytorch-eager host cost on that host, 9 x 1.20 x (5 + 9) us = "
+              "151.2 us: graphroof.validate.vision.FT_PYTORCH_PREP_OPS, PYTORCH18_HOST): (1.31 ms - 151.2 us) / 84 "
+              "kernels = 13.8 us, less "
               "the V100's 5 us launch overhead = 8.8 us"),
     EngineFit("vision", "TensorFlow + XLA", "tf-xla", {"host_overhead_per_kernel_s": 8.5e-6},
               "host_overhead_per_kernel_s 3.77 us was fitted on the TF + XLA row V100 fp32 batch 1 seq 32; the "
@@ -59,9 +61,9 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
     EngineFit("vision", "Paddle Inference + TensorRT", "paddle-tensorrt", {"call_overhead_s": 0.0},
               "call_overhead_s 390 us was fitted on the Paddle + TensorRT row ResNet-50 fp16 batch 1 on A30; no other "
               "engine's rows fit a per-call host time: the preset's unfitted default, none"),
-    *(EngineFit("vision", "PyTorch TorchScript", p,
-                {"host_overhead_per_kernel_s": 13.8e-6, "host_overhead_per_library_call_s": 17.9e-6}, _EAGER_TS)
-      for p in ("pytorch-eager", "pytorch-eager-amp")),
+    # no constant replaced: holding the preset out swaps it for an equal copy, the signal that drops the rows' host
+    # factors (graphroof.validate.vision._host_runtime)
+    *(EngineFit("vision", "PyTorch TorchScript", p, {}, _EAGER_TS) for p in ("pytorch-eager", "pytorch-eager-amp")),
     *(EngineFit("torch_gpu", "PyTorch 2.11", p,
                 {"host_overhead_per_kernel_s": 23.6e-6, "host_overhead_per_library_call_s": 0.0}, _EAGER_TG)
       for p in ("pytorch-eager", "pytorch-eager-amp")),
@@ -138,7 +140,8 @@ def engine_notes() -> list[str]:
     out = ["engine hold-out: preset constants fitted on one engine's rows are replaced for that engine's rows, "
            "which are priced again through the same path: "
            + "; ".join(f"{f.dataset} {f.engine} rows, preset {f.preset}: "
-                       + ", ".join(f"{k} = {v * 1e6:.3g} us" for k, v in f.held_out.items()) + f" ({f.why})"
+                       + (", ".join(f"{k} = {v * 1e6:.3g} us" for k, v in f.held_out.items())
+                          or "no constant replaced") + f" ({f.why})"
                        for f in ENGINE_FITS if f.preset != "pytorch-eager-amp")]
     from .holdout_rates import rate_notes
 

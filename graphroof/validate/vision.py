@@ -93,24 +93,37 @@ def _kernels(source_id: str, framework: str, dtype: str | None, prof: str = "") 
 
 #: the host CPU of each GPU that FasterTransformer's docs benchmark on ("Hardware settings", NVIDIA/FasterTransformer
 #: @df4a753 docs/bert_guide.md#L1033-L1036: "the CPU may affect the performance when the batch size and sequence
-#: length are small") and its host dispatch time relative to the V100's DGX-1 host, the level the pytorch-eager and
-#: fastertransformer presets' host constants sit at (their fits: the V100 rows' mean 6.785 ms).  Fitted (one
-#: factor per host, two rows each): the mean of that host's two host-bound TorchScript rows, batch 1 seq 32 fp32 /
-#: fp16 (T4: bert_guide.md#L1482 / #L1496, 11.51 / 11.04 ms; A10: #L1424 / #L1438, 3.98 / 4.20 ms), over the V100's
-#: (#L1540 / #L1554, 6.91 / 6.66 ms): 11.275 / 6.785 = 1.662 and 4.09 / 6.785 = 0.603.  The other rows of those
-#: hosts are checks.  Both hold-outs drop the factor (1: the reference host): it was fitted on the GPU's own rows,
-#: and on the TorchScript engine's.
+#: length are small") and its host dispatch time relative to the V100's DGX-1 host, the level the fastertransformer
+#: and tf-xla presets' host constants sit at (their fits: V100 rows) and :data:`PYTORCH18_HOST` measures the
+#: TorchScript rows from.  Fitted (one factor per host, two rows each): the mean of that host's two host-bound
+#: TorchScript rows, batch 1 seq 32 fp32 / fp16 (T4: bert_guide.md#L1482 / #L1496, 11.51 / 11.04 ms; A10: #L1424 /
+#: #L1438, 3.98 / 4.20 ms), over the V100's (#L1540 / #L1554, 6.91 / 6.66 ms): 11.275 / 6.785 = 1.662 and
+#: 4.09 / 6.785 = 0.603.  The other rows of those hosts are checks.  Both hold-outs drop the factor (1: the reference
+#: host): it was fitted on the GPU's own rows, and on the TorchScript engine's.
 FT_HOSTS: dict[str, tuple[str, float]] = {
     "v100-sxm2-32gb": ("Intel Xeon E5-2698 v4 @ 2.20GHz (DGX-1)", 1.0),
     "t4-16gb-pcie": ("Intel Xeon E5-2670 @ 2.60GHz", 1.662),
     "a10-24gb-pcie": ("AMD EPYC 7232P 8-core", 0.603),
 }
 
+#: PyTorch 1.8's eager / TorchScript dispatch on the FT docs' DGX-1 host (the V100's), relative to the pytorch-eager
+#: preset's level, which is PyTorch 2.11 on the 2026 hosts graphroof measured (its [sources]).  Fitted on the six
+#: batch-1 seq-32 TorchScript rows, the rows that set the preset's level before: their median 6.785 ms over the
+#: preset's host time of graphroof's BERT-base encoder under naive attention (237 launches, 97 library calls:
+#: 237 x (5 + 9) + 97 x 24 us = 5.646 ms) = 1.20.  It scales the TorchScript rows' whole dispatch (with
+#: :data:`FT_HOSTS` for their host) and the FT PyTorch op's wrapper ops (:data:`FT_PYTORCH_PREP_OPS`, PyTorch 1.8 too).
+#: The TorchScript engine hold-out drops it (1: the PyTorch 2.11 level), with the FT_HOSTS factors.
+PYTORCH18_HOST = 1.20
 
-def _host_factor(source_id: str, prof: str) -> float:
+
+def _host_factor(source_id: str, prof: str, framework: str = "") -> float:
     """The row's host dispatch time relative to the reference host (:data:`FT_HOSTS`; 1 where the source names
-    no host): every engine of the docs on that host (TorchScript, FT's PyTorch and TF ops, TF + XLA)."""
-    return FT_HOSTS.get(prof, ("", 1.0))[1] if source_id.startswith("FT_BERT") else 1.0
+    no host): every engine of the docs on that host (TorchScript, FT's PyTorch and TF ops, TF + XLA), and for the
+    TorchScript rows also PyTorch 1.8 against the pytorch-eager level (:data:`PYTORCH18_HOST`)."""
+    if not source_id.startswith("FT_BERT"):
+        return 1.0
+    host = FT_HOSTS.get(prof, ("", 1.0))[1]
+    return host * PYTORCH18_HOST if "torchscript" in framework.lower() else host
 
 
 #: ATen ops the FasterTransformer PyTorch op's Python wrapper runs per forward before its first layer, as the
@@ -138,8 +151,8 @@ def _prep_ops(source_id: str, framework: str) -> int:
 def _host_runtime(runtime: str, factor: float, launch_s: float, prep_ops: int = 0) -> Any:
     """*runtime*'s preset with its host dispatch (the profile's launch plus the preset's per-kernel and per-library
     call host time: :mod:`graphroof.timing.host`) scaled by *factor*, and *prep_ops* eager ATen ops of host work
-    before its first kernel (:func:`_prep_ops`: ``call_overhead_s`` += *factor* x *prep_ops* x (*launch_s* + the
-    pytorch-eager preset's ``host_overhead_per_kernel_s``)); the preset's name where nothing changes (no host
+    before its first kernel (:func:`_prep_ops`: ``call_overhead_s`` += *factor* x :data:`PYTORCH18_HOST` x *prep_ops*
+    x (*launch_s* + the pytorch-eager preset's ``host_overhead_per_kernel_s``): PyTorch 1.8 ATen ops); the preset's name where nothing changes (no host
     stage; factor 1 and no prep; the factor is also dropped while the engine hold-out holds the preset's own
     constants out, which holds the factor out with them)."""
     from dataclasses import replace
@@ -159,7 +172,7 @@ def _host_runtime(runtime: str, factor: float, launch_s: float, prep_ops: int = 
         rt, host_overhead_per_kernel_s=factor * (launch_s + rt.host_overhead_per_kernel_s) - launch_s,
         host_overhead_per_library_call_s=factor * rt.host_overhead_per_library_call_s)
     if prep_ops and eager is not None:
-        prep_s = factor * prep_ops * (launch_s + eager.host_overhead_per_kernel_s)
+        prep_s = factor * PYTORCH18_HOST * prep_ops * (launch_s + eager.host_overhead_per_kernel_s)
         out = replace(out, call_overhead_s=out.call_overhead_s + prep_s)
     return out
 
@@ -303,12 +316,14 @@ def vision_rows(ctx: Context) -> list[Row]:
         if hw is not None and not row.excluded and not row.not_covered:
             target = _target(r["source_id"], model)
             att, mp = _kernels(r["source_id"], r["framework"], dtype, prof)
-            host = _host_factor(r["source_id"], prof)
+            host = _host_factor(r["source_id"], prof, r["framework"])
+            # the GPU hold-out's host: the source's era (PYTORCH18_HOST), not the GPU's own host (FT_HOSTS)
+            host_held = _host_factor(r["source_id"], "", r["framework"])
             prep = _prep_ops(r["source_id"], r["framework"])  # the FT PyTorch op's wrapper ops (host, serial)
             mask = bool(seq) and att == "naive" and r["source_id"].startswith("FT_BERT")  # scores + mask: _with_mask
             bias = mask and "torchscript" in r["framework"].lower()  # PyTorch 1.8's linear: _with_bias_add
-            jobs.setdefault((target, (runtime, att, mp, host, mask, bias, prep), batch, seq, dtype), []).append(
-                (row, prof))
+            job = (target, (runtime, att, mp, host, host_held, mask, bias, prep), batch, seq, dtype)
+            jobs.setdefault(job, []).append((row, prof))
             row.vendor = hw.vendor
             row.command = (f"graphroof analyze {target} --hw {prof} --runtime {runtime} --batch {batch} --dtype {dtype}"
                            + (f" --seq {seq}" if seq else "") + (" --attention naive" if att == "naive" else "")
@@ -326,7 +341,7 @@ def vision_rows(ctx: Context) -> list[Row]:
         models.setdefault((target, dtype), set()).add((batch, seq))
     graphs: dict[tuple, dict[tuple, Any]] = {}
     order = {m: i for i, m in enumerate(models)}  # one model after the other, in the order of the data
-    for (target, (runtime, att, mp, host, mask, bias, prep), batch, seq, dtype), rows_ in sorted(
+    for (target, (runtime, att, mp, host, host_held, mask, bias, prep), batch, seq, dtype), rows_ in sorted(
             jobs.items(), key=lambda j: order[j[0][0], j[0][4]]):
         if (target, dtype) not in graphs:  # one model's graphs at a time (the previous one's are dropped)
             graphs = {(target, dtype): _graphs(ctx, target, dtype, models[target, dtype])}
@@ -339,7 +354,7 @@ def vision_rows(ctx: Context) -> list[Row]:
         hws: list[Any] = [ctx.hw(p) for p in profs]
         held = [ctx.holdout_hw(p, "vision") for p in profs]
         held = [h if h is not None and h is not ctx.hw(p) else None for p, h in zip(profs, held)]
-        if host != 1.0 and ctx.holdout == "gpu":  # the host factor was fitted on the GPU's rows: held out too
+        if host != host_held and ctx.holdout == "gpu":  # the host factor was fitted on the GPU's rows: held out too
             held = [h if h is not None else ctx.hw(p) for p, h in zip(profs, held)]
         helds = [h for h in held if h is not None]
         if mp != "high":  # the engine's fp32 matmul math (see _kernels)
@@ -353,10 +368,10 @@ def vision_rows(ctx: Context) -> list[Row]:
         rt = _host_runtime(runtime, host, launch_s, prep)
         if rt == runtime:
             ts = [a.time_realistic_s for a in analyze_on_profiles(graph, hws + helds, runtime=runtime, attention=att)]
-        else:  # the held-out figures on the reference host (its wrapper ops kept)
+        else:  # the held-out figures on the reference host (its wrapper ops kept; the source's era kept)
             ts = [a.time_realistic_s for a in analyze_on_profiles(graph, hws, runtime=rt, attention=att)]
             ts += [a.time_realistic_s for a in analyze_on_profiles(graph, helds, runtime=_host_runtime(
-                runtime, 1.0, launch_s, prep), attention=att)]
+                runtime, host_held, launch_s, prep), attention=att)]
         t_of = dict(zip(profs, ts[:len(profs)]))
         th_of = dict(zip([p for p, h in zip(profs, held) if h is not None], ts[len(profs):]))
         for row, prof in rows_:
