@@ -30,7 +30,7 @@ def test_blind_set_shapes_were_not_measured_before():
     def shapes(folder):
         with open(DATA_DIR / folder / "gemm.csv", newline="") as f:
             return {(int(r["N"]), int(r["K"]), int(r["M"])) for r in csv.DictReader(f)}
-    blind = shapes("h200_unseen")
+    blind = shapes("h200_unseen") | shapes("h100_unseen")
     assert blind and not blind & (shapes("h100_session") | shapes("h200_session"))
     # attention: head dims 64 / 256 and 25 / 40 / 16 heads, where the sessions ran 32 heads of 128
     with open(DATA_DIR / "h200_unseen" / "attention.csv", newline="") as f:

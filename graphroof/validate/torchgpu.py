@@ -39,7 +39,8 @@ __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
 #: cuda/flash_attn); cuDNN's fused attention is Hopper-native (the family the H100 attention constants describe)
 BACKEND_KERNEL = {"flash": "flash2", "cudnn": "cudnn"}
 #: data folder -> the profile its GPU is priced on
-SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm", "h200_unseen": "h200-sxm"}
+SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm", "h200_unseen": "h200-sxm",
+            "h100_unseen": "h100-sxm"}
 #: models.csv's ``model`` -> what ``graphroof analyze`` prices: the zoo's vision models as they are; transformers'
 #: ``BertModel`` (no masked-LM head, unlike the zoo's bert-base / bert-large) as the encoder configs in data/models
 ANALYZE_TARGET = {"resnet-18": "resnet-18", "resnet-50": "resnet-50", "resnet-101": "resnet-101",
@@ -48,7 +49,7 @@ ANALYZE_TARGET = {"resnet-18": "resnet-18", "resnet-50": "resnet-50", "resnet-10
 ENGINE = "PyTorch 2.11 (cu130), measured by graphroof"
 #: folders measured blind (shapes and models chosen before measuring, no constant changed after): their own engine
 #: label, so every table keeps them apart (the engine hold-out groups them with the rest: same start)
-BLIND = {"h200_unseen": ENGINE + ", blind set"}
+BLIND = {"h200_unseen": ENGINE + ", blind set", "h100_unseen": ENGINE + ", blind set"}
 DATASET = "torch_gpu"
 
 
