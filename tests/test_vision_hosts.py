@@ -75,6 +75,9 @@ def test_host_factor_applies_to_every_ft_docs_row_of_that_host():
     assert _host_factor("FT_BERT_PYTORCH", "t4-16gb-pcie", "PyTorch TorchScript") == pytest.approx(1.9944)
     assert _host_factor("FT_BERT_PYTORCH", "v100-sxm2-32gb", "PyTorch TorchScript") == PYTORCH18_HOST == 1.20
     assert _host_factor("FT_BERT_PYTORCH", "t4-16gb-pcie", "FasterTransformer PyTorch custom extension") == 1.662
+    # the GPU hold-out's host (no GPU named: FT_HOSTS dropped, the source's PyTorch era kept)
+    assert _host_factor("FT_BERT_PYTORCH", "", "PyTorch TorchScript") == PYTORCH18_HOST
+    assert _host_factor("FT_BERT_PYTORCH", "", "FasterTransformer PyTorch custom extension") == 1.0
     assert _host_factor("FT_BERT_TENSORFLOW", "t4-16gb-pcie") == 1.662  # TF + XLA and FT's TF op on the same host
     assert _host_factor("FT_BERT_PYTORCH", "a10-24gb-pcie") == 0.603
     assert _host_factor("FT_BERT_PYTORCH", "v100-sxm2-32gb") == 1.0    # the reference host

@@ -151,10 +151,10 @@ def _prep_ops(source_id: str, framework: str) -> int:
 def _host_runtime(runtime: str, factor: float, launch_s: float, prep_ops: int = 0) -> Any:
     """*runtime*'s preset with its host dispatch (the profile's launch plus the preset's per-kernel and per-library
     call host time: :mod:`graphroof.timing.host`) scaled by *factor*, and *prep_ops* eager ATen ops of host work
-    before its first kernel (:func:`_prep_ops`: ``call_overhead_s`` += *factor* x :data:`PYTORCH18_HOST` x *prep_ops*
-    x (*launch_s* + the pytorch-eager preset's ``host_overhead_per_kernel_s``): PyTorch 1.8 ATen ops); the preset's name where nothing changes (no host
-    stage; factor 1 and no prep; the factor is also dropped while the engine hold-out holds the preset's own
-    constants out, which holds the factor out with them)."""
+    before its first kernel (:func:`_prep_ops`: ``call_overhead_s`` += *factor* x :data:`PYTORCH18_HOST` x
+    *prep_ops* x (*launch_s* + the pytorch-eager preset's ``host_overhead_per_kernel_s``): PyTorch 1.8 ATen ops);
+    the preset's name where nothing changes (no host stage; factor 1 and no prep; the factor is also dropped while
+    the engine hold-out holds the preset's own constants out, which holds the factor out with them)."""
     from dataclasses import replace
 
     from ..fuse import runtimes
@@ -329,8 +329,8 @@ def vision_rows(ctx: Context) -> list[Row]:
                            + (f" --seq {seq}" if seq else "") + (" --attention naive" if att == "naive" else "")
                            + (" --matmul-precision highest" if mp == "highest" else "") + " -f json: totals time_realistic_s"
                            + (" (throughput = batch / time)" if is_rate else "")
-                           + (f"; host dispatch x {host:g} (the source's host CPU: graphroof.validate.vision.FT_HOSTS)"
-                              if host != 1.0 else "")
+                           + (f"; host dispatch x {host:g} (the source's host CPU and PyTorch: "
+                              "graphroof.validate.vision.FT_HOSTS, PYTORCH18_HOST)" if host != 1.0 else "")
                            + ("; linear biases added apart (PyTorch 1.8: graphroof.validate.vision._with_bias_add)"
                               if bias else "")
                            + (f"; {prep} ATen ops of the op's Python wrapper before the first kernel "
