@@ -1,14 +1,19 @@
-"""The H100 / H200 rows measured by graphroof (graphroof/validate/data/h100_session, h200_session): the one-op attention graph counted by
-hand, the kernels subset under a regression guard (a device no constant was fitted on)."""
+"""The H100 / H200 rows measured by graphroof (graphroof/validate/data/h100_session, h200_session, h100_unseen): the one-op
+attention and grouped-GEMM graphs counted by hand, the kernels subset under a regression guard (a device no constant was
+fitted on)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import pytest
 
 from graphroof.counters.rules.attention import sdpa
+from graphroof.counters.rules.matmul import grouped_mm
+from graphroof.fuse.runtimes import get_runtime
 from graphroof.validate.context import Context
+from graphroof.validate.kernels import grouped_mm_graph, grouped_runtime
 from graphroof.validate.torchgpu import SESSIONS, _kernels, attention_graph
 
 #: (family, dtype / kind prefix of the regime) -> (median |err| at most, scored rows at least); today's figures in
@@ -18,6 +23,10 @@ GUARDS = {
     ("gemm", "fp8"): (0.12, 200),          # today: median 7.9%, worst 26.5%, 215 rows
     ("attention", "prefill"): (0.40, 36),  # today: median 29.9%, 40 rows (PyTorch's FA2 and cuDNN bracket the model)
     ("attention", "decode"): (0.15, 24),   # today: median 9.9%, 28 rows
+    # torch._grouped_mm bf16 (Mixtral on H100 / H200, Qwen3-30B-A3B and DeepSeek-V2-Lite blind on H100): today median
+    # 10.6%, worst 48.6% (H200 Mixtral at <= 16 rows/expert: -33..-49%, PyTorch's CUTLASS grouped kernel streams at
+    # ~2.6 TB/s there where cuBLAS reaches ~4 TB/s); by regime <= 16 rows/expert 18.5%, 16-256 7.0%, > 256 10.8%
+    ("grouped-gemm", "bf16"): (0.14, 48),
 }
 
 
@@ -46,6 +55,30 @@ def test_h200_kernels_guard(kernel_rows, key):
     assert statistics.median(errs) <= med, f"{key}: median |error| {statistics.median(errs):.1%} above {med:.0%}"
 
 
-def test_grouped_rows_say_why_they_are_not_scored():
-    rows = [r for r in _kernels(Context(), "h200_session", "h200-sxm") if r.family == "grouped-gemm"]
-    assert rows and all(r.not_covered and r.predicted is None for r in rows)
+def test_grouped_mm_graph_counted_by_hand():
+    # 8 experts, 6 rows (3 tokens x top-2) of K = 64 into N = 256, the rows on 6 experts (moe_experts_touched = 6)
+    (node,) = list(grouped_mm_graph(8, 6, 64, 256, "bf16", top_k=2, experts_touched=6).ops())
+    assert node.op == "aten._grouped_mm" and node.attrs["moe_tokens"] == 3
+    cost = grouped_mm(node)
+    # FLOPs: 2 x rows x N x K = 2 x 6 x 256 x 64 = 196,608 (each row times its own expert only)
+    assert cost.matrix_flops == 2 * 6 * 256 * 64 == 196_608
+    # weight: 6 of the 8 experts' [64, 256] bf16 = 6/8 x 8 x 256 x 64 x 2 B = 196,608 B
+    assert cost.weight_bytes == pytest.approx(6 / 8 * 8 * 256 * 64 * 2) and cost.weight_bytes == 196_608
+    # x [6, 64] bf16 768 B + offs [8] int32 32 B read; y [6, 256] bf16 3,072 B written
+    assert cost.act_read_bytes == 6 * 64 * 2 + 8 * 4 and cost.act_write_bytes == 6 * 256 * 2
+
+
+def test_grouped_runtime_is_compiled_with_one_grouped_kernel():
+    # torch._grouped_mm is one grouped kernel: the preset's moe_grouped_gemm = false would add a launch per expert
+    assert grouped_runtime() == dataclasses.replace(get_runtime("compiled"), moe_grouped_gemm=True)
+
+
+@pytest.mark.parametrize("folder", ["h100_session", "h200_session", "h100_unseen"])
+def test_grouped_rows_are_scored(folder):
+    rows = [r for r in _kernels(Context(), folder, SESSIONS[folder]) if r.family == "grouped-gemm"]
+    assert len(rows) in (12, 24)
+    for r in rows:
+        assert r.scored and not r.not_covered and r.predicted and r.predicted > 0
+        # the measurement spreads tokens x top-k rows evenly: min(E, rows) experts receive rows
+        assert r.inputs["experts_touched"] == min(r.inputs["experts"], r.inputs["tokens"] * r.inputs["top_k"])
+        assert "grouped_mm_graph(" in r.command and "moe_grouped_gemm = true" in r.command

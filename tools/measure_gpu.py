@@ -388,16 +388,27 @@ def decode(t: Timer, dev: str, out: Path, quick: bool, unseen: bool = False) -> 
             torch.cuda.empty_cache()
 
 
-def grouped(t: Timer, dev: str, out: Path) -> None:
-    """``torch._grouped_mm`` (bf16, Hopper): Mixtral-8x7B expert GEMMs, tokens x top-2 rows spread evenly."""
+#: grouped (MoE expert) GEMMs: name -> (experts, K, N, top_k); the default set is Mixtral-8x7B's, ``--set unseen``
+#: adds many-expert models (Qwen3-30B-A3B: 128 experts of 768, top-8; DeepSeek-V2-Lite: 64 experts of 1408, top-6)
+GROUPED = {"mixtral.gate_up": (8, 4096, 2 * 14336, 2), "mixtral.down": (8, 14336, 4096, 2)}
+GROUPED_UNSEEN = {"qwen3-30b-a3b.gate_up": (128, 2048, 2 * 768, 8), "qwen3-30b-a3b.down": (128, 768, 2048, 8),
+                  "deepseek-v2-lite.gate_up": (64, 2048, 2 * 1408, 6), "deepseek-v2-lite.down": (64, 1408, 2048, 6)}
+
+
+def grouped(t: Timer, dev: str, out: Path, unseen: bool = False) -> None:
+    """``torch._grouped_mm`` (bf16, Hopper): expert GEMMs (:data:`GROUPED`), tokens x top-k rows spread evenly over
+    the experts (the first ``rows % experts`` experts one row more; with fewer rows than experts, the rest none)."""
+    import itertools
+
     rows: list[dict] = []
-    experts, d, inter = 8, 4096, 14336
-    for name, (k, n) in {"mixtral.gate_up": (d, 2 * inter), "mixtral.down": (inter, d)}.items():
+    shapes = GROUPED_UNSEEN if unseen else GROUPED
+    tokens_set = (1, 16, 128, 1024, 4096, 16384) if unseen else (1, 8, 64, 512, 2048, 8192)
+    for name, (experts, k, n, top_k) in shapes.items():
         w = torch.randn(experts, n, k, device=dev, dtype=torch.bfloat16).transpose(-2, -1)
-        for tokens in (1, 8, 64, 512, 2048, 8192):
-            rows_total = 2 * tokens
+        for tokens in tokens_set:
+            rows_total = top_k * tokens
             per = [rows_total // experts + (1 if i < rows_total % experts else 0) for i in range(experts)]
-            offs = torch.tensor(list(__import__("itertools").accumulate(per)), device=dev, dtype=torch.int32)
+            offs = torch.tensor(list(itertools.accumulate(per)), device=dev, dtype=torch.int32)
             x = torch.randn(rows_total, k, device=dev, dtype=torch.bfloat16)
             flops = 2.0 * rows_total * n * k
             try:
@@ -405,7 +416,7 @@ def grouped(t: Timer, dev: str, out: Path) -> None:
             except Exception as exc:  # noqa: BLE001
                 print(f"grouped {name} T={tokens}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
                 continue
-            rows.append({"shape": name, "experts": experts, "tokens": tokens, "top_k": 2, "K": k, "N": n,
+            rows.append({"shape": name, "experts": experts, "tokens": tokens, "top_k": top_k, "K": k, "N": n,
                          "time_s": ts, "tflops": flops / ts / 1e12})
             print(f"grouped {name} T={tokens}: {ts * 1e6:.1f} us", flush=True)
         write(out / "grouped.csv", rows)
@@ -513,7 +524,7 @@ def main() -> None:
         decode(t, dev, out, a.quick, unseen)
         print(f"decode part {time.perf_counter() - t0:.1f} s", flush=True)
     if "grouped" in parts and not a.smoke:
-        grouped(t, dev, out)
+        grouped(t, dev, out, unseen)
         print(f"grouped part {time.perf_counter() - t0:.1f} s", flush=True)
     if "gqa" in parts and not a.smoke:
         gqa(t, dev, out)

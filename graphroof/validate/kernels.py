@@ -17,7 +17,7 @@ from .context import Context
 from .data import excluded_reason
 from .result import Row
 
-__all__ = ["kernel_rows", "matmul_graph", "matmul_time_s"]
+__all__ = ["grouped_mm_graph", "grouped_mm_time_s", "grouped_runtime", "kernel_rows", "matmul_graph", "matmul_time_s"]
 
 
 def matmul_graph(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None,
@@ -44,6 +44,51 @@ def matmul_time_s(hw: Any, m: int, n: int, k: int, dtype: str, out_dtype: str | 
 
     a = analyze(matmul_graph(m, n, k, dtype, out_dtype, library, groups), hw=hw, runtime="compiled")
     ks = a.to_dict()["kernels"]
+    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+
+
+def grouped_mm_graph(experts: int, rows: int, k: int, n: int, dtype: str = "bf16", top_k: int = 1,
+                     experts_touched: float | None = None) -> Any:
+    """A one-op graph: ``torch._grouped_mm(x[rows, k], w[experts, k, n], offs=offs[experts])`` -> ``[rows, n]``
+    (``aten._grouped_mm``, MoE expert GEMMs: each row of ``x`` times its expert's weight), as a traced MoE layer's
+    node (:func:`graphroof.frontends.moe.mark_moe_routing`): ``w`` is a weight, the routing facts are node attrs
+    (``moe_experts``, ``moe_top_k``, ``moe_tokens`` = rows / *top_k*) and, given, ``moe_experts_touched`` (the
+    experts that receive rows, which the counting rule reads the weights of; None: the uniform-routing
+    expectation)."""
+    from ..graph import OpGraph, OpNode, Role, TensorSpec
+
+    attrs: dict[str, Any] = {"moe_experts": experts, "moe_top_k": top_k, "moe_tokens": rows // max(top_k, 1)}
+    if experts_touched is not None:
+        attrs["moe_experts_touched"] = float(experts_touched)
+    g = OpGraph(f"grouped_mm_{experts}x{rows}x{n}x{k}_{dtype}")
+    node = OpNode("grouped_mm", "aten._grouped_mm",
+                  inputs=(TensorSpec((rows, k), dtype), TensorSpec((experts, k, n), dtype, Role.WEIGHT),
+                          TensorSpec((experts,), "int32"), None),
+                  outputs=(TensorSpec((rows, n), dtype),), attrs=attrs, scope="moe")
+    g.add_op(node, ["x", "w", "offs", None], ["y"])
+    return g
+
+
+def grouped_runtime() -> Any:
+    """``compiled`` with ``[kernels] moe_grouped_gemm = true``: ``torch._grouped_mm`` is one grouped-GEMM kernel
+    over all the experts (PyTorch aten/src/ATen/native/cuda/GroupMM.cu, ``bf16bf16_grouped_gemm_impl_sm90_sm100``:
+    one CUTLASS grouped GEMM, the problem sizes per group from ``offs``), not a launch per expert (the preset's
+    ``false`` prices an MoE block written as a loop over experts), as a user sets it in a preset file."""
+    from dataclasses import replace
+
+    from ..fuse.runtimes import get_runtime
+
+    return replace(get_runtime("compiled"), moe_grouped_gemm=True)
+
+
+def grouped_mm_time_s(hw: Any, experts: int, rows: int, k: int, n: int, dtype: str = "bf16", top_k: int = 1,
+                      experts_touched: float | None = None) -> float:
+    """The kernel time (no host launch) graphroof.analyze gives the one-op grouped GEMM on *hw* under
+    :func:`grouped_runtime` (``compiled``, one grouped kernel)."""
+    from ..api import analyze
+
+    g = grouped_mm_graph(experts, rows, k, n, dtype, top_k, experts_touched)
+    ks = analyze(g, hw=hw, runtime=grouped_runtime()).to_dict()["kernels"]
     return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
 
 

@@ -18,8 +18,10 @@ eager rows (its [sources]); every other row is a check of the model, priced thro
 * ``models.csv``: ResNet-50 / BERT-base fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
   under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-3-8B-shaped transformers model's eager prefill ->
   ``graphroof llm`` TTFT under ``pytorch-eager``;
-* ``grouped.csv``: ``torch._grouped_mm`` MoE expert GEMMs: not covered (no one-op grouped-GEMM graph), as in
-  :mod:`.kernels`.
+* ``grouped.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows spread evenly over the
+  experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
+  experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled`` with
+  ``moe_grouped_gemm = true`` (:func:`.kernels.grouped_runtime`: the call is one grouped kernel).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from .context import Context
 from .data import DATA_DIR, excluded_reason
-from .kernels import matmul_time_s
+from .kernels import grouped_mm_time_s, matmul_time_s
 from .result import Row
 
 __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
@@ -90,6 +92,33 @@ def _row(ctx: Context, hw: str, where: str, r: dict, family: str, regime: str, f
     return row
 
 
+def _grouped_regime(rows: int, experts: int) -> str:
+    """The token regime of a grouped GEMM: rows per visited expert (``rows / min(E, rows)``)."""
+    per = rows / max(1, min(experts, rows))
+    return "bf16 grouped GEMM, rows/expert " + ("<= 16" if per <= 16 else "16-256" if per <= 256 else "> 256")
+
+
+def _grouped_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Row:
+    """A ``grouped.csv`` row: ``torch._grouped_mm`` of ``tokens * top_k`` rows over ``experts`` experts, priced as
+    the one-op grouped-GEMM graph of :mod:`.kernels`.  The measurement spreads the rows evenly over the experts
+    (tools/measure_gpu.py ``grouped``: the first ``rows % E`` get one more; with fewer rows than experts the
+    first ``rows`` get one each): ``min(E, rows)`` experts receive rows, the graph's ``moe_experts_touched``."""
+    e, t, top_k, k, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
+    rows = t * top_k
+    visited = min(e, rows)
+    row = _row(ctx, hw_name, where, r, "grouped-gemm", _grouped_regime(rows, e), "kernel-time", "compiled",
+               {"shape": r["shape"], "experts": e, "tokens": t, "top_k": top_k, "rows": rows, "K": k, "N": n,
+                "experts_touched": visited}, float(r["time_s"]))
+    if not row.excluded:
+        row.predicted = grouped_mm_time_s(hw, e, rows, k, n, "bf16", top_k, visited)
+        row.vendor = hw.vendor
+    row.command = (f"graphroof.analyze(graphroof.validate.kernels.grouped_mm_graph({e}, {rows}, {k}, {n}, 'bf16', "
+                   f"top_k={top_k}, experts_touched={visited}), hw='{hw_name}', runtime=<compiled with [kernels] "
+                   "moe_grouped_gemm = true>): "
+                   "kernel time_realistic_s - t_launch_s")
+    return row
+
+
 def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     hw, out = ctx.hw(hw_name), []
     for where, r in ctx.rows(f"{folder}/gemm.csv"):
@@ -121,10 +150,7 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
         out.append(row)
     grouped = ctx.rows(f"{folder}/grouped.csv") if (DATA_DIR / folder / "grouped.csv").exists() else []
     for where, r in grouped:
-        row = _row(ctx, hw_name, where, r, "grouped-gemm", "bf16 grouped GEMM", "kernel-time", "compiled",
-                   {"shape": r["shape"], "tokens": r["tokens"], "experts": r["experts"]}, float(r["time_s"]))
-        row.not_covered = "grouped (MoE) GEMM: no one-op grouped-GEMM graph in the validation yet"
-        out.append(row)
+        out.append(_grouped_row(ctx, hw, hw_name, where, r))
     return out
 
 
