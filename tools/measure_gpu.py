@@ -321,6 +321,43 @@ def unmasked_bert(bert: Any, ids: torch.Tensor) -> torch.Tensor:
     return bert.pooler(bert.encoder(bert.embeddings(input_ids=ids)).last_hidden_state)
 
 
+def moe_models(t: Timer, dev: str, out: Path) -> None:
+    """``--parts moe`` (``--set unseen``): whole MoE models from the zoo's configs (graphroof/frontends/zoo_configs,
+    transformers, random bf16 weights, SDPA), eager prefill (``use_cache=False``, logits of the last token only),
+    with transformers' default experts implementation (recorded in ``experts_impl``) -> ``moe_models.csv``."""
+    import json
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    rows: list[dict] = []
+    zoo = Path(__file__).resolve().parents[1] / "graphroof" / "frontends" / "zoo_configs"
+    for name in ("qwen3-30b-a3b", "deepseek-v2-lite"):
+        try:
+            raw = json.loads((zoo / f"{name}.json").read_text())
+            kind = raw.pop("model_type")
+            raw.pop("architectures", None)
+            cfg = AutoConfig.for_model(kind, **raw)
+            cfg._attn_implementation = "sdpa"
+            torch.set_default_dtype(torch.bfloat16)
+            with torch.device(dev):
+                llm = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).eval()
+            torch.set_default_dtype(torch.float32)
+            impl = getattr(llm.config, "_experts_implementation", "?")
+            for b, s_ in ((1, 512), (1, 2048), (4, 2048)):
+                ids = torch.randint(0, 30000, (b, s_), device=dev)
+                with torch.inference_mode():
+                    ts = t.eager(lambda ids=ids, llm=llm: llm(input_ids=ids, use_cache=False, logits_to_keep=1))
+                rows.append({"model": f"{name}-shaped", "mode": "eager-prefill", "dtype": "bfloat16", "batch": b,
+                             "seq": s_, "time_s": ts, "per_s": b * s_ / ts, "experts_impl": impl})
+                print(f"{name} prefill b={b} s={s_}: {ts * 1e3:.2f} ms ({impl})", flush=True)
+                write(out / "moe_models.csv", rows)
+            llm = None  # type: ignore[assignment]
+            torch.cuda.empty_cache()
+        except Exception as exc:  # noqa: BLE001
+            torch.set_default_dtype(torch.float32)
+            print(f"{name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+
+
 def rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype) * w
 
@@ -530,6 +567,9 @@ def main() -> None:
         gqa(t, dev, out)
     if "stream" in parts and not a.smoke:
         stream(t, dev, out)
+    if "moe" in parts and not a.smoke:
+        moe_models(t, dev, out)
+        print(f"moe part {time.perf_counter() - t0:.1f} s", flush=True)
     if "models" in parts:
         models(t, dev, out, a.quick or a.smoke, unseen)
         print(f"models part {time.perf_counter() - t0:.1f} s", flush=True)
