@@ -4,7 +4,6 @@ fitted on)."""
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 
 import pytest
@@ -69,8 +68,8 @@ def test_grouped_mm_graph_counted_by_hand():
 
 
 def test_grouped_runtime_is_compiled_with_one_grouped_kernel():
-    # torch._grouped_mm is one grouped kernel: the preset's moe_grouped_gemm = false would add a launch per expert
-    assert grouped_runtime() == dataclasses.replace(get_runtime("compiled"), moe_grouped_gemm=True)
+    # the plain compiled preset: its moe_grouped_gemm = "torch" is one grouped kernel on the sm90 rows' devices
+    assert grouped_runtime() == get_runtime("compiled") and grouped_runtime().moe_grouped_gemm == "torch"
 
 
 @pytest.mark.parametrize("folder", ["h100_session", "h200_session", "h100_unseen"])
@@ -81,4 +80,4 @@ def test_grouped_rows_are_scored(folder):
         assert r.scored and not r.not_covered and r.predicted and r.predicted > 0
         # the measurement spreads tokens x top-k rows evenly: min(E, rows) experts receive rows
         assert r.inputs["experts_touched"] == min(r.inputs["experts"], r.inputs["tokens"] * r.inputs["top_k"])
-        assert "grouped_mm_graph(" in r.command and "moe_grouped_gemm = true" in r.command
+        assert "grouped_mm_graph(" in r.command and "moe_grouped_gemm = 'torch'" in r.command

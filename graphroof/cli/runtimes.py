@@ -45,7 +45,7 @@ def listing() -> str:
         if rt.autocast:
             launch += "; autocast weight casts"
         rows.append([rt.name, ", ".join(rt.aliases), fusion, launch, rt.allreduce, yn(rt.gqa_shared_kv),
-                     rt.weight_only_gemm, yn(rt.fp8_gemm), yn(rt.moe_grouped_gemm), rt.gemm_schedule])
+                     rt.weight_only_gemm, yn(rt.fp8_gemm), (rt.moe_grouped_gemm if isinstance(rt.moe_grouped_gemm, str) else yn(rt.moe_grouped_gemm)), rt.gemm_schedule])
     table = tabulate(rows, headers=["preset", "aliases", "fusion", "launches", "all-reduce", "GQA shared KV",
                                     "weight-only GEMM", "fp8 GEMM", "MoE grouped", "GEMM schedule"],
                      disable_numparse=True)

@@ -36,7 +36,8 @@ defaults, which are one kernel per op, launches added per kernel)::
     fp8_gemm = false
     fp8_quantize_after_attention = false  # the fp8 GEMM input's quantize after an attention kernel: a kernel of its own
     attention_context_prep = false    # a prefill attention also runs offset + bias / rotary / KV-write kernels (timing.attention)
-    moe_grouped_gemm = true
+    moe_grouped_gemm = true           # true | false | "torch": PyTorch's torch._grouped_mm (one grouped kernel on
+                                      # compute capability 9.x / 10.x, one GEMM per expert elsewhere: timing.moe)
     autocast = false                  # torch.autocast: a weight cast kernel before every GEMM / conv
     l2_activations = false            # kernels back to back: activations read from L2 when they fit (timing.l2)
     attention_kernel = "auto"         # auto | flash2 | flash3 | cudnn (graphroof.timing.attention)
@@ -59,7 +60,7 @@ import tomllib
 from ..errors import InputError
 
 __all__ = ["read_preset_fields", "preset_fields", "ALLREDUCE", "WEIGHT_ONLY_GEMM", "DECODE_LAUNCH",
-           "ATTENTION_KERNELS", "NORM_STREAMS", "GEMM_SCHEDULES"]
+           "ATTENTION_KERNELS", "NORM_STREAMS", "GEMM_SCHEDULES", "MOE_GROUPED_GEMM"]
 
 ALLREDUCE = ("nccl", "custom", "nvls")
 WEIGHT_ONLY_GEMM = ("fused_dequant", "tile_dequant", "dequant_then_gemm")
@@ -71,6 +72,9 @@ NORM_STREAMS = ("norm", "elementwise")
 #: how the runtime's dense GEMM library schedules tiles (graphroof.timing.gemm.schedule_of): ``auto`` (the
 #: profile's) | ``waves`` (one CTA per tile, whole waves) | ``stream_k`` (persistent stream-K, loads overlap the math)
 GEMM_SCHEDULES = ("auto", "waves", "stream_k")
+#: ``[kernels] moe_grouped_gemm``: true (one grouped GEMM over the experts) | false (one GEMM per visited expert) |
+#: ``"torch"`` (PyTorch's ``torch._grouped_mm``: which of the two depends on the device, graphroof.timing.moe)
+MOE_GROUPED_GEMM: tuple[bool | str, ...] = (True, False, "torch")
 
 _MAX_BYTES = 256_000
 _TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
@@ -93,7 +97,7 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                "call_overhead_s": ("call_overhead_s", float, None)},
     "kernels": {"gqa_shared_kv": ("gqa_shared_kv", bool, None), "allreduce": ("allreduce", str, ALLREDUCE),
                 "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
-                "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", bool, None),
+                "fp8_gemm": ("fp8_gemm", bool, None), "moe_grouped_gemm": ("moe_grouped_gemm", object, MOE_GROUPED_GEMM),
                 "fp8_quantize_after_attention": ("fp8_quantize_after_attention", bool, None),
                 "attention_context_prep": ("attention_context_prep", bool, None),
                 "autocast": ("autocast", bool, None), "l2_activations": ("l2_activations", bool, None),
@@ -104,6 +108,11 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "vocab_parallel": ("vocab_parallel", bool, None)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
+
+
+def _shown_value(v: Any) -> str:
+    """A preset value as TOML spells it (``true``, ``"torch"``)."""
+    return ("true" if v else "false") if isinstance(v, bool) else f'"{v}"'
 
 
 def read_preset_fields(path: Path) -> dict[str, Any]:
@@ -151,6 +160,8 @@ def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "
             if k not in fields:
                 raise bad(f"unknown key [{table}].{k}; use one of {', '.join(fields)}")
             attr, typ, allowed = fields[k]
+            if typ is object and not any(type(v) is type(a) and v == a for a in allowed or ()):
+                raise bad(f"[{table}].{k} must be one of {', '.join(_shown_value(a) for a in allowed or ())}, got {v!r}")
             if typ is bool and not isinstance(v, bool):
                 raise bad(f"[{table}].{k} must be true or false, got {v!r}")
             if typ is float:

@@ -110,8 +110,11 @@ class Runtime:
     gqa_shared_kv: bool = True
     #: weight-only quantized GEMMs: ``fused_dequant`` (dequantize in the GEMM's main loop) | ``dequant_then_gemm``
     weight_only_gemm: str = "fused_dequant"
-    #: MoE experts run as one grouped GEMM (not one GEMM per expert)
-    moe_grouped_gemm: bool = True
+    #: MoE experts run as one grouped GEMM (True), one GEMM per visited expert (False), or as PyTorch's
+    #: ``torch._grouped_mm`` runs them (``"torch"``: one grouped CUTLASS kernel on compute capability 9.x / 10.x with
+    #: bf16, a loop of one ``mm`` per expert elsewhere; resolved against the device in graphroof.timing.moe).
+    #: (values: preset_file.MOE_GROUPED_GEMM)
+    moe_grouped_gemm: bool | str = True
     #: the engine runs its kernels back to back: a kernel whose traffic fits in half the L2 reads its input
     #: activations from L2, not DRAM (graphroof.timing.l2)
     l2_activations: bool = False

@@ -4,6 +4,7 @@ validated field by field (every error names the file and the field)."""
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -94,7 +95,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
     """Validate a parsed profile; every error names the file and the field."""
     known = {"name", "display_name", "vendor", "kind", "aliases", "matrix_peak_flops_per_s",
              "vector_peak_flops_per_s", "memory", "interconnect", "efficiency", "sources", "notes",
-             "timing", "collectives", "price", "board_power_w", "timing_origin"}
+             "timing", "collectives", "price", "board_power_w", "timing_origin", "compute_capability"}
     extra = sorted(str(k) for k in data if k not in known)
     if extra:
         raise HardwareProfileError(f"{_name(path)}: unknown field {shown(extra[0])}; known fields: "
@@ -123,6 +124,7 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         raise HardwareProfileError(f"{_name(path)}: board_power_w needs its source: add sources.board_power_w "
                                    "(the vendor datasheet that gives it)")
     origin = _origin(path, data, sources)
+    cc = _compute_capability(path, data.get("compute_capability"), sources)
     return HardwareProfile(
         name=_text(path, data, "name") or clean_name(path.stem),
         display_name=_text(path, data, "display_name"),
@@ -148,8 +150,26 @@ def profile_from_dict(data: dict[str, Any], path: Path) -> HardwareProfile:
         timing=parse_timing(path, data.get("timing")),
         collectives=parse_collectives(path, data.get("collectives")),
         usd_per_hour=usd, price_source=price_source, price_date=price_date, board_power_w=power,
-        timing_origin=origin,
+        timing_origin=origin, compute_capability=cc,
     )
+
+
+_CC = re.compile(r"^[1-9][0-9]?\.[0-9]$")
+
+
+def _compute_capability(path: Path, v: Any, sources: dict) -> str | None:
+    """``compute_capability``: the NVIDIA CUDA compute capability as a ``"major.minor"`` string (``"9.0"``), with
+    its ``sources.compute_capability``; None when absent."""
+    if v is None:
+        return None
+    if not isinstance(v, str) or not _CC.match(v):
+        raise HardwareProfileError(f"{_name(path)}: compute_capability must be an NVIDIA CUDA compute capability "
+                                   f"as a quoted \"major.minor\" string, e.g. compute_capability = \"9.0\" (H100), "
+                                   f"got {shown(v)}")
+    if not str(sources.get("compute_capability") or "").strip():
+        raise HardwareProfileError(f"{_name(path)}: compute_capability needs its source: add "
+                                   "sources.compute_capability (NVIDIA's CUDA GPUs list, developer.nvidia.com/cuda-gpus)")
+    return v
 
 
 def _origin(path: Path, data: dict[str, Any], sources: dict) -> str:

@@ -54,6 +54,10 @@ class HardwareProfile:
     #: measured kernel / collective times), ``derived`` (from datasheets and other profiles' fits); empty: read
     #: from ``sources.timing`` (see :attr:`origin`)
     timing_origin: str = ""
+    #: compute_capability: the NVIDIA CUDA compute capability, ``"major.minor"`` (``"9.0"`` for H100); its source is
+    #: ``sources["compute_capability"]`` (None: not an NVIDIA GPU, or not given).  Read where a kernel library's
+    #: choice depends on the architecture (PyTorch's ``torch._grouped_mm``: graphroof.timing.moe)
+    compute_capability: str | None = None
 
     # -- peaks ---------------------------------------------------------------------------------------
     def peak(self, unit: str, dtype: str) -> tuple[float, str]:
@@ -145,4 +149,5 @@ class HardwareProfile:
                       if self.usd_per_hour is not None else None),
             "board_power_w": self.board_power_w,
             "timing_origin": self.origin,
+            "compute_capability": self.compute_capability,
         }

@@ -9,7 +9,8 @@ gemm_times`), so both price the same kernel:
 * weight-only quantization (:mod:`graphroof.timing.quantgemm`): the stored weight bits, the scale group, and the
   runtime's ``weight_only_gemm`` variant (``fused_dequant`` | ``dequant_then_gemm``);
 * MoE grouped GEMMs (:mod:`graphroof.timing.moe`): the expert count and one expert's weight bytes (the visited
-  experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm``;
+  experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm`` (``"torch"``
+  resolved against the device here: :func:`graphroof.timing.moe.grouped_gemm_on`);
 * the runtime's ``gemm_schedule`` (which cuBLAS generation it ships: whole waves or stream-K,
   :func:`graphroof.timing.gemm.schedule_of`), for plain cuBLAS GEMMs;
 * the kernel family (``node.attrs["gemm_library"]``, else the runtime's ``gemm_library``, else ``cublas``):
@@ -36,7 +37,7 @@ from ..dtypes import canonical_dtype, dtype_bits
 from ..errors import InputError
 from .gemm import GEMM_LIBRARIES
 from .l2 import fits_l2, l2_bytes_of
-from .moe import expert_weight_shape, experts_in_step, per_expert_latency_s
+from .moe import expert_weight_shape, experts_in_step, grouped_gemm_on, per_expert_latency_s
 from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
 
 __all__ = ["GemmPlan", "gemm_plan", "gemm_kernel_time", "quantize_input_s", "quantized_input_saved_bytes"]
@@ -50,7 +51,7 @@ class GemmPlan:
     variant: str = "fused_dequant"  # runtime weight_only_gemm
     experts: int = 0                # MoE grouped GEMM: E (0: not grouped)
     expert_bytes: float = 0.0       # one expert's weight bytes as counted
-    grouped: bool = True            # runtime moe_grouped_gemm
+    grouped: bool = True            # runtime moe_grouped_gemm, resolved on the device (moe.grouped_gemm_on)
     act_dtype: str = ""             # the roofline's compute dtype as given (the vector peak of epilogue FLOPs)
     library: str = "cublas"         # kernel family (graphroof.timing.gemm.GEMM_LIBRARIES)
     batch: int = 1                  # independent GEMMs of one shape (aten.bmm's batch), each with its own B
@@ -86,7 +87,7 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     out = str(outs[0].dtype) if outs and outs[0].dtype != gd else ""  # fp8 GEMMs write bf16 (W8A8, _scaled_mm)
     quant = gd == "fp8" and bool(attrs.get("quantize_input")) and not str(dtype).startswith("fp8")
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
-                    ex[0] if ex else 0, ex[3] if ex else 0.0, bool(getattr(runtime, "moe_grouped_gemm", True)), dtype,
+                    ex[0] if ex else 0, ex[3] if ex else 0.0, grouped_gemm_on(getattr(runtime, "moe_grouped_gemm", True), hw, gd), dtype,
                     lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant,
                     str(getattr(runtime, "gemm_schedule", "auto") or "auto"))
 

@@ -16,6 +16,14 @@ prefill's at ``S / E`` rows each (compute, with each expert's last tile partly e
 (runtime ``moe_grouped_gemm = False``: one GEMM launch per expert, as a loop over experts) each visited expert
 also pays one GEMM's fixed time (:func:`per_expert_latency_s`).
 
+``moe_grouped_gemm = "torch"`` is PyTorch's ``torch._grouped_mm`` (transformers 5.x runs MoE experts with it by
+default), which is either, by device (:func:`grouped_gemm_on`): one CUTLASS grouped GEMM where PyTorch has that
+kernel, bf16 on compute capability 9.x / 10.x (aten/src/ATen/native/cuda/GroupMM.cu,
+``bf16bf16_grouped_gemm_impl_sm90_sm100``; Blas.cpp ``_grouped_mm_cuda``: ``use_fast_path`` on sm90 / sm100 with
+bf16 A, B and out), else ``_grouped_mm_fallback`` (aten/src/ATen/native/GroupedMMUtils.h), one ``mm`` per group.
+A profile without a compute capability (not NVIDIA, or not given) takes the loop: the fallback is what PyTorch
+runs on every device it has no grouped kernel for (ROCm by default too), and it was graphroof's pricing before.
+
 Floats or numpy arrays alike.
 """
 
@@ -25,10 +33,27 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import dtype_bits
+from ..dtypes import canonical_dtype, dtype_bits
 from ..hardware.params import KernelTiming
 
-__all__ = ["expert_weight_shape", "experts_in_step", "group_m_tiles", "per_expert_latency_s"]
+__all__ = ["expert_weight_shape", "experts_in_step", "group_m_tiles", "per_expert_latency_s", "grouped_gemm_on",
+           "TORCH_GROUPED_MM_MAJORS"]
+
+#: compute capability majors on which PyTorch runs ``torch._grouped_mm`` (bf16) as one CUTLASS grouped GEMM
+#: (sm90: H100 / H200, sm100: B200; module doc)
+TORCH_GROUPED_MM_MAJORS = (9, 10)
+
+
+def grouped_gemm_on(setting: Any, hw: Any, dtype: str = "bf16") -> bool:
+    """Whether a runtime's ``moe_grouped_gemm`` *setting* runs a grouped GEMM computing in *dtype* as one kernel on
+    *hw*: True / False as given; ``"torch"``: one kernel iff *hw*'s compute capability major is in
+    :data:`TORCH_GROUPED_MM_MAJORS` and *dtype* is bf16, else one GEMM per visited expert (module doc)."""
+    if setting != "torch":
+        return bool(setting)
+    cc = getattr(hw, "compute_capability", None)
+    if not cc:
+        return False
+    return int(str(cc).split(".")[0]) in TORCH_GROUPED_MM_MAJORS and canonical_dtype(dtype) == "bf16"
 
 
 def expert_weight_shape(node: Any) -> tuple[int, int, int, float] | None:

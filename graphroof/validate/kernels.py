@@ -70,21 +70,19 @@ def grouped_mm_graph(experts: int, rows: int, k: int, n: int, dtype: str = "bf16
 
 
 def grouped_runtime() -> Any:
-    """``compiled`` with ``[kernels] moe_grouped_gemm = true``: ``torch._grouped_mm`` is one grouped-GEMM kernel
-    over all the experts (PyTorch aten/src/ATen/native/cuda/GroupMM.cu, ``bf16bf16_grouped_gemm_impl_sm90_sm100``:
-    one CUTLASS grouped GEMM, the problem sizes per group from ``offs``), not a launch per expert (the preset's
-    ``false`` prices an MoE block written as a loop over experts), as a user sets it in a preset file."""
-    from dataclasses import replace
-
+    """The plain ``compiled`` preset: its ``[kernels] moe_grouped_gemm = "torch"`` prices ``torch._grouped_mm`` as
+    PyTorch runs it on the device (graphroof.timing.moe.grouped_gemm_on): on the H100 / H200 of the grouped rows
+    (compute capability 9.0, bf16) one CUTLASS grouped GEMM over all the experts (aten/src/ATen/native/cuda/GroupMM.cu,
+    ``bf16bf16_grouped_gemm_impl_sm90_sm100``, the problem sizes per group from ``offs``), not a launch per expert."""
     from ..fuse.runtimes import get_runtime
 
-    return replace(get_runtime("compiled"), moe_grouped_gemm=True)
+    return get_runtime("compiled")
 
 
 def grouped_mm_time_s(hw: Any, experts: int, rows: int, k: int, n: int, dtype: str = "bf16", top_k: int = 1,
                       experts_touched: float | None = None) -> float:
     """The kernel time (no host launch) graphroof.analyze gives the one-op grouped GEMM on *hw* under
-    :func:`grouped_runtime` (``compiled``, one grouped kernel)."""
+    :func:`grouped_runtime` (``compiled``: ``torch._grouped_mm`` as PyTorch runs it on *hw*)."""
     from ..api import analyze
 
     g = grouped_mm_graph(experts, rows, k, n, dtype, top_k, experts_touched)

@@ -20,8 +20,8 @@ eager rows (its [sources]); every other row is a check of the model, priced thro
   ``graphroof llm`` TTFT under ``pytorch-eager``;
 * ``grouped.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows spread evenly over the
   experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
-  experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled`` with
-  ``moe_grouped_gemm = true`` (:func:`.kernels.grouped_runtime`: the call is one grouped kernel).
+  experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled``, whose
+  ``moe_grouped_gemm = "torch"`` makes the call one grouped kernel on these sm90 devices (:func:`.kernels.grouped_runtime`).
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ def _grouped_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Ro
         row.predicted = grouped_mm_time_s(hw, e, rows, k, n, "bf16", top_k, visited)
         row.vendor = hw.vendor
     row.command = (f"graphroof.analyze(graphroof.validate.kernels.grouped_mm_graph({e}, {rows}, {k}, {n}, 'bf16', "
-                   f"top_k={top_k}, experts_touched={visited}), hw='{hw_name}', runtime=<compiled with [kernels] "
-                   "moe_grouped_gemm = true>): "
+                   f"top_k={top_k}, experts_touched={visited}), hw='{hw_name}', runtime='compiled' "
+                   "(moe_grouped_gemm = 'torch': one grouped kernel on sm90 / sm100)): "
                    "kernel time_realistic_s - t_launch_s")
     return row
 
@@ -160,6 +160,8 @@ def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     out: list[Row] = []
     dec = [(w, r) for w, r in ctx.rows(f"{folder}/decode.csv")]
     pre = [(w, r) for w, r in ctx.rows(f"{folder}/models.csv") if r["model"].startswith("llama")]
+    if (DATA_DIR / folder / "moe_models.csv").exists():  # whole MoE models' eager prefill (zoo configs)
+        pre += list(ctx.rows(f"{folder}/moe_models.csv"))
     for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
         live: dict[str, list[tuple[Row, int, int]]] = {}
         for where, r in rows:
