@@ -10,6 +10,8 @@ per second, bytes decimal)::
     kind = "gpu"                      # gpu | tpu | cpu | accelerator
     aliases = ["a100"]
     board_power_w = 400               # optional: vendor TDP / TBP in watts (source: sources.board_power_w)
+    compute_capability = "8.0"        # optional, NVIDIA: "major.minor" (source: sources.compute_capability); picks
+                                      # which kernels PyTorch runs (graphroof.timing.moe.grouped_gemm_on)
     timing_origin = "fitted"          # optional: [timing] / [collectives] constants "fitted" on measured data or
                                       # "derived" (datasheets, other profiles); needs sources.timing (absent: read
                                       # from sources.timing; no [timing]: "assumed" efficiency factors)
