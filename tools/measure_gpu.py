@@ -12,7 +12,14 @@ What it times (each a CSV in ``--out``):
 * ``decode.csv``: a Llama-3-8B-shaped decode step in plain torch ops replayed from a CUDA graph;
 * ``grouped.csv``: ``torch._grouped_mm`` Mixtral expert GEMMs;
 * ``gqa.csv``: decode attention of a 64 / 8-head GQA layer, native GQA against K/V read once per query head;
-* ``stream.csv``: ``torch.sum`` over and a copy of a buffer of 2 MB to 2 GB (L2-resident to DRAM-streaming).
+* ``stream.csv``: ``torch.sum`` over and a copy of a buffer of 2 MB to 2 GB (L2-resident to DRAM-streaming);
+* ``moe_models.csv`` (``--parts moe``): whole Qwen3-30B-A3B and DeepSeek-V2-Lite models from the zoo's configs,
+  eager prefill.
+
+``--set unseen`` swaps in the blind set (:data:`UNSEEN`, :data:`GROUPED_UNSEEN`): other models' linear layers at odd
+M, head dims 64 / 256, a Llama-2-13B-shaped decoder, ResNet-18 / 101, ViT-B/16, BERT-large, many-expert grouped
+GEMMs; it made ``graphroof/validate/data/h200_unseen`` and ``h100_unseen``.  BERT's CUDA-graph rows capture
+:func:`unmasked_bert` (the eager program; see its docstring for why not ``BertModel.forward``).
 
 Method: device time from CUDA events around a CUDA-graph replay of ``reps`` back-to-back calls (no host launch
 gaps: what an engine that replays graphs sees), after warm-up; the median of ``--trials`` replays divided by
@@ -24,8 +31,8 @@ This script made the bundled validation rows ``graphroof/validate/data/h100_sess
 GEMM weights over copies larger than L2 (cold-cache GEMMs, as a model's layers see them) and adds weight-only int4
 and pointwise kernels; here the rows whose operands fit in L2 are marked instead (``operands_fit_l2``).
 
-Run on a GPU machine: ``python tools/measure_gpu.py --out DIR [--quick]``; ``--smoke`` runs a tiny CPU check of
-the script's logic (no timing meaning).
+Run on a GPU machine: ``python tools/measure_gpu.py --out DIR [--quick] [--set unseen] [--parts gemm,models,...]``;
+``--smoke`` runs a tiny CPU check of the script's logic (no timing meaning).
 """
 
 from __future__ import annotations
