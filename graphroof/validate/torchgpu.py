@@ -1,8 +1,10 @@
 """Rows measured by graphroof's developers with PyTorch on one NVIDIA H100 SXM and one H200 SXM
-(``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``).  No timing constant was fitted on them
-(the H200's timing constants are derived from the H100's; the H100's were fitted on other rows) except the split of
-``pytorch-eager``'s host dispatch between plain launches and library calls, fitted on the H100's seven host-bound
-eager rows (its [sources]); every other row is a check of the model, priced through the paths users run:
+(``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``), and two blind sets measured later on
+shapes and models nothing was fitted on (``data/h200_unseen/``, ``data/h100_unseen/``: ``tools/measure_gpu.py --set
+unseen``; engine label :data:`BLIND`).  No timing constant was fitted on them (the H200's timing constants are
+derived from the H100's; the H100's were fitted on other rows) except ``pytorch-eager``'s host dispatch, fitted on
+the fourteen host-bound eager rows of the two sessions (its [sources]); every other row is a check of the model,
+priced through the paths users run:
 
 * ``gemm.csv``: ``torch.mm`` bf16 and ``torch._scaled_mm`` fp8 (bf16 out), M = 1 .. 16384 on Llama-3 linear shapes
   -> the one-op ``aten.mm`` graph of :mod:`.kernels` under ``compiled`` (kernel time, no host launch: the source
@@ -12,12 +14,12 @@ eager rows (its [sources]); every other row is a check of the model, priced thro
   ``attention_kernel`` set to the row's backend (:data:`BACKEND_KERNEL`, as a user picks the kernel family in a
   preset file; PyTorch 2.11 with cuDNN 9.19 runs cuDNN by default on these GPUs, the flash backend is
   FlashAttention-2);
-* ``decode.csv``: a Llama-3-8B-shaped decoder step in plain torch ops replayed from a CUDA graph (static K/V cache of
+* ``decode.csv``: a Llama-shaped decoder step in plain torch ops replayed from a CUDA graph (static K/V cache of
   ``context`` positions) -> ``graphroof llm llama-3-8b --runtime pytorch-cuda-graph``, TPOT of the first decode
   step after a ``context - 1`` token prompt;
-* ``models.csv``: ResNet-50 / BERT-base fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
-  under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-3-8B-shaped transformers model's eager prefill ->
-  ``graphroof llm`` TTFT under ``pytorch-eager``;
+* ``models.csv``: ResNet / ViT / BERT fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
+  (:data:`ANALYZE_TARGET`) under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-shaped transformers model's eager
+  prefill (and ``moe_models.csv``'s whole MoE models) -> ``graphroof llm`` TTFT under ``pytorch-eager``;
 * ``grouped.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows spread evenly over the
   experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
   experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled``, whose
