@@ -6,7 +6,19 @@ sources time back-to-back kernels on the device).  TFLOP/s = 2 M N K / time.
 The DeepGEMM rows' node runs as the ``deepgemm`` kernel family (``node.attrs["gemm_library"]``, what a user
 sets for a model that calls DeepGEMM; :mod:`graphroof.timing.gemm`), its grouped rows (``groups``
 GEMMs of ``M`` rows each, every group its own weights, equal groups as the source's benchmark runs them) as one
-``aten.bmm``; TFLOP/s = 2 groups M N K / time.  The attention rows are reported as not covered."""
+``aten.bmm``; TFLOP/s = 2 groups M N K / time.
+
+The attention rows (:func:`attention_row_plan`) are scored where the row states everything: a forward pass, integer
+batch / heads / length / head dim, ``causal`` True or False, an fp16 / bf16 dtype, a profile with no ``?``, and an
+implementation graphroof has a kernel family for (:func:`attention_family`).  Their figure is the kernel time:
+``time_ms``, or, where the source printed only TFLOP/s, ``FLOPs / TFLOP/s`` with the source's own FLOPs
+(``4 b h s^2 d``, halved when causal: flash-attention's benchmarks/benchmark_flash_attention.py ``flops`` and
+``efficiency = flop / time / 1e12``, so the time is recovered to the printed rounding); a row giving both is checked
+(:data:`FLOPS_TOLERANCE`).  A fused kernel is priced by :func:`graphroof.validate.torchgpu.attention_time_s` (the
+one-op SDPA graph under ``compiled`` with ``[kernels] attention_kernel`` the family); ``PyTorch naive attention``
+(benchmark_flash_attention.py ``attention_pytorch``: ``baddbmm`` writes the scores, ``softmax``, ``einsum`` with V,
+plain eager PyTorch timed by ``torch.utils.benchmark``, no compile, no CUDA graph) by :func:`naive_attention_time_s`,
+the same graph under the naive byte model and ``pytorch-eager``."""
 
 from __future__ import annotations
 
@@ -17,7 +29,15 @@ from .context import Context
 from .data import excluded_reason
 from .result import Row
 
-__all__ = ["grouped_mm_graph", "grouped_mm_time_s", "grouped_runtime", "kernel_rows", "matmul_graph", "matmul_time_s"]
+__all__ = ["attention_family", "attention_row_plan", "grouped_mm_graph", "grouped_mm_time_s", "grouped_runtime",
+           "kernel_rows", "matmul_graph", "matmul_time_s", "naive_attention_time_s", "FLOPS_TOLERANCE",
+           "NAIVE_RUNTIME"]
+
+#: largest relative disagreement between a row's ``tflops * time_ms`` and its shape's FLOPs before the row is left
+#: not covered (the two figures then describe different work, and the source does not say which it means)
+FLOPS_TOLERANCE = 0.02
+#: the runtime the unfused (``naive``) attention rows run under: PyTorch eager, one ATen kernel per op (module doc)
+NAIVE_RUNTIME = "pytorch-eager"
 
 
 def matmul_graph(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | None = None,
@@ -90,6 +110,139 @@ def grouped_mm_time_s(hw: Any, experts: int, rows: int, k: int, n: int, dtype: s
     return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
 
 
+def naive_attention_time_s(hw: Any, batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int,
+                           causal: bool, dtype: str = "fp16") -> float:
+    """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph
+    (:func:`graphroof.validate.torchgpu.attention_graph`) on *hw* under the naive byte model (scores and
+    probabilities written and read back, the whole square: ``causal="full"``) and :data:`NAIVE_RUNTIME`."""
+    from ..api import analyze
+    from .torchgpu import attention_graph
+
+    g = attention_graph(batch, heads, kv_heads, q_len, kv_len, head_dim, causal, dtype)
+    ks = analyze(g, hw=hw, runtime=NAIVE_RUNTIME, attention="naive", causal="full").to_dict()["kernels"]
+    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+
+
+def attention_family(implementation: str) -> str | None:
+    """graphroof's attention kernel family for a row's ``implementation`` (``naive``: the unfused byte model),
+    None where it has none (Triton kernels, anything else)."""
+    t = implementation.strip().lower()
+    if "triton" in t:
+        return None
+    if t.startswith("fa2") or "fav2" in t or "(flash2)" in t:
+        return "flash2"
+    if t.startswith("fa3") or "flash_v3" in t or "fav3" in t:
+        return "flash3"
+    if t.startswith("cudnn"):
+        return "cudnn"
+    if t == "pytorch naive attention":
+        return "naive"
+    return None
+
+
+def _int(text: str) -> int | None:
+    return int(text) if re.fullmatch(r"\d+", text.strip()) else None
+
+
+def attention_row_plan(r: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """(plan, why not) for an attention row of kernels.csv: *plan* holds ``batch``, ``heads``, ``seqlen``,
+    ``head_dim``, ``causal``, ``dtype``, ``profile``, ``family``, ``flops`` and ``time_s`` (the measured kernel
+    time) where the row is fully stated; else *why not* lists every missing or unmatched fact."""
+    why: list[str] = []
+    if r["direction"].strip() != "fwd":
+        why.append(f"direction {r['direction']!r} is not a stated forward pass")
+    dims = {k: _int(r[c]) for k, c in (("batch", "batch"), ("heads", "nheads"), ("seqlen", "seqlen"),
+                                       ("head_dim", "headdim"))}
+    missing = [c for k, c in (("batch", "batch"), ("heads", "nheads"), ("seqlen", "seqlen"),
+                              ("head_dim", "headdim")) if dims[k] is None]
+    if missing:
+        why.append(f"{', '.join(missing)} not stated as an integer")
+    causal = {"True": True, "False": False}.get(r["causal"].strip())
+    if causal is None:
+        why.append(f"causal {r['causal']!r} not stated")
+    words = r["dtype"].split()
+    dtype = words[0] if words and words[0] in ("fp16", "bf16") and "not stated" not in r["dtype"] else None
+    if dtype is None:
+        why.append(f"dtype {r['dtype']!r} not stated")
+    prof, pwhy = _profile(r["graphroof_hw"])
+    if pwhy:
+        why.append(pwhy)
+    else:
+        from .data import profile_or_none
+
+        if profile_or_none(prof) is None:
+            why.append(f"no graphroof profile {prof!r}")
+    family = attention_family(r["implementation"])
+    if family is None:
+        why.append(f"no graphroof kernel family for {r['implementation']!r}")
+    plan: dict[str, Any] = {}
+    if not why:
+        b, h, s, d = (int(dims[k] or 0) for k in ("batch", "heads", "seqlen", "head_dim"))
+        flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+        tflops = float(r["tflops"]) if r["tflops"].strip() else None
+        time_s = float(r["time_ms"]) / 1e3 if r["time_ms"].strip() else None
+        if time_s is not None and tflops is not None:
+            implied = tflops * 1e12 * time_s
+            if abs(implied / flops - 1.0) > FLOPS_TOLERANCE:
+                why.append(f"time_ms x tflops = {implied:.4g} FLOPs, the shape's 4bhs^2d{' / 2' if causal else ''} "
+                           f"= {flops:.4g} ({implied / flops - 1:+.1%}): the source does not say which work it timed")
+        elif time_s is None and tflops is not None:
+            time_s = flops / (tflops * 1e12)  # the source printed flops / time / 1e12 (module doc)
+        elif time_s is None:
+            why.append("neither time_ms nor tflops in the row")
+        plan = {"batch": b, "heads": h, "seqlen": s, "head_dim": d, "causal": bool(causal), "dtype": dtype,
+                "profile": prof, "family": family, "flops": flops, "time_s": time_s,
+                "time_from": "time_ms" if r["time_ms"].strip() else "flops / tflops"}
+    return (plan if not why else {}), "; ".join(why)
+
+
+def _attention_row(ctx: Context, where: str, r: dict[str, str]) -> Row:
+    """An attention row of kernels.csv: the kernel time, scored where :func:`attention_row_plan` allows."""
+    from .torchgpu import attention_time_s
+
+    plan, why = attention_row_plan(r)
+    inputs: dict[str, Any] = {k: r[k] for k in ("batch", "nheads", "seqlen", "headdim", "causal", "direction")
+                              if r.get(k)}
+    inputs["dtype"] = r["dtype"]
+    inputs["gpu"] = r["gpu"]
+    fam = plan.get("family") or attention_family(r["implementation"]) or "none"
+    naive = fam == "naive"
+    runtime = NAIVE_RUNTIME if naive else "compiled"
+    regime = f"{r['direction']} attention ({fam})" + (", causal" if r["causal"].strip() == "True" else "")
+    measured = float(plan["time_s"]) if plan else (float(r["time_ms"]) / 1e3 if r["time_ms"].strip() else float("nan"))
+    row = Row("kernels", where, r["implementation"], plan.get("profile", ""), "", "attention", regime, "kernel-time",
+              runtime, "time_s", "s", inputs, measured)
+    row.excluded = excluded_reason("kernels", r, ctx.rules)
+    if why:
+        row.not_covered = why
+        return row
+    inputs["time_from"] = plan["time_from"]
+    b, h, s, d, causal, dt, prof = (plan[k] for k in ("batch", "heads", "seqlen", "head_dim", "causal", "dtype",
+                                                       "profile"))
+    shape = (b, h, h, s, s, d, causal, dt)
+
+    def price(hw: Any) -> float:
+        return naive_attention_time_s(hw, *shape) if naive else attention_time_s(hw, *shape, kernel=fam)
+
+    hw = ctx.hw(prof)
+    row.vendor = hw.vendor
+    row.predicted = price(hw)
+    held = ctx.holdout_hw(prof, "kernels")
+    if held is not None and ctx.holdout:
+        row.holdout[ctx.holdout] = price(held)
+    args = f"{b}, {h}, {h}, {s}, {s}, {d}, {causal}, '{dt}'"
+    if naive:
+        row.command = (f"graphroof.analyze(graphroof.validate.torchgpu.attention_graph({args}), hw='{prof}', "
+                       f"runtime='{NAIVE_RUNTIME}', attention='naive', causal='full'): "
+                       "kernel time_realistic_s - t_launch_s")
+    else:
+        row.command = (f"graphroof.validate.torchgpu.attention_time_s('{prof}', {args}, kernel='{fam}') = "
+                       f"graphroof.analyze(graphroof.validate.torchgpu.attention_graph({args}), hw='{prof}', "
+                       f"runtime=<compiled with [kernels] attention_kernel = '{fam}'>): "
+                       "kernel time_realistic_s - t_launch_s")
+    return row
+
+
 def _dtype(text: str) -> str | None:
     t = text.lower()
     if t.startswith("fp8"):
@@ -115,24 +268,22 @@ def kernel_rows(ctx: Context) -> list[Row]:
     out: list[Row] = []
     for where, r in ctx.rows("kernels.csv"):
         src = r["source_id"]
+        if src not in ("MLENG_MAMF", "DEEPGEMM_README"):
+            out.append(_attention_row(ctx, where, r))
+            continue
         prof, why = _profile(r["graphroof_hw"])
         dtype = _dtype(r["dtype"])
-        gemm = src in ("MLENG_MAMF", "DEEPGEMM_README")
-        family = "gemm" if gemm else "attention"
-        engine = {"MLENG_MAMF": "torch.mm (MAMF best shape)", "DEEPGEMM_README": "DeepGEMM"}.get(src, src)
-        inputs = {k: r[k] for k in ("M", "N", "K", "groups", "batch", "nheads", "seqlen", "headdim", "causal",
-                                    "direction") if r.get(k)}
+        engine = {"MLENG_MAMF": "torch.mm (MAMF best shape)", "DEEPGEMM_README": "DeepGEMM"}[src]
+        inputs = {k: r[k] for k in ("M", "N", "K", "groups") if r.get(k)}
         inputs["dtype"] = r["dtype"]
         inputs["gpu"] = r["gpu"]
         meas = float(r["tflops"]) if r["tflops"] else float("nan")
-        kind = ("grouped GEMM" if "grouped" in r["kernel"].lower() else "dense GEMM") if gemm else "attention"
+        kind = "grouped GEMM" if "grouped" in r["kernel"].lower() else "dense GEMM"
         regime = f"{dtype or r['dtype']} {kind}"
-        row = Row("kernels", where, engine, prof, "", family, regime, "tflops", "compiled", "tflops", "TFLOP/s",
+        row = Row("kernels", where, engine, prof, "", "gemm", regime, "tflops", "compiled", "tflops", "TFLOP/s",
                   inputs, meas, is_rate=True)
         row.excluded = excluded_reason("kernels", r, ctx.rules)
-        if not gemm:
-            row.not_covered = "attention benchmark: no one-op attention graph in the validation yet"
-        elif "grouped" in r["kernel"].lower() and src != "DEEPGEMM_README":
+        if "grouped" in r["kernel"].lower() and src != "DEEPGEMM_README":
             row.not_covered = "grouped (MoE) GEMM: no one-op grouped-GEMM graph in the validation yet"
         elif why:
             row.not_covered = why
