@@ -67,6 +67,33 @@ def matmul_time_s(hw: Any, m: int, n: int, k: int, dtype: str, out_dtype: str | 
     return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
 
 
+def attention_graph(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int, causal: bool,
+                    dtype: str = "bf16") -> Any:
+    """A one-op graph: ``aten.scaled_dot_product_attention(q, k, v, is_causal=causal)``."""
+    from ..graph import OpGraph, OpNode, TensorSpec
+
+    q = TensorSpec((batch, heads, q_len, head_dim), dtype)
+    k = TensorSpec((batch, kv_heads, kv_len, head_dim), dtype)
+    g = OpGraph(f"sdpa_{batch}x{heads}x{q_len}x{kv_len}")
+    node = OpNode("sdpa", "aten.scaled_dot_product_attention", inputs=(q, k, k), outputs=(q,),
+                  attrs={"is_causal": causal}, scope="sdpa")
+    g.add_op(node, ["q", "k", "v"], ["o"])
+    return g
+
+
+def attention_time_s(hw: Any, *shape: Any, kernel: str = "auto") -> float:
+    """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph on *hw* under
+    ``compiled`` running the attention kernel family *kernel*."""
+    from dataclasses import replace
+
+    from ..api import analyze
+    from ..fuse.runtimes import get_runtime
+
+    rt = replace(get_runtime("compiled"), attention_kernel=kernel)
+    ks = analyze(attention_graph(*shape), hw=hw, runtime=rt).to_dict()["kernels"]  # type: ignore[arg-type]
+    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+
+
 def grouped_mm_graph(experts: int, rows: int, k: int, n: int, dtype: str = "bf16", top_k: int = 1,
                      experts_touched: float | None = None) -> Any:
     """A one-op graph: ``torch._grouped_mm(x[rows, k], w[experts, k, n], offs=offs[experts])`` -> ``[rows, n]``
@@ -116,7 +143,6 @@ def naive_attention_time_s(hw: Any, batch: int, heads: int, kv_heads: int, q_len
     (:func:`graphroof.validate.torchgpu.attention_graph`) on *hw* under the naive byte model (scores and
     probabilities written and read back, the whole square: ``causal="full"``) and :data:`NAIVE_RUNTIME`."""
     from ..api import analyze
-    from .torchgpu import attention_graph
 
     g = attention_graph(batch, heads, kv_heads, q_len, kv_len, head_dim, causal, dtype)
     ks = analyze(g, hw=hw, runtime=NAIVE_RUNTIME, attention="naive", causal="full").to_dict()["kernels"]
@@ -198,7 +224,6 @@ def attention_row_plan(r: dict[str, str]) -> tuple[dict[str, Any], str]:
 
 def _attention_row(ctx: Context, where: str, r: dict[str, str]) -> Row:
     """An attention row of kernels.csv: the kernel time, scored where :func:`attention_row_plan` allows."""
-    from .torchgpu import attention_time_s
 
     plan, why = attention_row_plan(r)
     inputs: dict[str, Any] = {k: r[k] for k in ("batch", "nheads", "seqlen", "headdim", "causal", "direction")

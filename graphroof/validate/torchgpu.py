@@ -28,12 +28,11 @@ priced through the paths users run:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from .context import Context
 from .data import DATA_DIR, excluded_reason
-from .kernels import grouped_mm_time_s, matmul_time_s
+from .kernels import attention_graph, attention_time_s, grouped_mm_time_s, matmul_time_s
 from .result import Row
 
 __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
@@ -55,31 +54,6 @@ ENGINE = "PyTorch 2.11 (cu130), measured by graphroof"
 #: label, so every table keeps them apart (the engine hold-out groups them with the rest: same start)
 BLIND = {"h200_unseen": ENGINE + ", blind set", "h100_unseen": ENGINE + ", blind set"}
 DATASET = "torch_gpu"
-
-
-def attention_graph(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int, causal: bool,
-                    dtype: str = "bf16") -> Any:
-    """A one-op graph: ``aten.scaled_dot_product_attention(q, k, v, is_causal=causal)``."""
-    from ..graph import OpGraph, OpNode, TensorSpec
-
-    q = TensorSpec((batch, heads, q_len, head_dim), dtype)
-    k = TensorSpec((batch, kv_heads, kv_len, head_dim), dtype)
-    g = OpGraph(f"sdpa_{batch}x{heads}x{q_len}x{kv_len}")
-    node = OpNode("sdpa", "aten.scaled_dot_product_attention", inputs=(q, k, k), outputs=(q,),
-                  attrs={"is_causal": causal}, scope="sdpa")
-    g.add_op(node, ["q", "k", "v"], ["o"])
-    return g
-
-
-def attention_time_s(hw: Any, *shape: Any, kernel: str = "auto") -> float:
-    """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph on *hw* under
-    ``compiled`` running the attention kernel family *kernel*."""
-    from ..api import analyze
-    from ..fuse.runtimes import get_runtime
-
-    rt = replace(get_runtime("compiled"), attention_kernel=kernel)
-    ks = analyze(attention_graph(*shape), hw=hw, runtime=rt).to_dict()["kernels"]  # type: ignore[arg-type]
-    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
 
 
 def _m_regime(m: int) -> str:
