@@ -29,9 +29,9 @@ from .context import Context
 from .data import excluded_reason
 from .result import Row
 
-__all__ = ["attention_family", "attention_row_plan", "grouped_mm_graph", "grouped_mm_time_s", "grouped_runtime",
-           "kernel_rows", "matmul_graph", "matmul_time_s", "naive_attention_time_s", "FLOPS_TOLERANCE",
-           "NAIVE_RUNTIME"]
+__all__ = ["kernel_time_s", "attention_family", "attention_graph", "attention_time_s", "attention_row_plan",
+           "grouped_mm_graph", "grouped_mm_time_s", "grouped_runtime", "kernel_rows", "matmul_graph",
+           "matmul_time_s", "naive_attention_time_s", "FLOPS_TOLERANCE", "NAIVE_RUNTIME"]
 
 #: largest relative disagreement between a row's ``tflops * time_ms`` and its shape's FLOPs before the row is left
 #: not covered (the two figures then describe different work, and the source does not say which it means)
@@ -57,14 +57,19 @@ def matmul_graph(m: int, n: int, k: int, dtype: str = "bf16", out_dtype: str | N
     return g
 
 
+def kernel_time_s(graph: Any, hw: Any, runtime: Any, **kw: Any) -> float:
+    """The kernel time (no host launch) ``graphroof.analyze`` gives a one-op *graph* on *hw* under *runtime*: its
+    kernels' ``time_realistic_s - t_launch_s`` (the benchmarks replay back-to-back calls: no host launch)."""
+    from ..api import analyze
+
+    ks = analyze(graph, hw=hw, runtime=runtime, **kw).to_dict()["kernels"]
+    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+
+
 def matmul_time_s(hw: Any, m: int, n: int, k: int, dtype: str, out_dtype: str | None = None, library: str = "",
                   groups: int = 1) -> float:
     """The kernel time (no host launch) graphroof.analyze gives the one-op matmul on *hw*."""
-    from ..api import analyze
-
-    a = analyze(matmul_graph(m, n, k, dtype, out_dtype, library, groups), hw=hw, runtime="compiled")
-    ks = a.to_dict()["kernels"]
-    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+    return kernel_time_s(matmul_graph(m, n, k, dtype, out_dtype, library, groups), hw, "compiled")
 
 
 def attention_graph(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int, causal: bool,
@@ -86,12 +91,9 @@ def attention_time_s(hw: Any, *shape: Any, kernel: str = "auto") -> float:
     ``compiled`` running the attention kernel family *kernel*."""
     from dataclasses import replace
 
-    from ..api import analyze
     from ..fuse.runtimes import get_runtime
 
-    rt = replace(get_runtime("compiled"), attention_kernel=kernel)
-    ks = analyze(attention_graph(*shape), hw=hw, runtime=rt).to_dict()["kernels"]  # type: ignore[arg-type]
-    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+    return kernel_time_s(attention_graph(*shape), hw, replace(get_runtime("compiled"), attention_kernel=kernel))
 
 
 def grouped_mm_graph(experts: int, rows: int, k: int, n: int, dtype: str = "bf16", top_k: int = 1,
@@ -130,11 +132,7 @@ def grouped_mm_time_s(hw: Any, experts: int, rows: int, k: int, n: int, dtype: s
                       experts_touched: float | None = None) -> float:
     """The kernel time (no host launch) graphroof.analyze gives the one-op grouped GEMM on *hw* under
     :func:`grouped_runtime` (``compiled``: ``torch._grouped_mm`` as PyTorch runs it on *hw*)."""
-    from ..api import analyze
-
-    g = grouped_mm_graph(experts, rows, k, n, dtype, top_k, experts_touched)
-    ks = analyze(g, hw=hw, runtime=grouped_runtime()).to_dict()["kernels"]
-    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+    return kernel_time_s(grouped_mm_graph(experts, rows, k, n, dtype, top_k, experts_touched), hw, grouped_runtime())
 
 
 def naive_attention_time_s(hw: Any, batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int,
@@ -142,11 +140,8 @@ def naive_attention_time_s(hw: Any, batch: int, heads: int, kv_heads: int, q_len
     """The kernel time (no host launch) ``graphroof.analyze`` gives the one-op attention graph
     (:func:`graphroof.validate.torchgpu.attention_graph`) on *hw* under the naive byte model (scores and
     probabilities written and read back, the whole square: ``causal="full"``) and :data:`NAIVE_RUNTIME`."""
-    from ..api import analyze
-
     g = attention_graph(batch, heads, kv_heads, q_len, kv_len, head_dim, causal, dtype)
-    ks = analyze(g, hw=hw, runtime=NAIVE_RUNTIME, attention="naive", causal="full").to_dict()["kernels"]
-    return float(sum(x["time_realistic_s"] - x.get("t_launch_s", 0.0) for x in ks))
+    return kernel_time_s(g, hw, NAIVE_RUNTIME, attention="naive", causal="full")
 
 
 def attention_family(implementation: str) -> str | None:
