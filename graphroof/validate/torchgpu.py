@@ -56,6 +56,11 @@ BLIND = {"h200_unseen": ENGINE + ", blind set", "h100_unseen": ENGINE + ", blind
 DATASET = "torch_gpu"
 
 
+def _optional_rows(ctx: Context, folder: str, name: str) -> list[tuple[str, dict[str, str]]]:
+    """The rows of *folder*'s *name*, none where that session did not measure it (not every folder has every file)."""
+    return ctx.rows(f"{folder}/{name}") if (DATA_DIR / folder / name).exists() else []
+
+
 def _m_regime(m: int) -> str:
     return "M <= 64" if m <= 64 else "M 65-512" if m <= 512 else "M > 512"
 
@@ -124,8 +129,7 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
                        f"{d}, {causal}), hw='{hw_name}', runtime=<compiled with [kernels] attention_kernel = '{fam}'>):"
                        " kernel time_realistic_s - t_launch_s")
         out.append(row)
-    grouped = ctx.rows(f"{folder}/grouped.csv") if (DATA_DIR / folder / "grouped.csv").exists() else []
-    for where, r in grouped:
+    for where, r in _optional_rows(ctx, folder, "grouped.csv"):
         out.append(_grouped_row(ctx, hw, hw_name, where, r))
     return out
 
@@ -136,8 +140,7 @@ def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     out: list[Row] = []
     dec = [(w, r) for w, r in ctx.rows(f"{folder}/decode.csv")]
     pre = [(w, r) for w, r in ctx.rows(f"{folder}/models.csv") if r["model"].startswith("llama")]
-    if (DATA_DIR / folder / "moe_models.csv").exists():  # whole MoE models' eager prefill (zoo configs)
-        pre += list(ctx.rows(f"{folder}/moe_models.csv"))
+    pre += _optional_rows(ctx, folder, "moe_models.csv")  # whole MoE models' eager prefill (zoo configs)
     for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
         live: dict[str, list[tuple[Row, int, int]]] = {}
         for where, r in rows:
