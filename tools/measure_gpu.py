@@ -299,22 +299,37 @@ def models(t: Timer, dev: str, out: Path, quick: bool, unseen: bool = False) -> 
         from transformers import LlamaConfig, LlamaForCausalLM
 
         cfg = LlamaConfig(attn_implementation="sdpa", torch_dtype=torch.bfloat16, **llama_kw)
-        torch.set_default_dtype(torch.bfloat16)
-        with torch.device(dev):
-            llm = LlamaForCausalLM(cfg).eval()
-        torch.set_default_dtype(torch.float32)
-        for b, s in (((1, 512), (1, 2048)) if quick else cases):
-            ids = torch.randint(0, 30000, (b, s), device=dev)
-            with torch.inference_mode():
-                ts = t.eager(lambda ids=ids, llm=llm: llm(input_ids=ids, use_cache=False, logits_to_keep=1))
-            rows.append({"model": llama_name, "mode": "eager-prefill", "dtype": "bfloat16", "batch": b,
-                         "seq": s, "time_s": ts, "per_s": b * s / ts})
-            print(f"llama prefill b={b} s={s}: {ts * 1e3:.2f} ms", flush=True)
-            write(out / "models.csv", rows)
+        llm = bf16_model(dev, lambda: LlamaForCausalLM(cfg))
+        eager_prefill(t, dev, llm, llama_name, ((1, 512), (1, 2048)) if quick else cases, rows, out / "models.csv")
         llm = None  # type: ignore[assignment]
         torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001
         print(f"llama: {type(exc).__name__}: {exc}", flush=True)
+
+
+def bf16_model(dev: str, build: Callable[[], Any]) -> Any:
+    """``build()`` on *dev* with bf16 as the default dtype (random weights made in bf16 where they live), in eval
+    mode; the default dtype restored whatever happens."""
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(dev):
+            return build().eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def eager_prefill(t: Timer, dev: str, llm: Any, name: str, cases: Any, rows: list[dict], path: Path,
+                  **extra: Any) -> None:
+    """Time *llm*'s eager prefill (``use_cache=False``, the last token's logits only) at each (batch, seq) of
+    *cases*: one row each (*extra* columns added), appended to *rows* and written to *path* as it goes."""
+    for b, s in cases:
+        ids = torch.randint(0, 30000, (b, s), device=dev)
+        with torch.inference_mode():
+            ts = t.eager(lambda ids=ids: llm(input_ids=ids, use_cache=False, logits_to_keep=1))
+        rows.append({"model": name, "mode": "eager-prefill", "dtype": "bfloat16", "batch": b, "seq": s,
+                     "time_s": ts, "per_s": b * s / ts, **extra})
+        print(f"{name} prefill b={b} s={s}: {ts * 1e3:.2f} ms", flush=True)
+        write(path, rows)
 
 
 def unmasked_bert(bert: Any, ids: torch.Tensor) -> torch.Tensor:
@@ -345,23 +360,13 @@ def moe_models(t: Timer, dev: str, out: Path) -> None:
             raw.pop("architectures", None)
             cfg = AutoConfig.for_model(kind, **raw)
             cfg._attn_implementation = "sdpa"
-            torch.set_default_dtype(torch.bfloat16)
-            with torch.device(dev):
-                llm = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).eval()
-            torch.set_default_dtype(torch.float32)
+            llm = bf16_model(dev, lambda cfg=cfg: AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16))
             impl = getattr(llm.config, "_experts_implementation", "?")
-            for b, s_ in ((1, 512), (1, 2048), (4, 2048)):
-                ids = torch.randint(0, 30000, (b, s_), device=dev)
-                with torch.inference_mode():
-                    ts = t.eager(lambda ids=ids, llm=llm: llm(input_ids=ids, use_cache=False, logits_to_keep=1))
-                rows.append({"model": f"{name}-shaped", "mode": "eager-prefill", "dtype": "bfloat16", "batch": b,
-                             "seq": s_, "time_s": ts, "per_s": b * s_ / ts, "experts_impl": impl})
-                print(f"{name} prefill b={b} s={s_}: {ts * 1e3:.2f} ms ({impl})", flush=True)
-                write(out / "moe_models.csv", rows)
+            eager_prefill(t, dev, llm, f"{name}-shaped", ((1, 512), (1, 2048), (4, 2048)), rows,
+                          out / "moe_models.csv", experts_impl=impl)
             llm = None  # type: ignore[assignment]
             torch.cuda.empty_cache()
         except Exception as exc:  # noqa: BLE001
-            torch.set_default_dtype(torch.float32)
             print(f"{name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
 
 
