@@ -96,6 +96,8 @@ class KernelGraph:
                 attrs["quantize_input"] = True
             if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("gemm_library"):  # the GEMM's kernel family
                 attrs["gemm_library"] = op_of[k.ops[0]].attrs["gemm_library"]  # (timing.gemm_plan)
+            if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("moe_balanced"):  # rows split evenly (timing.moe)
+                attrs["moe_balanced"] = True
             if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("bias_add"):  # its bias added apart (timing.host)
                 attrs["bias_add"] = op_of[k.ops[0]].attrs["bias_add"]
             if k.kind == "attention" and any(attention_is_causal(op_of[n]) for n in k.ops):

@@ -38,7 +38,14 @@ Four refinements (all data in the profile, see docs/kernel_timing.md):
   (``attrs["gemm_library"]``, :mod:`graphroof.timing.gemm_plan`);
 * **grouped GEMMs** (MoE experts): the rows split over *groups* experts, each tiled on its own:
   ``tiles = ceil(groups * E[ceil(n_e / tm)]) * ceil(N / tn)``, each expert's rows ``n_e`` spread around
-  ``M / groups`` (:func:`graphroof.timing.moe.group_m_tiles`).
+  ``M / groups`` (:func:`graphroof.timing.moe.group_m_tiles`).  ``library="torch_grouped"`` is PyTorch's CUTLASS
+  grouped kernel (``torch._grouped_mm`` on sm90 / sm100, :mod:`graphroof.timing.moe`): the one *tile* its source
+  fixes, each group's M tiles rounded up to the *cluster_m* of its thread-block cluster, whole waves of a static
+  persistent schedule (no split-K, no stream-K), loads hidden under the math (``max``), and the fixed time of its
+  two kernels (the GEMM's ``gemm_latency_s`` and the per-group argument kernel's ``stream_latency_s``)::
+
+      tiles = group_m_tiles(M, groups, tm, cluster_m) * ceil(N / tn),  waves = ceil(tiles / SMs)
+      t_compute = waves * 2 tm tn K / (rate_sm)
 
 **Schedule** (the runtime's ``gemm_schedule``, a preset ``[kernels]`` key: which cuBLAS generation the engine
 ships, :func:`schedule_of`): ``auto`` keeps the profile's ``gemm_stream_k`` and overlap exponent; ``waves``: one
@@ -79,8 +86,8 @@ from .moe import group_m_tiles
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
 
-__all__ = ["GEMM_LIBRARIES", "WEIGHT_ONLY_TILE_M_MIN", "GemmTime", "deepgemm_blocks", "gemm_time", "gemm_time_with",
-           "schedule_of"]
+__all__ = ["GEMM_LIBRARIES", "KERNEL_FAMILIES", "WEIGHT_ONLY_TILE_M_MIN", "GemmTime", "deepgemm_blocks", "gemm_time",
+           "gemm_time_with", "schedule_of"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,9 @@ class GemmTime:
 
 #: kernel families graphroof prices: ``cublas`` (timing.gemm: tile heights, split-K, stream-K) | ``deepgemm``
 GEMM_LIBRARIES = ("cublas", "deepgemm")
+#: the families :func:`gemm_time_with` prices: the selectable ones and ``torch_grouped`` (PyTorch's CUTLASS grouped
+#: kernel, chosen by the plan from the runtime's ``moe_grouped_gemm = "torch"`` and the device: timing.gemm_plan)
+KERNEL_FAMILIES = GEMM_LIBRARIES + ("torch_grouped",)
 #: the smallest tile height of a weight-only GEMM with the dequant fused (not cuBLAS, whose smallest tile is the
 #: profile's gemm_tile_m_min): PyTorch's tinygemm int4 kernel tiles M in one 16-row mma.m16n8k16
 #: (pytorch/pytorch aten/src/ATen/native/cuda/int4mm.cu: ALayout_RM kMTileSize = 16)
@@ -168,10 +178,10 @@ def _tile_heights(t: KernelTiming, weight_only: bool = False) -> list[int]:
 
 def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTiming, rate: float, in_bytes: float,
              i_l2: float, sms: int, groups: float = 1.0,
-             stream_k: bool | None = None) -> tuple[float, int, int, int, float]:
+             stream_k: bool | None = None, balanced: bool = False) -> tuple[float, int, int, int, float]:
     """(t_compute_s, tiles, split_k, waves, cta_flops) of one tile configuration on *sms* SMs (*stream_k*: None,
-    the profile's)."""
-    tiles = group_m_tiles(m, groups, tm) * math.ceil(n / tn) * batch
+    the profile's; *balanced*: grouped rows split evenly)."""
+    tiles = group_m_tiles(m, groups, tm, 1, not balanced) * math.ceil(n / tn) * batch
     split = 1
     if tiles < sms:
         split = max(1, min(sms // tiles, k // max(1, t.gemm_split_k_min)))
@@ -188,7 +198,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
                    batch: int = 1, weight_bytes: float | None = None, peak_used: str = "",
                    achievable_flops_per_s: float | None = None, dequant_s: float = 0.0,
                    groups: float = 1.0, l2_bytes: float | None = None, library: str = "cublas",
-                   act_in_l2: bool = False, schedule: str = "auto", weight_only: bool = False) -> GemmTime:
+                   act_in_l2: bool = False, schedule: str = "auto", weight_only: bool = False,
+                   tile: tuple[int, int] | None = None, cluster_m: int = 1, balanced: bool = False) -> GemmTime:
     """The GEMM model with explicit constants (what :func:`gemm_time` calls after reading the profile).
 
     *in_bytes* / *out_bytes*: bytes per element of A, B and of C; *weight_bytes* overrides B's total (e.g.
@@ -200,13 +211,15 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     activation the kernel before wrote) is read from L2, not DRAM: the caller found the kernel fits
     (:func:`graphroof.timing.l2.fits_l2`, engines that run kernels back to back).  *schedule*: the runtime's
     ``gemm_schedule`` (:func:`schedule_of`; cuBLAS only).  *weight_only*: a weight-only kernel with the dequant
-    fused (its tile heights: :func:`_tile_heights`).
+    fused (its tile heights: :func:`_tile_heights`).  *tile*, *cluster_m*: library ``torch_grouped``'s one tile and
+    its cluster's M extent (module doc).  *balanced*: the grouped rows are split evenly over the groups
+    (:func:`graphroof.timing.moe.group_m_tiles` without the routing spread).
     """
     for name, v in (("M", m), ("N", n), ("K", k), ("batch", batch)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise InputError(f"gemm_time: {name} must be a whole number >= 0, got {v!r}")
-    if library not in GEMM_LIBRARIES:
-        raise InputError(f"gemm_time: library must be one of {', '.join(GEMM_LIBRARIES)}, got {library!r}")
+    if library not in KERNEL_FAMILIES:
+        raise InputError(f"gemm_time: library must be one of {', '.join(KERNEL_FAMILIES)}, got {library!r}")
     out_bytes = in_bytes if out_bytes is None else out_bytes
     flops = 2.0 * m * n * k * batch
     b_bytes = weight_bytes if weight_bytes is not None else k * n * in_bytes * batch
@@ -219,6 +232,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     groups = max(1.0, float(groups))
     sms = timing.sm_count
     stream_k, p = schedule_of(timing, schedule if library == "cublas" else "auto")
+    if library == "torch_grouped":
+        p = None  # warp-specialised TMA kernel: loads hidden under the math
     if sms:
         i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
         tn = timing.gemm_tile[1]
@@ -228,11 +243,18 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         t_compute, (tm, tn), tiles, waves, cta_flops = deepgemm_parts(
             m, n, k, batch, timing, ceiling, i_l2, mem_bw_bytes_per_s, in_bytes, out_bytes)
         split, util = 1, flops / (waves * sms * cta_flops)
+    elif sms and library == "torch_grouped":
+        tm, tn = tile or timing.gemm_tile
+        tiles = int(group_m_tiles(m, groups, tm, cluster_m, not balanced)) * math.ceil(n / tn) * batch
+        waves, split, cta_flops = math.ceil(tiles / sms), 1, 2.0 * tm * tn * k
+        starve = min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
+        t_compute = waves * cta_flops / (rate / sms * starve)
+        util = flops / (waves * sms * cta_flops)
     elif sms:
         if timing.gemm_tile_policy == "cover_m":
             heights = [min((h for h in heights if h >= m / groups), default=heights[0])]
-        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms, groups, stream_k), tm)
-                   for tm in heights)
+        best = min((_compute(m, n, k, batch, tm, tn, timing, rate, in_bytes, i_l2, sms, groups, stream_k, balanced),
+                    tm) for tm in heights)
         (t_compute, tiles, split, waves, cta_flops), tm = best
         util = flops / (waves * sms * cta_flops)
         # fp32 partial sums: each split writes its M x N slice, the reduction reads them back; from DRAM only when
@@ -246,6 +268,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     t_compute += dequant_s
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     lat = timing.stream_latency_s if sms and library == "deepgemm" else timing.gemm_latency_s
+    if library == "torch_grouped":
+        lat += timing.stream_latency_s  # prepare_grouped_gemm_data, the kernel before the GEMM
     both = max(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     return GemmTime(
         t_s=both + lat, t_compute_s=t_compute, t_memory_s=t_memory, t_latency_s=lat,
@@ -259,7 +283,8 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
               out_dtype: str | None = None, weight_bytes: float | None = None,
               matmul_precision: str | None = None, weight_dtype: str | None = None, quant_group: int | None = None,
               groups: float = 1.0, dequant_variant: str = "fused_dequant", library: str = "cublas",
-              act_in_l2: bool = False, schedule: str = "auto") -> GemmTime:
+              act_in_l2: bool = False, schedule: str = "auto", tile: tuple[int, int] | None = None,
+              cluster_m: int = 1, balanced: bool = False) -> GemmTime:
     """Predicted time of one GEMM kernel ``[M, K] x [K, N]`` (times *batch*) computing in *dtype* on *hw*.
 
     The peak is :func:`graphroof.timing.matmul_peak` (fp32 runs on TF32 tensor cores under
@@ -270,7 +295,8 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
     default there; *dequant_variant*: the runtime's ``weight_only_gemm``, how often a weight is dequantised);
     *weight_bytes* is then the packed weights' bytes (default ``K N bits / 8``), scales added.
     *groups*: MoE experts the rows are split over.  *library*: the kernel family (``cublas`` | ``deepgemm``).
-    *act_in_l2*: A read from L2, not DRAM, and *schedule* the runtime's ``gemm_schedule`` (:func:`gemm_time_with`).
+    *act_in_l2*: A read from L2, not DRAM, and *schedule* the runtime's ``gemm_schedule``; *tile*, *cluster_m*:
+    library ``torch_grouped``'s; *balanced*: grouped rows split evenly (:func:`gemm_time_with`).
     """
     from .precision import gemm_ceiling, matmul_peak
     from .profile import timing_of
@@ -292,4 +318,5 @@ def gemm_time(m: int, n: int, k: int, hw: HardwareProfile, dtype: str = "fp16", 
                           mem_bw_bytes_per_s=hw.mem_bw_bytes_per_s, in_bytes=in_b, out_bytes=out_b,
                           batch=batch, weight_bytes=weight_bytes, peak_used=key, achievable_flops_per_s=ceiling,
                           dequant_s=dq, groups=groups, l2_bytes=hw.onchip_cache_bytes, library=library,
-                          act_in_l2=act_in_l2, schedule=schedule if not bits else "auto", weight_only=bool(bits))
+                          act_in_l2=act_in_l2, schedule=schedule if not bits else "auto", weight_only=bool(bits),
+                          tile=tile, cluster_m=cluster_m, balanced=balanced)

@@ -10,7 +10,9 @@ gemm_times`), so both price the same kernel:
   runtime's ``weight_only_gemm`` variant (``fused_dequant`` | ``dequant_then_gemm``);
 * MoE grouped GEMMs (:mod:`graphroof.timing.moe`): the expert count and one expert's weight bytes (the visited
   experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm`` (``"torch"``
-  resolved against the device here: :func:`graphroof.timing.moe.grouped_gemm_on`);
+  resolved against the device here: :func:`graphroof.timing.moe.grouped_gemm_on`; where it runs as one kernel,
+  that kernel is PyTorch's CUTLASS grouped GEMM, family ``torch_grouped``: its tile by the device's compute
+  capability and the rows per expert, :func:`graphroof.timing.moe.torch_grouped_tile`);
 * the runtime's ``gemm_schedule`` (which cuBLAS generation it ships: whole waves or stream-K,
   :func:`graphroof.timing.gemm.schedule_of`), for plain cuBLAS GEMMs;
 * the kernel family (``node.attrs["gemm_library"]``, else the runtime's ``gemm_library``, else ``cublas``):
@@ -37,7 +39,15 @@ from ..dtypes import canonical_dtype, dtype_bits
 from ..errors import InputError
 from .gemm import GEMM_LIBRARIES
 from .l2 import fits_l2, l2_bytes_of
-from .moe import expert_weight_shape, experts_in_step, grouped_gemm_on, per_expert_latency_s
+from .moe import (
+    TORCH_GROUPED_CLUSTER_M,
+    cc_major,
+    expert_weight_shape,
+    experts_in_step,
+    grouped_gemm_on,
+    per_expert_latency_s,
+    torch_grouped_tile,
+)
 from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
 
 __all__ = ["GemmPlan", "gemm_plan", "gemm_kernel_time", "quantize_input_s", "quantized_input_saved_bytes"]
@@ -59,6 +69,8 @@ class GemmPlan:
     act_in_l2: bool = False         # runtime l2_activations: A from L2 when the GEMM fits (graphroof.timing.l2)
     quantize_input: bool = False    # an fp8 GEMM whose input quantize is a kernel of its own (quantize_input_s)
     schedule: str = "auto"          # runtime gemm_schedule: the cuBLAS generation's tile schedule (timing.gemm)
+    arch: int = 0                   # compute capability major (torch_grouped's tile: timing.moe.torch_grouped_tile)
+    balanced: bool = False          # MoE rows split evenly over the experts (node attr moe_balanced: a benchmark's)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -86,10 +98,15 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     outs = tuple(getattr(node, "outputs", None) or ())
     out = str(outs[0].dtype) if outs and outs[0].dtype != gd else ""  # fp8 GEMMs write bf16 (W8A8, _scaled_mm)
     quant = gd == "fp8" and bool(attrs.get("quantize_input")) and not str(dtype).startswith("fp8")
+    setting = getattr(runtime, "moe_grouped_gemm", True)
+    grouped = grouped_gemm_on(setting, hw, gd)
+    if ex and setting == "torch" and grouped and lib == "cublas":
+        lib = "torch_grouped"  # torch._grouped_mm's CUTLASS kernel (timing.moe)
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
-                    ex[0] if ex else 0, ex[3] if ex else 0.0, grouped_gemm_on(getattr(runtime, "moe_grouped_gemm", True), hw, gd), dtype,
+                    ex[0] if ex else 0, ex[3] if ex else 0.0, grouped, dtype,
                     lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant,
-                    str(getattr(runtime, "gemm_schedule", "auto") or "auto"))
+                    str(getattr(runtime, "gemm_schedule", "auto") or "auto"), cc_major(hw),
+                    bool(attrs.get("moe_balanced", False)))
 
 
 def quantize_input_s(plan: GemmPlan, m: Any, k: Any, hw: Any) -> Any:
@@ -138,6 +155,11 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
                       quant_group=plan.group, groups=groups, dequant_variant=plan.variant)
         scales = scale_bytes(n, k, plan.bits, plan.group) * (groups if plan.experts else 1.0)
         counted_w = g.bytes - scales
+    elif plan.library == "torch_grouped":
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, out_dtype=plan.out_dtype or None, groups=groups,
+                      library=plan.library, tile=torch_grouped_tile(plan.arch, m / max(plan.experts, 1), n),
+                      cluster_m=TORCH_GROUPED_CLUSTER_M, balanced=plan.balanced)
+        counted_w = g.bytes
     elif plan.library != "cublas":
         b = plan.batch if m % plan.batch == 0 else 1
         g = gemm_time(m // b, n, k, hw, plan.dtype, batch=b, weight_bytes=wb if b == 1 else None,
@@ -147,7 +169,8 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         # back to back (runtime l2_activations): a GEMM that fits reads A and its epilogue operands from L2
         l2 = plan.act_in_l2 and fits_l2(cost.bytes, l2_bytes_of(hw))
         g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, groups=groups, act_in_l2=l2,
-                      out_dtype=plan.out_dtype or None, schedule=plan.schedule)  # D in the epilogue's dtype
+                      out_dtype=plan.out_dtype or None, schedule=plan.schedule,  # D in the epilogue's dtype
+                      balanced=plan.balanced)
         counted_w = g.bytes + (cost.act_read_bytes if l2 else quantized_input_saved_bytes(plan, m, k))
     # epilogue operands (bias, residual) stream alongside (an input quantized apart is read in fp8: counted_w)
     extra = max(0.0, cost.bytes - counted_w)

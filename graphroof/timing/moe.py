@@ -24,6 +24,18 @@ bf16 A, B and out), else ``_grouped_mm_fallback`` (aten/src/ATen/native/GroupedM
 A profile without a compute capability (not NVIDIA, or not given) takes the loop: the fallback is what PyTorch
 runs on every device it has no grouped kernel for (ROCm by default too), and it was graphroof's pricing before.
 
+**PyTorch's CUTLASS grouped kernel** (kernel family ``torch_grouped``, :func:`graphroof.timing.gemm.gemm_time_with`)
+is not cuBLAS: its shape is fixed in the source, not searched (GroupMM.cu ``dispatch_bf16_grouped_kernel_on_tile_size``,
+the CUTLASS persistent group scheduler ``PersistentTileSchedulerSm90Group``), and :func:`torch_grouped_tile` reads it:
+
+* one CTA tile by device and shape: sm100 64 x 128; sm90 64 x 128 (ping-pong) when the mean rows per group
+  ``M / E`` (all E experts, the empty ones too) or N is at most 128, else 128 x 256 (cooperative);
+* a 2 x 1 thread-block cluster: each group's M tiles are rounded up to a multiple of 2 (``round_up(ctas_along_m,
+  cluster_m)``), so an expert with 1-64 rows costs two 64-row CTAs, one with 257-384 rows four 128-row ones;
+* a static persistent schedule over whole tiles: no split-K, no stream-K, ``waves = ceil(tiles / SMs)``;
+* one more kernel before it (``prepare_grouped_gemm_data<<<1, E>>>``, the per-group pointers and problem sizes):
+  the device's plain-kernel floor ``stream_latency_s``.
+
 Floats or numpy arrays alike.
 """
 
@@ -37,11 +49,32 @@ from ..dtypes import canonical_dtype, dtype_bits
 from ..hardware.params import KernelTiming
 
 __all__ = ["expert_weight_shape", "experts_in_step", "group_m_tiles", "per_expert_latency_s", "grouped_gemm_on",
-           "TORCH_GROUPED_MM_MAJORS"]
+           "TORCH_GROUPED_MM_MAJORS", "TORCH_GROUPED_CLUSTER_M", "cc_major", "torch_grouped_tile"]
 
 #: compute capability majors on which PyTorch runs ``torch._grouped_mm`` (bf16) as one CUTLASS grouped GEMM
 #: (sm90: H100 / H200, sm100: B200; module doc)
 TORCH_GROUPED_MM_MAJORS = (9, 10)
+#: PyTorch's CUTLASS grouped GEMM runs 2 x 1 x 1 thread-block clusters (GroupMM.cu ``ClusterShape``): each group's
+#: M tiles round up to a multiple of 2 (module doc)
+TORCH_GROUPED_CLUSTER_M = 2
+
+
+def cc_major(hw: Any) -> int:
+    """The compute capability major of *hw* (0: not given, not NVIDIA)."""
+    cc = getattr(hw, "compute_capability", None)
+    try:
+        return int(str(cc).split(".")[0]) if cc else 0
+    except ValueError:
+        return 0
+
+
+def torch_grouped_tile(major: int, m_per_group: float, n: int) -> tuple[int, int]:
+    """(tile M, tile N) of PyTorch's CUTLASS bf16 grouped GEMM on compute capability *major* for *m_per_group* mean
+    rows per group (all the experts) and *n* columns (module doc): 64 x 128 on sm100, and on sm90 when either is at
+    most 128, else 128 x 256."""
+    if major >= 10 or m_per_group <= 128 or n <= 128:
+        return 64, 128
+    return 128, 256
 
 
 def grouped_gemm_on(setting: Any, hw: Any, dtype: str = "bf16") -> bool:
@@ -50,10 +83,7 @@ def grouped_gemm_on(setting: Any, hw: Any, dtype: str = "bf16") -> bool:
     :data:`TORCH_GROUPED_MM_MAJORS` and *dtype* is bf16, else one GEMM per visited expert (module doc)."""
     if setting != "torch":
         return bool(setting)
-    cc = getattr(hw, "compute_capability", None)
-    if not cc:
-        return False
-    return int(str(cc).split(".")[0]) in TORCH_GROUPED_MM_MAJORS and canonical_dtype(dtype) == "bf16"
+    return cc_major(hw) in TORCH_GROUPED_MM_MAJORS and canonical_dtype(dtype) == "bf16"
 
 
 def expert_weight_shape(node: Any) -> tuple[int, int, int, float] | None:
@@ -85,7 +115,7 @@ def per_expert_latency_s(visited: Any, timing: KernelTiming, grouped: bool) -> A
         (float(visited) - 1.0) * timing.gemm_latency_s
 
 
-def group_m_tiles(m: Any, groups: Any, tm: Any) -> Any:
+def group_m_tiles(m: Any, groups: Any, tm: Any, cluster: int = 1, spread: bool = True) -> Any:
     """M tiles of a GEMM whose *m* rows are split over *groups* independently tiled groups (MoE experts).
 
     Under uniform random routing an expert's row count ``n_e`` is binomial: mean ``mu = m / groups``, spread
@@ -97,10 +127,16 @@ def group_m_tiles(m: Any, groups: Any, tm: Any) -> Any:
         per expert = max(1, (1 - w) ceil(mu / tm) + w (mu / tm + 1/2)),   tiles = ceil(groups * per expert)
 
     (Qwen3-30B-A3B prefill of 8192 tokens: 65,536 rows over 128 experts, mu = 512: at tm = 128, sigma = 22.6,
-    w = 0.35, 4.18 tiles per expert where ceil gives 4.)  One group: ``ceil(m / tm)``.  Floats or arrays alike."""
+    w = 0.35, 4.18 tiles per expert where ceil gives 4.)  One group: ``ceil(m / tm)``.  Floats or arrays alike.
+
+    *cluster*: each group's tiles rounded up to a multiple of *cluster* (thread-block clusters along M, PyTorch's
+    CUTLASS grouped kernel: :data:`TORCH_GROUPED_CLUSTER_M`): the same formula in units of ``cluster * tm`` rows,
+    times *cluster*.  *spread* False: the rows are split evenly (a benchmark's fixed split, node attr
+    ``moe_balanced``), ``ceil(mu / tm)`` tiles per expert."""
     g = np.maximum(np.asarray(groups, dtype=float), 1.0)
     mu = np.asarray(m, dtype=float) / g
-    w = np.minimum(1.0, 2.0 * np.sqrt(mu) / tm)
-    per = np.maximum(1.0, (1.0 - w) * np.ceil(mu / tm) + w * (mu / tm + 0.5))
-    out = np.where(g > 1.0, np.ceil(g * per), np.ceil(mu / tm))
+    unit = tm * cluster
+    w = np.minimum(1.0, 2.0 * np.sqrt(mu) / unit) if spread else 0.0 * mu
+    per = np.maximum(1.0, (1.0 - w) * np.ceil(mu / unit) + w * (mu / unit + 0.5))
+    out = np.where(g > 1.0, np.ceil(g * per), np.ceil(mu / unit)) * cluster
     return int(out) if np.ndim(out) == 0 else out

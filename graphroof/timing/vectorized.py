@@ -82,14 +82,15 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
         tn = t.gemm_tile[1]
         heights = _tile_heights(t, bool(plan.bits) and plan.variant != "dequant_then_gemm")  # as gemm_time
         if t.gemm_tile_policy != "cover_m":  # "best": the configuration with the least compute time
-            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2, groups, stream_k)
+            best = _compute(m, n, k, heights[0], tn, t, rate, in_b, i_l2, groups, stream_k, plan.balanced)
             for tm in heights[1:]:
-                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2, groups, stream_k))
+                best = _lexmin(best, _compute(m, n, k, tm, tn, t, rate, in_b, i_l2, groups, stream_k,
+                                              plan.balanced))
         else:  # the smallest height covering M, else the largest
             pick = np.full(m.shape, heights[0])
             for h in sorted(heights, reverse=True):
                 pick = np.where(h >= m / groups, h, pick)
-            best = _compute_per(m, n, k, pick, tn, t, rate, in_b, i_l2, groups, stream_k)
+            best = _compute_per(m, n, k, pick, tn, t, rate, in_b, i_l2, groups, stream_k, plan.balanced)
         t_compute, _tiles, split, _waves, _cta, _tm = best
         l2 = hw.onchip_cache_bytes
         spill = (split > 1) & ~((split * m * n * 4 * 1 <= l2) if l2 else np.zeros(m.shape, dtype=bool))
@@ -105,9 +106,9 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     return pre + g_t + extra_lat, g_bytes + counted_adj
 
 
-def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups, stream_k=None):
+def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups, stream_k=None, balanced=False):
     sms = t.sm_count
-    tiles = np.asarray(group_m_tiles(m, groups, tm)).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
+    tiles = np.asarray(group_m_tiles(m, groups, tm, 1, not balanced)).astype(np.int64) * np.ceil(n / tn).astype(np.int64) * 1
     split = np.where(tiles < sms, np.maximum(1, np.minimum(sms // np.maximum(tiles, 1),
                                                           k // max(1, t.gemm_split_k_min))), 1)
     waves = np.ceil(tiles * split / sms)
@@ -117,8 +118,8 @@ def _compute_per(m, n, k, tm, tn, t: KernelTiming, rate, in_bytes, i_l2, groups,
     return w * cta / (rate / sms * starve), tiles, split, waves, cta, np.broadcast_to(tm, m.shape)
 
 
-def _compute(m, n, k, tm, tn, t, rate, in_bytes, i_l2, groups, stream_k=None):
-    return _compute_per(m, n, k, np.full(m.shape, tm), tn, t, rate, in_bytes, i_l2, groups, stream_k)
+def _compute(m, n, k, tm, tn, t, rate, in_bytes, i_l2, groups, stream_k=None, balanced=False):
+    return _compute_per(m, n, k, np.full(m.shape, tm), tn, t, rate, in_bytes, i_l2, groups, stream_k, balanced)
 
 
 def _lexmin(a, b):

@@ -103,10 +103,12 @@ def grouped_mm_graph(experts: int, rows: int, k: int, n: int, dtype: str = "bf16
     node (:func:`graphroof.frontends.moe.mark_moe_routing`): ``w`` is a weight, the routing facts are node attrs
     (``moe_experts``, ``moe_top_k``, ``moe_tokens`` = rows / *top_k*) and, given, ``moe_experts_touched`` (the
     experts that receive rows, which the counting rule reads the weights of; None: the uniform-routing
-    expectation)."""
+    expectation).  ``moe_balanced``: the benchmark splits the rows evenly over the experts (tools/measure_gpu.py
+    ``grouped``), not by a router's random draw: no spread of rows per expert (timing.moe.group_m_tiles)."""
     from ..graph import OpGraph, OpNode, Role, TensorSpec
 
-    attrs: dict[str, Any] = {"moe_experts": experts, "moe_top_k": top_k, "moe_tokens": rows // max(top_k, 1)}
+    attrs: dict[str, Any] = {"moe_experts": experts, "moe_top_k": top_k, "moe_tokens": rows // max(top_k, 1),
+                             "moe_balanced": True}
     if experts_touched is not None:
         attrs["moe_experts_touched"] = float(experts_touched)
     g = OpGraph(f"grouped_mm_{experts}x{rows}x{n}x{k}_{dtype}")
