@@ -111,13 +111,15 @@ def test_fa2_hd256_decode_pads_to_the_device_tile():
     # attention_time: width 2 (256 + 256) = 1,024; FA2 pair 1,024 / 4e14 + 1 / 4e12 = 2.56 + 0.25 = 2.81 ps; native
     # 1,024 / 8e14 + 0.25 = 1.53 ps -> fill 400 x 1.53 / 2.81 = 217.79 keys; memory (536,870,912 + 2 x 131,072) /
     # 3.35e12 = 160.34 us.  64-row tiles: compute (524,288 x 64 + 256 x 217.79) x 2.81e-12 = 94.44 us -> the memory
-    # time; 128-row tiles: (524,288 x 128 + 256 x 217.79) x 2.81e-12 = 188.73 us, compute-bound
+    # time; 128-row tiles: (524,288 x 128 + 256 x 217.79) x 2.81e-12 = 188.73 us, compute-bound, in whole waves:
+    # 256 blocks >= 0.8 x 132 SMs (no split-K) -> ceil(256 / 132) = 2 waves for 1.94 of work: x 2 x 132 / 256 = 1.03125
+    # = 194.63 us (the 64-row tiles' 94.44 x 1.03125 = 97.39 us stay below the memory time)
     c = _cost(matrix_flops=1024.0 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
     fill = 400.0 * 1.53 / 2.81
     mem = (kv + 2 * qo) / 3.35e12
     t128 = (pairs * 128 + rows * fill) * 2.81e-12
     assert mem == pytest.approx(160.34e-6, rel=1e-4) and t128 == pytest.approx(188.73e-6, rel=1e-4)
-    for smem, expect in ((H100_SMEM, mem), (A100_SMEM, t128), (None, t128)):
+    for smem, expect in ((H100_SMEM, mem), (A100_SMEM, t128 * 1.03125), (None, t128 * 1.03125)):
         hw = _hw()
         hw = replace(hw, timing=replace(hw.timing, smem_per_sm_bytes=smem))
         assert attention_time(c, dims, hw, "bf16", kernel="flash2") == pytest.approx(expect, rel=1e-9), smem
@@ -145,13 +147,14 @@ def test_flash2_prefill_time_hand_derived():
     # Q = O = K = V = 131,072 x 128 x 2 = 33,554,432 B (K / V as activations: padding from reads less Q, q_rows
     # 4,096: none); FA2: t_pair 1.53 ps, fill 232.68 keys:
     # t = (536,870,912 + 131,072 x 232.68) x 1.53e-12 = 868.05 us; native: (536,870,912 + 131,072 x 400) x 0.89e-12
-    # = 524.48 us; memory 4 x 33.5 MB / 3.35e12 = 40 us: hidden (max)
+    # = 524.48 us; memory 4 x 33.5 MB / 3.35e12 = 40 us: hidden (max).  FA2's 32 heads x 4096 / 128 = 1,024 blocks
+    # (>= 0.8 x 132 SMs: no split) run in ceil(1024 / 132) = 8 whole waves for 7.76 of work: x 8 x 132 / 1024 = 1.03125
     pairs, rows, one = 32 * 4096 ** 2, 32 * 4096, 33_554_432.0
     c = _cost(matrix_flops=512.0 * pairs, act_read_bytes=3 * one, act_write_bytes=one)
     dims = AttentionDims(128, 128, 1, 2.0)
     fill = 400.0 * 0.89 / 1.53
-    assert attention_time(c, dims, hw, "bf16", kernel="flash2") == pytest.approx((pairs + rows * fill) * 1.53e-12,
-                                                                               rel=1e-9)
+    assert attention_time(c, dims, hw, "bf16", kernel="flash2") == pytest.approx(
+        (pairs + rows * fill) * 1.53e-12 * 1.03125, rel=1e-9)
     native = (pairs + rows * 400.0) * 0.89e-12
     for k in ("auto", "cudnn", "flash3"):
         assert attention_time(c, dims, hw, "bf16", kernel=k) == pytest.approx(native, rel=1e-9)
@@ -165,15 +168,16 @@ def test_flash2_decode_pays_the_padded_tile():
     # K + V = 64 x 32 x 4096 x 256 x 2 = 4,294,967,296 B; Q = O = 2,048 x 256 = 524,288 B
     # FA2: q_rows 1 -> 128 rows of work: (8,388,608 x 128 + 2,048 x 232.68) x 1.53e-12 = 1.64354 ms
     # memory (4,294,967,296 + 2 x 524,288) / 3.35e12 = 1.28241 ms -> compute-bound; native: compute
-    # (8,388,608 + 2,048 x 400) x 0.89e-12 = 8.19 us -> the memory time
+    # (8,388,608 + 2,048 x 400) x 0.89e-12 = 8.19 us -> the memory time.  FA2's 2,048 blocks in ceil(2048 / 132) = 16
+    # whole waves for 15.52 of work: x 16 x 132 / 2048 = 1.03125 -> 1.69490 ms
     pairs, rows, kv, qo = 8_388_608, 2_048, 4_294_967_296.0, 524_288.0
     c = _cost(matrix_flops=512.0 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
     dims = AttentionDims(128, 128, 1, 2.0)
     t2 = attention_time(c, dims, hw, "bf16", kernel="flash2")
-    assert t2 == pytest.approx((pairs * 128 + rows * 400.0 * 0.89 / 1.53) * 1.53e-12, rel=1e-9)
+    assert t2 == pytest.approx((pairs * 128 + rows * 400.0 * 0.89 / 1.53) * 1.53e-12 * 1.03125, rel=1e-9)
     assert attention_time(c, dims, hw, "bf16") == pytest.approx((kv + 2 * qo) / 3.35e12, rel=1e-9)
     # Ampere-like profile (no sync rate): FA2 still pads its tile, at the native pair time: (pairs x 128 + rows x
-    # 400) x 0.89e-12 = 956.3 us -> below the 1.28 ms memory time
+    # 400) x 0.89e-12 x 1.03125 = 986.2 us -> below the 1.28 ms memory time
     a = attention_time(c, dims, _hw(None), "bf16", kernel="flash2")
     assert a == pytest.approx((kv + 2 * qo) / 3.35e12, rel=1e-9)
 
@@ -294,7 +298,8 @@ def test_fa2_decode_overlaps_its_padded_tiles_with_the_kv_stream_whole():
     # 2 x 32 x 4096 x 128 x 2 = 67,108,864 B.  FA2: one query row per (sequence, head) block -> 128-row tiles,
     # work 131,072 x 128 = 16,777,216 pairs; t_pair = 512 / 4e14 + 1 / 4e12 = 1.53 ps; fill the native time,
     # 400 x 0.89 / 1.53 = 232.68 keys -> t_compute = (16,777,216 + 32 x 232.68) x 1.53e-12 = 25.681 us;
-    # memory (8,192 + 8,192 + 67,108,864) / 3.35e12 = 20.037 us: max 25.681 us (the p = 3 norm would give 28.9)
+    # memory (8,192 + 8,192 + 67,108,864) / 3.35e12 = 20.037 us: max 25.681 us (the p = 3 norm would give 28.9);
+    # 32 blocks < 0.8 x 132 SMs: FA2 splits K / V over the SMs, no whole waves
     pairs, qo, kv = 32 * 4096, 8192.0, 67_108_864.0
     c = {f: 0.0 for f in FIELDS}
     c.update(matrix_flops=512.0 * pairs, act_read_bytes=qo, act_write_bytes=qo, kv_read_bytes=kv)
@@ -306,3 +311,25 @@ def test_fa2_decode_overlaps_its_padded_tiles_with_the_kv_stream_whole():
     nat = attention_time(c, AttentionDims(128, 128, 1, 2.0), hw, "bf16", kernel="cudnn")
     tn = (pairs + 32 * 400) * 0.89e-12
     assert nat == pytest.approx((tn ** 3 + ((2 * qo + kv) / 3.35e12) ** 3) ** (1 / 3), rel=1e-9)
+
+
+def test_fa2_wave_factor_hand_derived():
+    from graphroof.timing.attention import fa2_wave_factor
+
+    dims = AttentionDims(128, 128, 1, 2.0)
+    # the blind H100 / H200 decode row: batch 8 x 40 heads (MHA), 3,000 keys, one query row: pairs 960,000, rows 320,
+    # K + V 8 x 40 x 3000 x 256 x 2 = 491,520,000 B -> 320 blocks of one 128-row tile each; 320 >= 0.8 x 132 = 105.6:
+    # one split, ceil(320 / 132) = 3 waves for 2.42 of work: 3 x 132 / 320 = 1.2375
+    assert fa2_wave_factor(960_000, 320, 491_520_000.0, dims, 132.0) == pytest.approx(1.2375, rel=1e-12)
+    # batch 1 x 32 heads: 32 blocks < 105.6 -> FA2 splits K / V to fill the SMs: 1
+    assert fa2_wave_factor(32 * 4096, 32, 32 * 4096 * 512.0, dims, 132.0) == 1.0
+    # a causal mask: its tail is causal_terms', 1 here; no SM count: 1
+    assert fa2_wave_factor(960_000, 320, 491_520_000.0, replace(dims, causal=True), 132.0) == 1.0
+    assert fa2_wave_factor(960_000, 320, 491_520_000.0, dims, 0.0) == 1.0
+    # non-causal prefill, 32 heads x 2,048 queries over 2,048 keys: 32 x 16 = 512 blocks -> 4 waves for 3.88:
+    # 4 x 132 / 512 = 1.03125; arrays alike
+    pf = (32 * 2048 * 2048, 32 * 2048, 32 * 2048 * 512.0)
+    assert fa2_wave_factor(*pf, dims, 132.0) == pytest.approx(1.03125, rel=1e-12)
+    got = fa2_wave_factor(np.array([960_000.0, pf[0]]), np.array([320.0, pf[1]]), np.array([491_520_000.0, pf[2]]),
+                          dims, 132.0)
+    assert list(got) == [pytest.approx(1.2375), pytest.approx(1.03125)]

@@ -37,7 +37,12 @@ tile, prime the K / V pipeline, rescale and write O), worth ``attn_fill_keys`` p
   thread block computes a full query tile of ``kBlockM`` rows (:func:`fa2_block_m`: 128, or 64 at head dims 224 /
   256 where the device's shared memory says so, the profile's ``smem_per_sm_bytes``), so a one-token decode pays
   128 (64) rows of MMA and exponentials per (sequence, KV head) block (the query heads of a GQA group fill the
-  tile's rows first).
+  tile's rows first).  Where its thread blocks (sequences x heads x query tiles) reach 80% of the SMs it splits
+  no K / V (FA2 ``flash_api.cpp`` ``num_splits_heuristic``: ``batch_nheads_mblocks >= 0.8 * num_SMs`` -> one
+  split), so its blocks, all the same work without a causal mask, run in whole waves: the compute time is
+  ``ceil(blocks / SMs) * SMs / blocks`` times the whole-chip one (:func:`fa2_wave_factor`; 320 blocks on 132 SMs:
+  3 waves for 2.42 waves of work, x 1.24).  Fewer blocks: split-K fills the machine (below); a causal launch: its
+  tail (:func:`causal_terms`).
 
 * plugin context kernels (runtime ``attention_context_prep``, TensorRT-LLM 0.5 / 0.6): a prefill attention also
   runs the plugin's offset kernels and its bias / rotary / KV-cache-write kernel (:func:`context_prep_s`: stream
@@ -63,9 +68,16 @@ from ..errors import InputError
 from ..fuse.classify import attention_is_causal, counted_flash
 from ..fuse.preset_file import ATTENTION_KERNELS
 from ..hardware.profile_cache import memo_of
+from .fa2 import (
+    FA2_BLOCK_M,
+    fa2_block_m,
+    fa2_row_padding,
+    fa2_wave_factor,
+    sync_pair_terms,
+)
 
 __all__ = ["AttentionDims", "attention_dims", "attention_is_causal", "attention_time", "exp_rate", "kv_read_time",
-           "sync_pair_terms", "fa2_block_m", "fa2_row_padding", "causal_terms", "context_prep_bytes", "context_prep_launches",
+           "sync_pair_terms", "fa2_block_m", "fa2_row_padding", "fa2_wave_factor", "causal_terms", "context_prep_bytes", "context_prep_launches",
            "context_prep_s", "writes_scores", "ATTENTION_KERNELS", "FA2_BLOCK_M", "CAUSAL_BLOCK", "CAUSAL_TAIL", "CONTEXT_PREP_KERNELS"]
 
 
@@ -102,48 +114,6 @@ def attention_dims(node: Any) -> AttentionDims:
 
 #: rows of one tensor-core MMA (m16n8k16): fewer query rows per thread block leave the MMA mostly empty
 MMA_MIN_ROWS = 16
-#: query rows per thread block of FlashAttention-2's forward kernel (kBlockM) up to head dim 192, and at 224 / 256
-#: where the device's shared memory allows (:func:`fa2_block_m`; the default where the profile does not give its
-#: shared memory): Dao-AILab/flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h run_mha_fwd_hdim64 /
-#: hdim128 (the copy PyTorch's SDPA flash backend builds): Flash_fwd_kernel_traits<d, 128, ...> on sm80 / sm90
-FA2_BLOCK_M = 128
-#: FlashAttention-2's smaller query tile (64 x 64 thread blocks) at head dims 224 / 256 (:func:`fa2_block_m`)
-FA2_BLOCK_M_SMALL = 64
-#: the opt-in shared memory per thread block is this much less than the shared memory per SM on cc 8.0 - 10.0
-#: (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": 164 / 163 KB cc 8.0 and 8.7,
-#: 100 / 99 KB cc 8.6 and 8.9, 228 / 227 KB cc 9.0 and 10.0)
-SMEM_RESERVED_PER_BLOCK = 1024
-
-
-def fa2_block_m(head_dim: Any, smem_per_sm_bytes: int | None) -> Any:
-    """Query rows per thread block (kBlockM) of FlashAttention-2's forward kernel at *head_dim* on a device with
-    *smem_per_sm_bytes* of shared memory per SM (the profile's ``timing.smem_per_sm_bytes``; the opt-in maximum
-    per block is :data:`SMEM_RESERVED_PER_BLOCK` less).  pytorch/pytorch aten/src/ATen/native/transformers/cuda/
-    flash_attn/flash_fwd_launch_template.h (FA2's kernels rounded up to head dims 32, 64, ..., 192, 224, 256)::
-
-        d <= 192:  128                                        (run_mha_fwd_hdim32 ... hdim192, no dropout)
-        d <= 224:  128 if per_block >= 2 * 224 * (128 + 2 * 64) = 114,688 B, else 64       (run_mha_fwd_hdim224)
-        d <= 256:  128 if per_block >= 2 * 256 * (128 + 2 * 64) = 131,072 B
-                          and per_sm < 4 * 256 * (64 + 2 * 64) = 196,608 B, else 64         (run_mha_fwd_hdim256:
-                   "For H100 we want to run with 64 x 64 (96KB smem) since then we can get 2 CTAs per SM")
-
-    So at head dim 256: 64 on H100 / H200 / B200 (228 KB per SM) and on sm86 / sm89 (100 KB), 128 on A100 (164 KB);
-    at 224: 128 on A100 / Hopper / B200, 64 on sm86 / sm89.  *smem_per_sm_bytes* None (unknown): :data:`FA2_BLOCK_M`
-    everywhere.  Left out: the sm86 / sm89 kernels' 64-row tiles for causal masks at head dims 96 / 128 / 160 and
-    head dim 192 with dropout.  *head_dim* a number or a numpy array."""
-    d = np.asarray(head_dim, dtype=float)
-    if smem_per_sm_bytes is None:
-        out = np.full(d.shape, float(FA2_BLOCK_M))
-    else:
-        per_sm = float(smem_per_sm_bytes)
-        per_block = per_sm - SMEM_RESERVED_PER_BLOCK
-        big_224 = per_block >= 2 * 224 * (128 + 2 * 64)
-        big_256 = per_block >= 2 * 256 * (128 + 2 * 64) and per_sm < 4 * 256 * (64 + 2 * 64)
-        small, big = float(FA2_BLOCK_M_SMALL), float(FA2_BLOCK_M)
-        out = np.where(d <= 192, big, np.where(d <= 224, big if big_224 else small, big if big_256 else small))
-    return float(out) if out.ndim == 0 else out
-
-
 def vector_fp32_peak(hw: Any) -> float:
     """The CUDA cores' fp32 FLOP/s (the profile's vector fp32 peak)."""
     return float(hw.vector_peak_flops_per_s.get("fp32") or hw.peak("vector", "fp32")[0])
@@ -192,51 +162,6 @@ def _constants(hw: Any, dtype: str) -> tuple[Any, float, float, float]:
         eff = t.attn_matrix_efficiency if t.attn_matrix_efficiency is not None else t.gemm_matrix_efficiency
         hit = memo[key] = (t, ceiling, eff, exp_rate(hw))
     return hit
-
-
-def sync_pair_terms(sync_rate: float | None, width: float, native_rate: float, exp_per_s: float,
-                    fill_keys: float) -> tuple[float, float]:
-    """(seconds per (query, key) pair, fill keys per query row) of FlashAttention-2, the synchronous kernel
-    (``mma.sync`` + ``cp.async``, no warp specialisation: the exponential does not overlap the matmuls).
-
-    Its matmuls run at *sync_rate* (the profile's ``attn_sync_matrix_flops_per_s``; None: *native_rate*, the
-    native kernel's matmul rate ``achievable x attn_matrix_efficiency``, as on Ampere where FA2 is the native
-    kernel); its per-row fill (load the Q tile, prime the pipeline, write O) takes the same *time* as the native
-    kernel's ``fill_keys`` pairs of work::
-
-        t_pair = width / sync_rate + 1 / exp_per_s
-        fill   = fill_keys * (width / native_rate + 1 / exp_per_s) / t_pair
-    """
-    native = width / native_rate + 1.0 / exp_per_s
-    t_pair = width / (sync_rate or native_rate) + 1.0 / exp_per_s
-    return t_pair, fill_keys * native / t_pair
-
-
-def fa2_row_padding(pairs: Any, rows: Any, kv_bytes: Any, dims: AttentionDims, reads: float = 1.0,
-                    block_m: Any = FA2_BLOCK_M) -> Any:
-    """Computed / useful query rows of FlashAttention-2, whose thread blocks each compute a full *block_m*-row
-    query tile (MMAs and exponentials on every row, masked at the store; kBlockM, :func:`fa2_block_m`: 128, or 64
-    at head dims 224 / 256 on some devices; default :data:`FA2_BLOCK_M`).
-
-    The query rows per (sequence, KV head) come from the counted cost (for a one-token decode FA2 packs the query
-    heads of a GQA group into the tile's rows: ``seqlenq_ngroups_swapped`` in its ``mha_fwd``; *reads* = the GQA
-    group when each query head is its own block, ``gqa_shared_kv`` off)::
-
-        keys     = pairs / rows                                     (keys per query row)
-        blocks   = reads * kv_bytes / ((d + dv) * K/V element bytes * keys)   (sequences x KV heads x reads)
-        q_rows   = rows / blocks                                    (query length x GQA group / reads)
-        padding  = max(1, block_m / q_rows)
-
-    Only a query extent shorter than one tile is padded (decode, short chunks): a longer one's last partial tile
-    (at most one tile in q_rows / block_m) is left out, as a causal prefill's count (about half the keys per
-    row, diagonal included) cannot say where its tiles end.  No K / V bytes or rows (a kernel writing its
-    scores): 1."""
-    pairs, rows, kv = (np.asarray(x, dtype=float) for x in (pairs, rows, kv_bytes))
-    ok = (pairs > 0) & (rows > 0) & (kv > 0)
-    keys = np.where(ok, pairs, 1.0) / np.where(ok, rows, 1.0)
-    blocks = reads * np.where(ok, kv, 1.0) / ((dims.head_dim + dims.v_head_dim) * dims.kv_bytes * keys)
-    q_rows = np.maximum(np.where(ok, rows, 1.0) / np.maximum(blocks, 1e-30), 1.0)
-    return np.where(ok, np.maximum(1.0, np.asarray(block_m, dtype=float) / q_rows), 1.0)
 
 
 #: query rows (and keys) per tile of a causal flash kernel's diagonal block: FA2's kBlockM (above); the Hopper
@@ -394,18 +319,19 @@ def attention_time(cost: Mapping[str, Any], dims: AttentionDims, hw: Any, dtype:
     q_bytes = rows * dims.head_dim * dims.out_bytes
     kv_in = np.where(kv > 0, kv, np.maximum(np.asarray(cost["act_read_bytes"], dtype=float) - q_bytes, 0.0))
     diag, tail = causal_terms(pairs, rows, kv_in, dims, float(t.sm_count or 1))
-    work = pairs
+    work, waves = pairs, 1.0
     if kernel == "flash2":  # synchronous mma.sync kernel: its own matmul rate, fill in its keys, padded query tiles
         t_pair, fill = sync_pair_terms(t.attn_sync_matrix_flops_per_s, width, ceiling * eff, exp_per_s, fill)
         block_m = fa2_block_m(max(dims.head_dim, dims.v_head_dim), t.smem_per_sm_bytes)
         work = pairs * fa2_row_padding(pairs, rows, kv_in, dims, g, block_m)
+        waves = fa2_wave_factor(pairs, rows, kv_in, dims, float(t.sm_count or 0), g, block_m)
     elif not gqa_shared_kv:
         # one query head per thread block: a decode step has one query row per block, too few for an MMA (16
         # rows); such kernels (masked MHA) do the dot products on the CUDA cores, fp32 (query rows per K/V byte
         # loaded: pairs (d + dv) / (g kv bytes) = 1 / element bytes in decode, ~ L / 2 in an L-token prefill)
         mmha = (kv > 0) & (_rows_per_kv_byte(pairs, kv, g, dims) < MMA_MIN_ROWS / 2)
         t_pair = np.where(mmha, width / _fp32_peak(hw) + 1.0 / exp_per_s, t_pair)
-    t_compute = (work + rows * (fill + diag) + tail) * t_pair
+    t_compute = (work + rows * (fill + diag) + tail) * t_pair * waves
     rest = (np.asarray(cost["act_read_bytes"], dtype=float) + cost["act_write_bytes"] + cost["kv_write_bytes"]
             + cost["weight_bytes"])
     t_memory = kv_read_time(rest, kv, g, hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency, t.l2_read_bw_bytes_per_s)
