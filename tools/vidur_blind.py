@@ -2,10 +2,11 @@
 
     PYTHONPATH=. python tools/vidur_blind.py --vidur PATH/TO/microsoft-vidur [--models NAME,...] [--rows out.csv]
 
-graphroof's bundled ``vidur_ops`` rows are Llama-2-7B and -70B (``graphroof/validate/data``), the rows the H100 /
-A100 GEMM and streaming constants were fitted on.  Vidur publishes the same per-layer profiling for other models
-(``data/profiling/compute/{a100,h100}/<org>/<model>/mlp.csv``: CodeLlama-34B, InternLM-20B, Qwen-72B, Llama-3-8B and
--70B, ...).  This tool prices those rows exactly as ``graphroof validate`` prices the bundled ones
+graphroof's bundled ``vidur_ops`` rows are Llama-2-7B and -70B on the A100 and H100 (``graphroof/validate/data``),
+the rows the H100 / A100 GEMM and streaming constants were fitted on.  Vidur publishes the same per-layer profiling
+for other models (``data/profiling/compute/{a100,h100,a40}/<org>/<model>/mlp.csv``: CodeLlama-34B, InternLM-20B,
+Qwen-72B, Llama-3-8B and -70B, ...) and on the A40 (``a40-48gb-pcie``: GA102 constants derived from the A10 / A100
+ones, its bf16 rate fitted on the A40's Llama-2-7B rows).  This tool prices those rows exactly as ``graphroof validate`` prices the bundled ones
 (:func:`graphroof.validate.vidur.layer_kernel_times`: ``Engine(model, pricing=Pricing(tp=T, runtime='sarathi-serve'),
 dtype='fp16')``, layer 0's kernels less attention and the KV store, no host launch) and prints n / median / p90 /
 worst |error| per model and GPU; nothing is fitted.
@@ -29,11 +30,16 @@ from pathlib import Path
 
 from graphroof.validate.vidur import GPU_PROFILE, LAYER, PRESET, layer_kernel_times
 
+#: Vidur's GPU folders and graphroof's profiles: the two the bundled rows are on, and the A40 (a40-48gb-pcie)
+PROFILES = {**GPU_PROFILE, "a40": "a40-48gb-pcie"}
+
 #: Vidur model folders graphroof has in its zoo (the others become Llama-shaped configs from their columns)
 ZOO = {"meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Llama-2-70b-hf": "llama-2-70b",
        "meta-llama/Meta-Llama-3-8B": "llama-3-8b", "meta-llama/Meta-Llama-3-70B": "llama-3-70b"}
-#: the models the bundled vidur_ops rows already hold (fitted on): left out unless named
-FITTED = ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf")
+#: the (GPU, model) pairs a constant was fitted on (the bundled vidur_ops rows; the A40's Llama-2-7B rows): left out
+#: unless named
+FITTED = {(g, m) for g in GPU_PROFILE for m in ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf")} | {
+    ("a40", "meta-llama/Llama-2-7b-hf")}  # the A40's bf16 achievable rate (hw_profiles/a40-48gb-pcie.toml)
 
 
 def read_rows(path: Path) -> dict[int, list[tuple[int, dict]]]:
@@ -85,10 +91,10 @@ def score(vidur: Path, models: list[str] | None = None) -> list[tuple[str, str, 
     root = vidur / "data" / "profiling" / "compute"
     out = []
     with tempfile.TemporaryDirectory() as td:
-        for gpu, prof in GPU_PROFILE.items():
+        for gpu, prof in PROFILES.items():
             for f in sorted((root / gpu).glob("*/*/mlp.csv")):
                 name = f"{f.parent.parent.name}/{f.parent.name}"
-                if (models and name not in models) or (not models and name in FITTED):
+                if (models and name not in models) or (not models and (gpu, name) in FITTED):
                     continue
                 for tp, rows in read_rows(f).items():
                     model = model_of(name, rows[0][1], Path(td))
