@@ -13,6 +13,7 @@ import pytest
 from graphroof.counters.rules.comm import all_to_all_cost
 from graphroof.errors import InputError
 from graphroof.graph import OpNode, TensorSpec
+from graphroof.hardware import load_hardware
 from graphroof.hardware.params import CollectiveParams
 from graphroof.hardware.system import list_systems, load_system
 from graphroof.llm import Engine, Pricing
@@ -46,6 +47,31 @@ def test_send_recv_alpha_beta_by_hand():
     c4 = CollectiveParams(**{**C.__dict__, "nics_per_node": 4})
     assert send_recv_time(1e6, c4, inter_node=True, gpus_per_node=8).t_s == pytest.approx(95e-6, rel=1e-12)
     assert send_recv_time(0, C).t_s == 0
+
+
+def test_send_recv_own_latencies_by_hand():
+    # a profile with NCCL send / recv's own fixed times (p2p_latency_s 7 us, p2p_inter_latency_s 20 us): same node
+    # 7 us + 1e6 B / 100e9 B/s (10 us) = 17 us, not the collective's base 10 + hop 1; across nodes 20 us + 1e6 /
+    # 25e9 (40 us) = 60 us, not base 10 + hop 5
+    c = CollectiveParams(**{**C.__dict__, "p2p_latency_s": 7e-6, "p2p_inter_latency_s": 20e-6})
+    t = send_recv_time(1e6, c)
+    assert (t.t_s, t.t_latency_s) == (pytest.approx(17e-6, rel=1e-12), pytest.approx(7e-6, rel=1e-12))
+    assert send_recv_time(1e6, c, inter_node=True, gpus_per_node=8).t_s == pytest.approx(60e-6, rel=1e-12)
+    # the shipped H100 profile: 7.39 us + 2,048 B / 360e9 B/s = 7.3957 us inside the node (fitted on Vidur's
+    # h100_dgx send_recv table, whose 2 KB row measured 5 us and 4-64 KB rows 7-8 us)
+    h = load_hardware("h100-sxm")
+    assert send_recv_time(2048, h).t_s == pytest.approx(7.39e-6 + 2048 / 360e9, rel=1e-12)
+    assert send_recv_time(2048, h, inter_node=True).t_s == pytest.approx(17.63e-6 + 2048 / 40e9, rel=1e-12)
+
+
+def test_send_recv_latencies_parse(tmp_path):
+    from graphroof.errors import HardwareProfileError
+    from graphroof.hardware.params import parse_collectives
+
+    assert parse_collectives(tmp_path / "x.toml", {"p2p_latency_s": 7e-6}).p2p_latency_s == 7e-6
+    assert parse_collectives(tmp_path / "x.toml", {}).p2p_inter_latency_s is None
+    with pytest.raises(HardwareProfileError, match="p2p_inter_latency_s"):
+        parse_collectives(tmp_path / "x.toml", {"p2p_inter_latency_s": -1e-6})
 
 
 def test_all_to_all_bytes_and_time_by_hand():

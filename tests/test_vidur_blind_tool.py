@@ -66,3 +66,18 @@ def test_stand_in_prices_as_the_zoo_model_and_skips_ungated(tmp_path):
 def test_not_a_vidur_checkout_is_a_clear_error(tmp_path, capsys):
     assert vidur_blind.main(["--vidur", str(tmp_path)]) == 1
     assert "give a checkout of microsoft/vidur" in capsys.readouterr().err
+
+
+def test_send_recv_rows_price_the_pp_transfer(tmp_path):
+    # one Vidur DGX send / recv row inside an H100 node and one across two: priced by send_recv_time, the transfer
+    # graphroof llm --pp charges per stage boundary (h100-sxm: 7.39 us + 2,048 B / 360e9 B/s inside the node;
+    # 17.63 us + 2,048 B / 40e9 B/s, the GPU's NIC share, across nodes)
+    path = tmp_path / "data" / "profiling" / "network" / "h100_dgx" / "send_recv.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text(",time_stats.send_recv.median,num_workers,size,devices_per_node\n"
+                    "0,0.005,2,2048,2\n1,0.017,2,2048,1\n", encoding="utf-8")
+    rows = vidur_blind.send_recv_rows(tmp_path)
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [("send/recv intra-node", "h100-sxm", 2048, pytest.approx(5e-6)),
+                                                        ("send/recv inter-node", "h100-sxm", 2048, pytest.approx(17e-6))]
+    assert rows[0][5] == pytest.approx(7.39e-6 + 2048 / 360e9, rel=1e-12)
+    assert rows[1][5] == pytest.approx(17.63e-6 + 2048 / 40e9, rel=1e-12)

@@ -16,6 +16,11 @@ row's model columns (``n_head``, ``n_kv_head``, ``n_embd``, ``n_expanded_embd``,
 device like any config.json (the architecture's small differences, e.g. Qwen-72B's QKV bias, are left out).  Models
 without a gated MLP (``use_gated_mlp`` False: Phi-2, whose attention and MLP also run in parallel) are skipped: a
 Llama-shaped stand-in would not be their program.  Each (tokens, TP) pair takes its first row, as the bundled files do.
+
+``--send-recv`` also scores Vidur's NCCL send / recv tables (``data/profiling/network/{a100,h100}_dgx/send_recv.csv``:
+2 GPUs in one node or in two, 2 KB - 512 MB) through :func:`graphroof.timing.p2p.send_recv_time`, the transfer a
+pipeline stage boundary pays in ``graphroof llm --pp`` (:mod:`graphroof.llm.pp`).  Their 2-64 KB rows set the
+profiles' ``p2p_latency_s`` / ``p2p_inter_latency_s`` (fitted); the larger ones are a check.
 """
 
 from __future__ import annotations
@@ -107,6 +112,28 @@ def score(vidur: Path, models: list[str] | None = None) -> list[tuple[str, str, 
     return out
 
 
+def send_recv_rows(vidur: Path) -> list[tuple[str, str, int, int, float, float]]:
+    """("send/recv intra" | "send/recv inter", profile, GPUs per node, bytes, measured s, predicted s) of Vidur's
+    DGX send / recv tables."""
+    from graphroof.hardware import load_hardware
+    from graphroof.timing.p2p import send_recv_time
+
+    out = []
+    for gpu, prof in GPU_PROFILE.items():
+        path = vidur / "data" / "profiling" / "network" / f"{gpu}_dgx" / "send_recv.csv"
+        if not path.is_file():
+            continue
+        hw = load_hardware(prof)
+        with path.open(newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                n, g, size = int(r["num_workers"]), int(r["devices_per_node"]), int(r["size"])
+                inter = g < n
+                t = send_recv_time(size, hw, inter_node=inter, gpus_per_node=g).t_s
+                out.append((f"send/recv {'inter' if inter else 'intra'}-node", prof, g, size,
+                            float(r["time_stats.send_recv.median"]) * 1e-3, t))
+    return out
+
+
 def summary(rows: list[tuple[str, str, int, int, float, float]]) -> list[str]:
     groups: dict[tuple[str, str], list[float]] = {}
     for name, prof, _, _, meas, pred in rows:
@@ -125,11 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vidur", type=Path, required=True, help="a checkout of microsoft/vidur")
     ap.add_argument("--models", help="Vidur model folders, comma-separated (default: every one not fitted on)")
     ap.add_argument("--rows", type=Path, help="write one CSV line per row")
+    ap.add_argument("--send-recv", action="store_true", help="also score the DGX send / recv tables")
     a = ap.parse_args(argv)
     if not (a.vidur / "data" / "profiling" / "compute").is_dir():
         print(f"error: {a.vidur} has no data/profiling/compute: give a checkout of microsoft/vidur", file=sys.stderr)
         return 1
     rows = score(a.vidur, a.models.split(",") if a.models else None)
+    if a.send_recv:
+        rows += send_recv_rows(a.vidur)
     if a.rows:
         with a.rows.open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)

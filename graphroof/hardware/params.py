@@ -57,6 +57,9 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
                                      # no custom all-reduce (no full P2P between the devices)
     p2p_bw_bytes_per_s = 230e9       # per-device peer read bandwidth of the custom all-reduce (absent: intra bus)
     custom_max_bytes = 8388608       # largest buffer the custom all-reduce takes (vLLM's 8 MiB); NCCL beyond
+    p2p_latency_s = 7.5e-6           # fixed time of one send / recv between two GPUs of a node (absent:
+                                     # base_latency_s + the 2-rank launch skew + intra_hop_latency_s)
+    p2p_inter_latency_s = 20e-6      # the same across nodes (absent: ... + inter_hop_latency_s)
 """
 
 from __future__ import annotations
@@ -151,6 +154,11 @@ class CollectiveParams:
     p2p_bw_bytes_per_s: float | None = None
     #: largest buffer the custom all-reduce takes (vLLM's ``max_size``, 8 MiB); NCCL beyond it
     custom_max_bytes: float = 8388608.0
+    #: fixed time of one NCCL send / recv between two GPUs of a node (the pair of kernels, one peer link: no ring
+    #: steps, no reduction); None: the collective's ``base_latency_s`` + 2-rank launch skew + ``intra_hop_latency_s``
+    p2p_latency_s: float | None = None
+    #: the same between GPUs of two nodes; None: ``base_latency_s`` + 2-rank skew + ``inter_hop_latency_s``
+    p2p_inter_latency_s: float | None = None
     #: mean launch delay of one rank of a host-launched call (exponential): rank 0's kernel waits for the last of
     #: n ranks to launch, on average ``launch_skew_s * (H_n - 1)`` (H_n the n-th harmonic number) on top of
     #: ``base_latency_s``; 0: no skew (not under CUDA graphs: the ranks replay together)
@@ -276,7 +284,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
              "inter_hop_latency_s", "inter_bw_bytes_per_s_per_nic", "nics_per_node", "nvls_bw_bytes_per_s",
              "device_latency_s", "device_hop_latency_s", "custom_latency_s", "p2p_bw_bytes_per_s",
              "custom_max_bytes", "inter_ramp_bytes_per_nic", "library", "launch_skew_s",
-             "nccl_graph_bw_per_gpu_bytes_per_s"}
+             "nccl_graph_bw_per_gpu_bytes_per_s", "p2p_latency_s", "p2p_inter_latency_s"}
     _unknown(path, "collectives", c, known)
     kw: dict[str, Any] = {}
     if "algorithms" in c:
@@ -286,7 +294,7 @@ def parse_collectives(path: Path, raw: Any) -> CollectiveParams | None:
                                        f"{', '.join(COLLECTIVE_ALGORITHMS)}, got {algs!r}")
         kw["algorithms"] = tuple(algs)
     for k in ("base_latency_s", "intra_hop_latency_s", "inter_hop_latency_s", "device_latency_s",
-              "device_hop_latency_s", "custom_latency_s", "launch_skew_s"):
+              "device_hop_latency_s", "custom_latency_s", "launch_skew_s", "p2p_latency_s", "p2p_inter_latency_s"):
         if k in c:
             kw[k] = _number(path, f"collectives.{k}", c[k], strict_lo=False, hi=1.0)
     for k in ("intra_bus_bw_bytes_per_s", "inter_bw_bytes_per_s_per_nic", "nvls_bw_bytes_per_s",

@@ -6,8 +6,13 @@ launch skew of the ranks taking part, 2 for send / recv, *p* for all-to-all: ``h
 
 send / recv of *S* bytes from one GPU to one peer::
 
-    same node:       base + a_in + S / B_p2p     (B_p2p: collectives.p2p_bw_bytes_per_s, else B_in)
-    across nodes:    base + a_x  + S / (B_nic * min(g, nics) / g)      (the GPU's share of its node's NICs)
+    same node:       L_p2p + S / B_p2p           (B_p2p: collectives.p2p_bw_bytes_per_s, else B_in)
+    across nodes:    L_x   + S / (B_nic * min(g, nics) / g)            (the GPU's share of its node's NICs)
+
+``L_p2p`` / ``L_x``: the profile's ``p2p_latency_s`` / ``p2p_inter_latency_s`` (one send / recv pair: two kernels
+and one peer link, none of a collective's ring steps; fitted on Vidur's DGX send_recv tables where given: NCCL's
+send / recv takes 7.5 us inside an H100 node against the 19.4 us of an all-reduce call's base + skew + hop), else
+``base + a_in`` / ``base + a_x`` as for a collective.
 
 all-to-all over *p* GPUs (each sends *S* bytes in all, ``S / (p - 1)`` to each peer, as dispatch / combine of
 expert parallelism; the switch lets every pair talk at once, so the time is set by the busiest link of a GPU)::
@@ -84,10 +89,12 @@ def send_recv_time(size_bytes: float, hw: HardwareProfile | CollectiveParams, *,
         return P2PTime(0.0, 0.0, 0.0, inter_node, 0.0)
     c = _params(hw)
     if inter_node:
-        lat = host_base_latency_s(c, 2) + c.inter_hop_latency_s
+        fixed = getattr(c, "p2p_inter_latency_s", None)
+        lat = fixed if fixed is not None else host_base_latency_s(c, 2) + c.inter_hop_latency_s
         bw = _nic_bw(c, max(1, gpus_per_node), "send/recv")
     else:
-        lat = host_base_latency_s(c, 2) + c.intra_hop_latency_s
+        fixed = getattr(c, "p2p_latency_s", None)
+        lat = fixed if fixed is not None else host_base_latency_s(c, 2) + c.intra_hop_latency_s
         bw = getattr(c, "p2p_bw_bytes_per_s", None) or _intra_bw(c, "send/recv")
     return P2PTime(lat + size_bytes / bw, lat, size_bytes / bw, inter_node, size_bytes)
 
