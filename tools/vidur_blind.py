@@ -113,8 +113,8 @@ def score(vidur: Path, models: list[str] | None = None) -> list[tuple[str, str, 
 
 
 def send_recv_rows(vidur: Path) -> list[tuple[str, str, int, int, float, float]]:
-    """("send/recv intra" | "send/recv inter", profile, GPUs per node, bytes, measured s, predicted s) of Vidur's
-    DGX send / recv tables."""
+    """("send/recv intra-node" | "send/recv inter-node", profile, GPUs per node, bytes, measured s, predicted s) of
+    Vidur's DGX send / recv tables."""
     from graphroof.hardware import load_hardware
     from graphroof.timing.p2p import send_recv_time
 
