@@ -122,6 +122,12 @@ WEIGHT_ONLY_TILE_M_MIN = 16
 BLOCK_NS = tuple(range(16, 129, 8))
 
 
+def _starve(tm: int, tn: int, in_bytes: float, i_l2: float) -> float:
+    """The share of a CTA's rate a tm x tn tile keeps under the L2 bandwidth: min(1, I_tile / I_l2), I_tile =
+    2 tm tn / ((tm + tn) * bytes per element) FLOPs per byte loaded per k step (module doc); 1 without I_l2."""
+    return min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
+
+
 def deepgemm_blocks(m: int, n: int, sms: int, groups: int = 1) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N) DeepGEMM picks for an M x N output (times *groups*) on *sms* SMs."""
     bm = 64 if m <= 64 else 128
@@ -144,7 +150,7 @@ def deepgemm_parts(m: int, n: int, k: int, groups: int, t: KernelTiming, ceiling
     bm, bn = deepgemm_blocks(m, n, sms, groups)
     tiles = math.ceil(m / bm) * math.ceil(n / bn) * groups
     waves = math.ceil(tiles / sms)
-    starve = min(1.0, 2.0 * bm * bn / ((bm + bn) * in_bytes) / i_l2) if i_l2 else 1.0
+    starve = _starve(bm, bn, in_bytes, i_l2)
     cta_flops = 2.0 * bm * bn * k
     t_loop = cta_flops / (ceiling_flops_per_s / sms * starve)
     # the tile's D as stored (the TMA store clips a tile that overhangs M or N)
@@ -189,8 +195,7 @@ def _compute(m: int, n: int, k: int, batch: int, tm: int, tn: int, t: KernelTimi
     # stream-K (persistent CTAs share the last wave's tiles along K): fractional waves, at least one
     w = max(1.0, tiles * split / sms) if (t.gemm_stream_k if stream_k is None else stream_k) else waves
     cta_flops = 2.0 * tm * tn * math.ceil(k / split)
-    starve = min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
-    return w * cta_flops / (rate / sms * starve), tiles, split, waves, cta_flops
+    return w * cta_flops / (rate / sms * _starve(tm, tn, in_bytes, i_l2)), tiles, split, waves, cta_flops
 
 
 def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_per_s: float,
@@ -247,8 +252,7 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         tm, tn = tile or timing.gemm_tile
         tiles = int(group_m_tiles(m, groups, tm, cluster_m, not balanced)) * math.ceil(n / tn) * batch
         waves, split, cta_flops = math.ceil(tiles / sms), 1, 2.0 * tm * tn * k
-        starve = min(1.0, 2.0 * tm * tn / ((tm + tn) * in_bytes) / i_l2) if i_l2 else 1.0
-        t_compute = waves * cta_flops / (rate / sms * starve)
+        t_compute = waves * cta_flops / (rate / sms * _starve(tm, tn, in_bytes, i_l2))
         util = flops / (waves * sms * cta_flops)
     elif sms:
         if timing.gemm_tile_policy == "cover_m":
