@@ -94,21 +94,30 @@ def score(vidur: Path, models: list[str] | None = None) -> list[tuple[str, str, 
     from graphroof.llm.engine import Engine, Pricing
 
     root = vidur / "data" / "profiling" / "compute"
+    files: dict[str, list[tuple[str, Path]]] = {}  # model folder -> (profile, mlp.csv) on each GPU
+    for gpu, prof in PROFILES.items():
+        for f in sorted((root / gpu).glob("*/*/mlp.csv")):
+            name = f"{f.parent.parent.name}/{f.parent.name}"
+            if not ((models and name not in models) or (not models and (gpu, name) in FITTED)):
+                files.setdefault(name, []).append((prof, f))
+    hws = {prof: load_hardware(prof) for prof in PROFILES.values()}  # one object each: pricing memos key on it
     out = []
     with tempfile.TemporaryDirectory() as td:
-        for gpu, prof in PROFILES.items():
-            for f in sorted((root / gpu).glob("*/*/mlp.csv")):
-                name = f"{f.parent.parent.name}/{f.parent.name}"
-                if (models and name not in models) or (not models and (gpu, name) in FITTED):
-                    continue
-                for tp, rows in read_rows(f).items():
-                    model = model_of(name, rows[0][1], Path(td))
-                    if model is None:
-                        print(f"{name}: no gated MLP (not a Llama-shaped program): skipped", file=sys.stderr)
-                        break
-                    eng = Engine(model, hw=load_hardware(prof), pricing=Pricing(tp=tp, runtime=PRESET), dtype="fp16")
-                    times = layer_kernel_times(eng, [n for n, _ in rows], [eng.hw])[0]
-                    out += [(name, prof, tp, n, measured_s(r), float(t)) for (n, r), t in zip(rows, times)]
+        for name, where in files.items():
+            by_gpu = [(prof, read_rows(f)) for prof, f in where]
+            model = model_of(name, next(iter(by_gpu[0][1].values()))[0][1], Path(td))
+            if model is None:
+                print(f"{name}: no gated MLP (not a Llama-shaped program): skipped", file=sys.stderr)
+                continue
+            for tp in sorted({tp for _, rows in by_gpu for tp in rows}):
+                # one engine per (model, TP), priced on each GPU's profile (counting and fusion do not depend on
+                # the device), as graphroof validate's vidur_ops rows
+                eng = Engine(model, hw=hws[where[0][0]], pricing=Pricing(tp=tp, runtime=PRESET), dtype="fp16")
+                for prof, rows in by_gpu:
+                    if tp not in rows:
+                        continue
+                    times = layer_kernel_times(eng, [n for n, _ in rows[tp]], [hws[prof]])[0]
+                    out += [(name, prof, tp, n, measured_s(r), float(t)) for (n, r), t in zip(rows[tp], times)]
     return out
 
 
