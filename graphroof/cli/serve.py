@@ -83,7 +83,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "each (default 1)")
     p.add_argument("--requests", default="1000", help="requests simulated per rate (default 1000)")
     p.add_argument("--arrival", default="poisson", help="arrival process: poisson (default), gamma:CV (burstier "
-                   "for CV > 1), constant, closed:N (N users, each sending again when answered)")
+                   "for CV > 1), constant, closed:N (N users, each sending again when answered, started spread "
+                   "over one request's time; the figures are their steady state)")
     p.add_argument("--trace", default=None, metavar="FILE", help="replay a trace instead of drawing requests: CSV "
                    "(with a header) or JSONL with arrival_s, input_tokens, output_tokens")
     p.add_argument("--prompt-len", default="fixed:1024", help="prompt tokens per request: fixed:N, uniform:A:B, "

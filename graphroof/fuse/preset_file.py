@@ -4,6 +4,8 @@ Schema (every table but ``name`` optional; absent keys keep :class:`~graphroof.f
 defaults, which are one kernel per op, launches added per kernel)::
 
     name = "tensorrt"                 # lower-case letters, digits, '-', '.'
+    based_on = "tensorrt-llm"         # optional: start from that built-in preset's tables (one level, no chains);
+                                      # this file's keys replace its keys, its name / aliases / engine do not carry
     aliases = ["trt"]
     engine = "NVIDIA TensorRT 8.x-10.x"
     description = "one line"
@@ -27,6 +29,7 @@ defaults, which are one kernel per op, launches added per kernel)::
     host_overhead_per_library_call_s = 0.0  # more host time per GEMM / conv / fused-attention library call
     aten_ops = false                  # ops run PyTorch's ATen CUDA implementations (graphroof.timing.host)
     request_overhead_s = 0.0          # runtime time per request before its first token (setup, sampling, syncs)
+    host_per_sequence_s = 0.0         # host time per running sequence per step, overlapped: a step's floor
     call_overhead_s = 0.0             # host time per inference call before its first kernel (analyze, with overlap)
 
     [kernels]
@@ -77,7 +80,10 @@ GEMM_SCHEDULES = ("auto", "waves", "stream_k")
 MOE_GROUPED_GEMM: tuple[bool | str, ...] = (True, False, "torch")
 
 _MAX_BYTES = 256_000
-_TOP = {"name", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
+_TOP = {"name", "based_on", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}
+#: where ``based_on`` names its preset (the built-in presets)
+_BUILTIN_DIR = Path(__file__).with_name("presets")
+_TABLES = ("fusion", "launch", "kernels", "sources")
 #: table -> key -> (Runtime field, type, allowed values or None)
 _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
     "fusion": {"vector_chains": ("fuse_vector_chains", bool, None), "epilogues": ("fuse_epilogues", bool, None),
@@ -94,6 +100,7 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                "host_overhead_per_library_call_s": ("host_overhead_per_library_call_s", float, None),
                "aten_ops": ("aten_ops", bool, None),
                "request_overhead_s": ("request_overhead_s", float, None),
+               "host_per_sequence_s": ("host_per_sequence_s", float, None),
                "call_overhead_s": ("call_overhead_s", float, None)},
     "kernels": {"gqa_shared_kv": ("gqa_shared_kv", bool, None), "allreduce": ("allreduce", str, ALLREDUCE),
                 "weight_only_gemm": ("weight_only_gemm", str, WEIGHT_ONLY_GEMM),
@@ -131,6 +138,27 @@ def read_preset_fields(path: Path) -> dict[str, Any]:
     return preset_fields(data, source=shown, path=str(path))
 
 
+def _on_base(data: dict[str, Any], shown: str) -> dict[str, Any]:
+    """*data* over the tables of the built-in preset its ``based_on`` names (that preset's own keys first, this
+    file's replacing them); the base may not itself be based on another."""
+    base = data["based_on"]
+    f = _BUILTIN_DIR / f"{base}.toml" if isinstance(base, str) and _NAME.match(base) else None
+    if f is None or not f.is_file():
+        names = ", ".join(sorted(p.stem for p in _BUILTIN_DIR.glob("*.toml")))
+        raise InputError(f"runtime preset {shown}: based_on = {base!r} is not a built-in preset; use one of {names}")
+    parent = tomllib.loads(f.read_text(encoding="utf-8"))
+    if "based_on" in parent:
+        raise InputError(f"runtime preset {shown}: based_on = {base!r} is itself based on another preset; name "
+                         f"{parent['based_on']!r} instead")
+    out = {k: v for k, v in data.items() if k != "based_on"}
+    for t in _TABLES:
+        mine = data.get(t, {})
+        if not isinstance(mine, dict):
+            raise InputError(f"runtime preset {shown}: [{t}] must be a table")
+        out[t] = {**parent.get(t, {}), **mine}
+    return out
+
+
 def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "") -> dict[str, Any]:
     """The :class:`~graphroof.fuse.runtimes.Runtime` fields of a parsed preset table (see the module docstring)."""
     def bad(msg: str) -> InputError:
@@ -139,6 +167,8 @@ def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "
     unknown = sorted(set(data) - _TOP)
     if unknown:
         raise bad(f"unknown key {unknown[0]!r}; a preset has {', '.join(sorted(_TOP))}")
+    if "based_on" in data:
+        data = _on_base(data, source)
     name = data.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise bad("'name' must be a lower-case name (letters, digits, '-', '.'), e.g. name = \"my-engine\"")

@@ -317,6 +317,9 @@ class PhasePricer:
             for bv in np.unique(b[rng]).tolist():
                 sel = rng[b[rng] == bv]
                 self._ranges(bv, lo[sel], hi[sel], out, sel)
+        host = float(getattr(self.runtime, "host_per_sequence_s", 0.0) or 0.0)
+        if host:  # the server's per-sequence host work, overlapped with the device: each step's floor
+            out[[1, 6, 8]] = np.maximum(out[[1, 6, 8]], host * b)
         return PhaseTotals(*out)
 
     def _single(self, b: np.ndarray, x: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:

@@ -332,7 +332,14 @@ class StepCost:
 
         Several chunks in one step (of different sequences): *prefill_tokens* their sum and *prefill_attention*
         the sum over the chunks of ``2 o_i n_i + n_i^2`` (the causal attention work each adds); default
-        ``2 o n + n^2`` of the one chunk."""
+        ``2 o n + n^2`` of the one chunk.  A preset's ``host_per_sequence_s`` floors a realistic step at that
+        times its decode sequences (the server's per-token host work, overlapped with the device)."""
+        t = self._step(prefill_tokens, prefill_offset, decode_seqs, decode_context, prefill_attention, ideal)
+        host = 0.0 if ideal else float(getattr(self.pipe.runtime, "host_per_sequence_s", 0.0) or 0.0)
+        return np.maximum(t, host * np.asarray(decode_seqs, dtype=float)) if host else t
+
+    def _step(self, prefill_tokens: Any, prefill_offset: Any, decode_seqs: Any, decode_context: Any,
+              prefill_attention: Any, ideal: bool) -> np.ndarray:
         if (isinstance(prefill_tokens, _INTS) and isinstance(prefill_offset, _INTS) and isinstance(decode_seqs, _INTS)
                 and isinstance(decode_context, _INTS) and (prefill_attention is None
                                                            or isinstance(prefill_attention, _FLOATS))):

@@ -48,11 +48,13 @@ def stop_rule(slo_ttft_s: float | None, pct: float, n: int) -> tuple[float, int]
 class Simulator:
     """The simulations of one configuration, memoised by per-replica rate."""
 
-    def __init__(self, sc: Any, attn: bool, c: Config, blocks: int, st: Settings, d: Any, ideal: bool):
+    def __init__(self, sc: Any, attn: bool, c: Config, blocks: int, st: Settings, d: Any, ideal: bool,
+                 request_s: float = 0.0):
         from ..serving.sim import EngineModel
 
         self.em = EngineModel(sc, blocks, st.kv_block, c.max_batched_tokens, c.max_num_seqs, policy=st.policy,
-                              ideal=ideal, attention_arg=attn, admission=st.admission)
+                              ideal=ideal, attention_arg=attn, admission=st.admission,
+                              request_s=0.0 if ideal else float(request_s))
         self.c, self.st, self.d = c, st, d
         self.memo: dict[float, dict[str, Any]] = {}
         self.missed: set[float] = set()  # rates whose trial stopped early on the TTFT SLO (no figures)

@@ -103,7 +103,8 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
     attn = "prefill_attention" in inspect.signature(sc.__call__).parameters
     spec = getattr(eng, "spec", None)
     em = EngineModel(sc, blocks, block, mbt, s["max_num_seqs"], s["policy"], p.ideal, attention_arg=attn,
-                     admission=s["admission"], tokens=spec.tokens if spec is not None else 1.0)
+                     admission=s["admission"], tokens=spec.tokens if spec is not None else 1.0,
+                     request_s=0.0 if p.ideal else float(eng.runtime.request_overhead_s))
     if spec is not None:
         notes.append(f"speculative decoding: a decode step emits E = {spec.tokens:.4g} tokens per sequence on average "
                      "(the expected value, carried as whole tokens; no random acceptance draws) and costs the verify "
@@ -169,11 +170,17 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
     rates: tuple[float, ...] = s["rate"] if d.trace_rate is None else (d.trace_rate,)  # a trace: its own rate
     if s["arrival"] is not None and s["arrival"].kind == "closed":
         rates = (math.nan,)  # closed loop: the rate is what the users make of it
-        notes.append(f"closed loop of {s['arrival'].users} users: rate_rps is the measured throughput")
+        u = s["arrival"].users
+        notes.append(f"closed loop of {u} users: they start spread over one request's time (a steady state, not "
+                     "a burst); rate_rps is the measured throughput" + (
+                         f"; the figures are the steady state: requests {u + 1}-{len(d.prompt) - u} (each user's "
+                         "first and last left out), throughput = users / mean e2e" if len(d.prompt) >= 3 * u else
+                         f"; with fewer than {3 * u} requests every request is counted"))
     points, records, timeline = [], [], {}
     for r in rates:
         out, rec, extra = run(r if math.isfinite(r) else 1.0)
-        pt = rate_point(r, out, rec, pr.layout.world * replicas, s["slo_ttft_s"], s["slo_tpot_s"])
+        users = s["arrival"].users if s["arrival"] is not None and s["arrival"].kind == "closed" else 0
+        pt = rate_point(r, out, rec, pr.layout.world * replicas, s["slo_ttft_s"], s["slo_tpot_s"], users)
         pt.kv_used_mean /= replicas  # the steps of every replica: the sum of their means (simulate_replicas)
         if not math.isfinite(r):
             pt.rate_rps = pt.throughput_rps

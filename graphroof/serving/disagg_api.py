@@ -145,6 +145,7 @@ def serve_disagg(model: Any, *, disagg: Any, hw: Any = "a100", pricing: Any = No
              eng_p.source.spec.max_positions)
     em_p, notes = _engine_model(eng_p, s, d)
     em_d, notes_d = (em_p, []) if same else _engine_model(eng_d, s, d)
+    em_d = replace(em_d, request_s=0.0)  # the request's own time was spent before its prefill, not again on landing
     _check_fits(em_p, replace(d, gen=np.ones_like(d.gen)), 0.0)  # a prefill replica holds the prompt only
     _check_fits(em_d, d, 0.0)
     ref = int(np.median(d.prompt))

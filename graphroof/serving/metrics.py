@@ -59,18 +59,33 @@ def meets_slo(rec: dict[str, np.ndarray], slo_ttft_s: float | None, slo_tpot_s: 
     return ok
 
 
-def rate_point(rate: float, sim: SimOut, rec: dict[str, np.ndarray], tp: int, slo_ttft_s: float | None,
-               slo_tpot_s: float | None) -> RatePoint:
+def steady(rec: dict[str, np.ndarray], users: int) -> dict[str, np.ndarray]:
+    """A closed loop's steady-state requests: each user's first request (the loop filling) and last (emptying)
+    left out, i.e. requests ``users .. n - users`` in send order; all of them when that leaves fewer than *users*."""
     n = len(rec["ttft_s"])
+    if not users or n < 3 * users:
+        return rec
+    return {k: v[users: n - users] for k, v in rec.items()}
+
+
+def rate_point(rate: float, sim: SimOut, rec: dict[str, np.ndarray], tp: int, slo_ttft_s: float | None,
+               slo_tpot_s: float | None, users: int = 0) -> RatePoint:
+    """The figures of one simulated rate.  *users* (a closed loop of that many users, each sending again at its
+    last answer): request statistics over the steady-state requests (:func:`steady`), and the throughputs by
+    Little's law, users / mean e2e requests/s, not over the run's window (which holds the filling and emptying)."""
     t0, t1 = float(np.nanmin(sim.arrival)), float(np.nanmax(sim.finish))
-    dur = max(t1 - t0, 1e-300)
+    window = dur = max(t1 - t0, 1e-300)
+    rec = steady(rec, users)
+    n = len(rec["ttft_s"])
     out_tok, in_tok = float(rec["output_tokens"].sum()), float(rec["input_tokens"].sum())
+    if users and n < len(sim.arrival):  # the time the steady requests span at users / mean e2e requests/s
+        dur = max(n * float(np.nanmean(rec["e2e_s"])) / users, 1e-300)
     st = sim.steps
     d = st["dur_s"]
     busy = float(d.sum())
     kv_frac = st["kv_blocks"] / max(sim.blocks, 1)
-    kv_mean = float(np.sum(kv_frac * d) / dur) if busy > 0 else 0.0  # idle time holds no sequence's KV
-    in_system = float(np.sum((st["running"] + st["waiting"]) * d) / dur)
+    kv_mean = float(np.sum(kv_frac * d) / window) if busy > 0 else 0.0  # idle time holds no sequence's KV
+    in_system = float(np.sum((st["running"] + st["waiting"]) * d) / window)
     lam, w = n / dur, float(np.nanmean(rec["e2e_s"]))
     good = meets_slo(rec, slo_ttft_s, slo_tpot_s)
     return RatePoint(

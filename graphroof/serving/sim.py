@@ -67,6 +67,9 @@ class EngineModel:
     admission: str = "on-demand"
     attention_arg: bool = True  # the step cost takes prefill_attention (several chunks priced exactly)
     tokens: float = 1.0         # tokens a decode step emits per sequence on average (speculative decoding: E)
+    #: the runtime's time per request (``[launch].request_overhead_s``): the scheduler sees a request this long after
+    #: it is sent; TTFT and e2e count from the send (a closed-loop user sends again at the finish)
+    request_s: float = 0.0
 
     def cost(self, n: Any, o: Any, m: Any, s: Any, attn: Any = None) -> np.ndarray:
         if self.attention_arg:
@@ -93,7 +96,10 @@ class _Sim:
                  ttft_stop: tuple[float, int] | None = None):
         self.em, self.wl = em, wl
         n = len(wl)
-        self.arr = wl.arrival.astype(float).copy()
+        self.arr = wl.arrival.astype(float) + em.request_s  # when the scheduler sees each request
+        if wl.users and n:  # closed loop: the users' first requests at even phases over one request's time
+            k = min(wl.users, n)
+            self.arr[:k] += self._cycle_s(k) * np.arange(k) / k
         self.comp = wl.prefix.astype(np.int64).copy()
         self.known = wl.prompt.astype(np.int64).copy()
         self.out = np.zeros(n, dtype=np.int64)
@@ -144,6 +150,19 @@ class _Sim:
         self.free -= need
         return True
 
+    def _cycle_s(self, users: int) -> float:
+        """About how long one request takes with *users* running: its prompt's prefill chunks alone, then its
+        decode steps at *users* sequences (at most ``max_seqs``) of mean context prompt + gen / 2, from the first
+        users' median lengths.  The users of a closed loop start spread over it, as a server's steady state has
+        them (equal requests sent together would stay in step, every prefill landing in the same steps)."""
+        em, wl = self.em, self.wl
+        p, g = int(np.median(wl.prompt[:users])), int(np.median(wl.gen[:users]))
+        chunk = max(1, min(p, em.budget))
+        m = max(1, min(users, em.max_seqs))
+        pre = float(em.cost(chunk, 0, 0, 0)) * -(-p // chunk)
+        dec = float(em.cost(0, 0, m, m * (p + g // 2))) * max(g - 1, 0) / max(em.tokens, 1e-9)
+        return pre + dec
+
     def _admit_arrivals(self) -> None:
         arr, n = self.arr, self.next_unknown
         while self.next_arr < n and arr[self.next_arr] <= self.now:
@@ -174,7 +193,7 @@ class _Sim:
             self.running.remove(i)
             self.done += 1
             if self.wl.users and self.next_unknown < len(self.arr):  # closed loop: the user sends its next one
-                self.arr[self.next_unknown] = end
+                self.arr[self.next_unknown] = end + self.em.request_s
                 self.next_unknown += 1
 
     def _say(self) -> None:
@@ -375,7 +394,8 @@ class _Sim:
                 self.step()
             self._say()
             stopped = self.stop is not None and self._missed(*self.stop) >= self.stop[1]
-        return SimOut(self.arr, self.sched, self.first, self.finish, self.preempt, self._steps(), self.em.blocks, stopped)
+        return SimOut(self.arr - self.em.request_s, self.sched, self.first, self.finish, self.preempt, self._steps(),
+                      self.em.blocks, stopped)
 
     def _missed(self, limit: float, _k: int) -> int:
         """Requests certain to have a TTFT above *limit*: emitted late, or still without a token that long after."""
