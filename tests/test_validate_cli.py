@@ -34,6 +34,7 @@ def _priced(row_id: str, dataset: str):
 
 @pytest.mark.parametrize("row_id,dataset", [
     ("trtllm_v05_v061_static.csv:17", "trtllm"),   # H100 fp8 Llama-2-7B, first token of 128 prompt tokens
+    pytest.param("nim_llm_h100.csv:3", "nim", marks=pytest.mark.slow),  # NIM Llama-3.1-8B fp8, ITL at 200 / 200
     pytest.param("gptfast_decode.csv:11", "gptfast", marks=pytest.mark.slow),  # A100 Llama-2-7B int8 batch-1 decode
     pytest.param("trtllm_v05_v061_static.csv:11", "trtllm", marks=pytest.mark.slow),  # A100 fp16 static batch 60
 ])
@@ -42,8 +43,8 @@ def test_llm_rows_equal_the_cli(row_id, dataset, capsys):
     cmd, _, what = row.command.partition(" -f json: ")
     d = _cli_json(cmd + " -f json", capsys)
     cfg = d["configs"][0]
-    if what == "configs[0].ttft_s":
-        cli = cfg["ttft_s"]
+    if what in ("configs[0].ttft_s", "configs[0].tpot_s"):
+        cli = cfg[what.split(".", 1)[1]]
     elif what.startswith("configs[0].output_tokens_per_s / "):
         cli = cfg["output_tokens_per_s"] / int(what.rsplit("/", 1)[1])
     else:

@@ -47,6 +47,11 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
     EngineFit("trtllm", "TensorRT-LLM", "tensorrt-llm-v0.5", {"request_overhead_s": 0.0},
               "request_overhead_s (0.8 ms) was fitted on trtllm rows 17, 21, 23; no other engine's rows fit a "
               "per-request time: the preset's unfitted default, no time per request beyond the steps"),
+    EngineFit("nim", "NVIDIA NIM", "nim", {"request_overhead_s": 0.0008, "host_per_sequence_s": 0.0},
+              "request_overhead_s (4.4 ms) was fitted on the nim Llama-3.1-8B rows at concurrency 1; the time per "
+              "request fitted on another engine's rows, TensorRT-LLM v0.5's generate call (the tensorrt-llm-v0.5 "
+              "preset's 0.8 ms, trtllm rows 17, 21, 23); host_per_sequence_s (64.6 us, fitted on the 8B rows at "
+              "concurrency 150-250, which tools/nim_serve.py scores) has no fit on another engine's rows: none"),
     EngineFit("vision", "FasterTransformer TF custom op", "fastertransformer", {"host_overhead_per_kernel_s": 8.8e-6},
               "host_overhead_per_kernel_s 8.5 us was fitted on the FT TF-op row V100 fp16 batch 1 seq 32; the same "
               "one-row fit on the FT PyTorch-op row beside it (bert_guide.md#L1554, 1.31 ms), less the op's Python "

@@ -14,6 +14,15 @@ device and pricing, many points per engine through ``Engine.price``).
   ``serving`` where that preset is absent).
   ``output_tokens_per_s_per_gpu`` = batch x output_len / e2e / TP; ``first_token_latency_ms`` = TTFT of batch 1
   (the whole generate call, one token).
+* NVIDIA NIM for LLMs 1.8 benchmarking tables (Llama-3.1-8B-Instruct on one H100, Llama-3.3-70B-Instruct TP2 on
+  two; fp8 profiles; AIPerf, streaming over HTTP): at concurrency 1, TTFT and ITL (mean time between streamed
+  tokens after the first: graphroof's TPOT) of one request, runtime preset ``nim`` (the ``tensorrt-llm-engine``
+  kernels, decode without CUDA graphs, the server's fitted time per request in TTFT), ``--weights fp8 --kv fp8``
+  (the tables say "fp8"; an 8-bit KV cache is inferred from their rows at concurrency 25-50 and 5,000-20,000-token
+  prompts, whose decode steps read mostly KV: a 16-bit cache puts them 26-65% slower, an 8-bit one within 15%:
+  ``tools/nim_serve.py``); at concurrency 1 the output tokens/s of one user is graphroof's gen / e2e.  Rows at
+  concurrency > 1 are a closed-loop serving run, scored by ``tools/nim_serve.py`` through ``graphroof.serve``
+  (too slow for this suite's budget: each prompt length traces its own step-cost grid), not here.
 """
 
 from __future__ import annotations
@@ -27,13 +36,14 @@ from .context import Context, preset, price_on
 from .data import DATA_DIR, excluded_reason, profile_or_none
 from .result import Row
 
-__all__ = ["gptfast_rows", "trtllm_rows", "TRT_GPU"]
+__all__ = ["gptfast_rows", "trtllm_rows", "nim_rows", "TRT_GPU"]
 
 TRT_GPU = {"h100": "h100-sxm", "a100": "a100-80gb-sxm", "l40s": "l40s-48gb-pcie"}
 GPTFAST_DTYPE = "bf16"
 #: gpt-fast's runtime preset (torch.compile mode=reduce-overhead: decode as CUDA graphs); TensorRT-LLM v0.5 / 0.6's
 GPTFAST_PRESET = DATA_DIR / "presets" / "gpt-fast.toml"
 TRTLLM_PRESET = "tensorrt-llm-v0.5"
+NIM_PRESET = "nim"
 
 
 def _weights(text: str) -> str | None:
@@ -159,4 +169,46 @@ def trtllm_rows(ctx: Context) -> list[Row]:
                            f"--runtime {runtime} --dtype fp16{flags} -f json: {what}")
         out.append(row)
     batch.run(ctx, "trtllm")
+    return out
+
+
+def _tpot(f: Any, i: int) -> float:
+    return float(f.tpot_s[i])
+
+
+def nim_rows(ctx: Context) -> list[Row]:
+    from ..llm.engine import Pricing
+
+    out: list[Row] = []
+    batch = Batch()
+    runtime = preset(NIM_PRESET, "serving")
+    for where, r in ctx.rows("nim_llm_h100.csv"):
+        model, prof, metric = r["graphroof_model"], r["graphroof_hw"], r["metric"]
+        tp, p, g, conc = int(r["tp"]), int(r["input_tokens"]), int(r["output_tokens"]), int(r["concurrency"])
+        figure = {"ttft_ms": "ttft", "itl_ms": "tpot"}.get(metric, "throughput")
+        inputs = {"model": r["model"], "tp": tp, "batch": 1, "input_tokens": p, "output_tokens": g,
+                  "concurrency": conc, "precision": r["precision"]}
+        regime = (f"concurrency 1, prompt {'<= 1000' if p <= 1000 else '> 1000'} tokens" if conc == 1
+                  else "concurrency > 1 (serving)")
+        ms = r["unit"] == "ms"
+        row = Row("nim", where, "NVIDIA NIM 1.8 (TensorRT-LLM engine)", prof, "", model, regime, figure, runtime,
+                  metric, "s" if ms else r["unit"], inputs, float(r["value"]) * (1e-3 if ms else 1.0),
+                  is_rate=not ms)
+        row.excluded = excluded_reason("nim", r, ctx.rules)
+        if conc > 1:
+            row.not_covered = ("concurrency > 1: a closed-loop serving run (graphroof serve --arrival closed:N), "
+                               "scored by tools/nim_serve.py, not by validate")
+        elif profile_or_none(prof) is None:
+            row.not_covered = f"no hardware profile {prof!r}"
+        if not row.excluded and not row.not_covered:
+            config = str(DATA_DIR / "models" / model / "config.json")
+            value = {"ttft": _ttft, "tpot": _tpot}.get(figure, _per_user(1))
+            batch.add((config, prof, Pricing(tp=tp, runtime=runtime, weights="fp8", kv="fp8"), "bf16"), row, 1, p, g,
+                      value)
+            what = {"ttft": "configs[0].ttft_s", "tpot": "configs[0].tpot_s"}.get(figure,
+                                                                                "configs[0].output_tokens_per_s")
+            row.command = (f"graphroof llm graphroof/validate/data/models/{model}/config.json --hw {prof} --tp {tp} "
+                           f"--batch 1 --prompt {p} --gen {g} --runtime {runtime} --weights fp8 --kv fp8 -f json: {what}")
+        out.append(row)
+    batch.run(ctx, "nim")
     return out
