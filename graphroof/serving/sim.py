@@ -291,7 +291,7 @@ class _Sim:
         fresh = em_ids[np.isnan(self.first[em_ids])]
         self.first[fresh] = end
         if self.stop is not None and len(fresh):
-            self.late += int(np.count_nonzero(end - self.arr[fresh] > self.stop[0]))
+            self.late += int(np.count_nonzero(end - (self.arr[fresh] - self.em.request_s) > self.stop[0]))
         self.rows.append((start, dt, len(self.running), len(self.waiting), n + len(decodes), len(decodes),
                           em.blocks - self.free))
         self.now = end
@@ -399,8 +399,9 @@ class _Sim:
 
     def _missed(self, limit: float, _k: int) -> int:
         """Requests certain to have a TTFT above *limit*: emitted late, or still without a token that long after."""
-        cut = int(np.searchsorted(self.arr, self.now - limit, side="right"))
-        return self.late + int(np.count_nonzero(np.isnan(self.first[:cut]) & (self.now - self.arr[:cut] > limit)))
+        sent = self.arr - self.em.request_s  # TTFT counts from the send
+        cut = int(np.searchsorted(sent, self.now - limit, side="right"))
+        return self.late + int(np.count_nonzero(np.isnan(self.first[:cut]) & (self.now - sent[:cut] > limit)))
 
     def _steps(self) -> dict[str, np.ndarray]:
         parts = list(self.runs)
