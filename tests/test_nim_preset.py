@@ -193,3 +193,17 @@ def test_step_cost_carries_the_same_floor():
     steps = sc["nim"](0, 0, np.array([1, 200]), np.array([40, 200 * 40]))
     assert steps[1] == pytest.approx(200 * 64.6e-6) and steps[0] == pytest.approx(
         float(sc["tensorrt-llm-engine"](0, 0, 1, 40)))
+
+
+def test_report_names_the_host_floor_not_speculative_decoding(capsys):
+    """Where the host floor sets the TPOT the step breakdown says so (the TPOT differs from the priced step for
+    that reason, not speculative decoding)."""
+    from graphroof.cli import main
+
+    capsys.readouterr()
+    assert main(["llm", "gpt2", "--hw", "h100-sxm", "--prompt", "32", "--gen", "8", "--batch", "256",
+                 "--runtime", "nim"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.startswith("batch 256 decode step"))
+    assert "the runtime's host work per sequence, 16.5 ms for 256 sequences, bounds it" in line
+    assert "speculative" not in text

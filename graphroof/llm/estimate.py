@@ -99,6 +99,11 @@ def plan_grids(pipe: Pipeline, batches: Sequence[int], prompt: int, gen: int) ->
     return b2
 
 
+def _floor(pipe: Pipeline, p: Any, b: int) -> float:
+    """The realistic decode step's floor from the runtime's host work per sequence at batch *b* (0: ideal)."""
+    return 0.0 if p.ideal else float(pipe.runtime.host_per_sequence_s) * b
+
+
 def critical_rows(pipe: Pipeline, batches: Sequence[int], prompt: int, b: int, key: Callable,
                   memo: dict) -> list[dict]:
     """The critical batch per layer at batch *b*: costs are affine in the batch, so any two counted batches give
@@ -147,7 +152,8 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
 
         configs.append(LLMConfig(batch=b, prompt=prompt, gen=gen, tp=p.tp, prefill=prefill, decode=decode,
                                  memory=memory_of(priced, figs.memory, b, prompt, i, serving),
-                                 figures=figure_row(figs, i), critical=critical_rows(pipe, batches, prompt, b, key,
+                                 figures=figure_row(figs, i, _floor(pipe, p, b)),
+                                 critical=critical_rows(pipe, batches, prompt, b, key,
                                                                                       memo),
                                  table_depth=d, fold=p.fold, ideal=p.ideal))
     notes = eng.notes()
@@ -221,7 +227,8 @@ def parallel_estimate(eng: Any, prompt: int, gen: int, batches: list[int]) -> LL
         d = p.depth or table_depth(decode.analysis)
         configs.append(LLMConfig(batch=b, prompt=prompt, gen=gen, tp=p.tp, prefill=prefill, decode=decode,
                                  memory=memory_of(None, figs.memory, b_dp[i], prompt, i, p.serving, min_tp=False),
-                                 figures=figure_row(figs, i), critical=[], table_depth=d, fold=p.fold,
+                                 figures=figure_row(figs, i, _floor(eng.pipeline, p, int(b_dec[i]))), critical=[],
+                                 table_depth=d, fold=p.fold,
                                  ideal=p.ideal, layout=lay.to_dict()))
     notes = eng.notes()
     for c in configs:

@@ -53,11 +53,14 @@ class PhasePricer:
     """One phase of one pipeline on one device (see the module docstring).
 
     *cuda_graphs*: steps replay as one CUDA graph (no per-kernel launch; *step_launch_s* once per step).
+    *seq_floor_s*: host time per sequence of a step, overlapped with the device (a preset's
+    ``host_per_sequence_s``, decode steps): a realistic step takes at least that times its batch.
     """
 
     def __init__(self, grid: KernelGrid, hw: HardwareProfile, *, cuda_graphs: bool = False,
-                 step_launch_s: float = 0.0, runtime: Runtime | None = None):
+                 step_launch_s: float = 0.0, runtime: Runtime | None = None, seq_floor_s: float = 0.0):
         self.grid, self.hw, self.cuda_graphs, self.step_launch_s = grid, hw, cuda_graphs, step_launch_s
+        self.seq_floor_s = float(seq_floor_s)
         self.runtime = runtime  # the engine preset the kernels run under (kernel capabilities)
         self.mult = np.asarray(grid.mult, dtype=float)
         self.nodes = [nodes[0] for nodes in grid.nodes]
@@ -317,9 +320,8 @@ class PhasePricer:
             for bv in np.unique(b[rng]).tolist():
                 sel = rng[b[rng] == bv]
                 self._ranges(bv, lo[sel], hi[sel], out, sel)
-        host = float(getattr(self.runtime, "host_per_sequence_s", 0.0) or 0.0)
-        if host:  # the server's per-sequence host work, overlapped with the device: each step's floor
-            out[[1, 6, 8]] = np.maximum(out[[1, 6, 8]], host * b)
+        if self.seq_floor_s:  # the server's per-sequence host work, overlapped with the device: each step's floor
+            out[[1, 6, 8]] = np.maximum(out[[1, 6, 8]], self.seq_floor_s * b)
         return PhaseTotals(*out)
 
     def _single(self, b: np.ndarray, x: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:

@@ -210,8 +210,9 @@ class PricedModel:
         key = (id(grid), hw.name, id(hw))
         if key not in self._pricers:
             graphs = phase == "decode" and self.pipe.runtime.decode_launch == "step"
+            floor = float(self.pipe.runtime.host_per_sequence_s) if phase == "decode" else 0.0
             self._pricers[key] = PhasePricer(grid, hw, cuda_graphs=graphs, step_launch_s=step_launch_s(graphs, hw),
-                                             runtime=self.pipe.runtime)
+                                             runtime=self.pipe.runtime, seq_floor_s=floor)
         return self._pricers[key]
 
     def phase_totals(self, phase: str, hw: HardwareProfile, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> PhaseTotals:
@@ -361,10 +362,11 @@ class PricedModel:
         return self.phase_totals("prefill", hw, b, lo, hi)
 
 
-def figure_row(figs: Figures, i: int) -> dict[str, Any]:
+def figure_row(figs: Figures, i: int, decode_floor_s: float = 0.0) -> dict[str, Any]:
     """Point *i*'s phase figures as plain numbers (ideal and realistic, first and last decode steps, terms,
-    bounds): what an :class:`~graphroof.llm.result.LLMConfig` holds."""
-    out: dict[str, Any] = {}
+    bounds): what an :class:`~graphroof.llm.result.LLMConfig` holds; ``decode_host_floor_s``: *decode_floor_s*, the
+    realistic decode step's floor from the runtime's host work per sequence (0: none)."""
+    out: dict[str, Any] = {"decode_host_floor_s": float(decode_floor_s)}
     for name, t in (("prefill", figs.prefill), ("decode", figs.decode)):
         for f in PhaseTotals.__dataclass_fields__:
             out[f"{name}_{f}"] = float(getattr(t, f)[i])

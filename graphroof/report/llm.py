@@ -255,6 +255,11 @@ def time_parts_lines(c) -> list[str]:
         if lay and lay.get("pp", 1) > 1:  # pipeline: the breakdown is one stage's step at its micro-batch
             label = f"{'prefill' if label == 'TTFT' else 'decode'} step of the last of {lay['pp']} stages"
         elif label == "TPOT" and c.tpot_s and not c.ideal and \
+                c.figures.get("decode_host_floor_s", 0.0) >= p["time_realistic_s"] * (1 - 1e-9):
+            # the runtime's host work per sequence bounds the step (the preset's host_per_sequence_s)
+            label = (f"decode step (TPOT {fmt_time(c.tpot_s)}: the runtime's host work per sequence, "
+                     f"{fmt_time(c.figures['decode_host_floor_s'])} for {c.batch} sequences, bounds it)")
+        elif label == "TPOT" and c.tpot_s and not c.ideal and \
                 abs(c.tpot_s - p["time_realistic_s"]) > 1e-6 * p["time_realistic_s"]:
             # speculative decoding: the breakdown is one plain decode step; the TPOT is per accepted token
             label = f"plain decode step (TPOT {fmt_time(c.tpot_s)} with speculative decoding)"
