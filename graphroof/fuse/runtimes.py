@@ -99,8 +99,8 @@ class Runtime:
     #: the realistic TTFT (and so to e2e), never to the ideal roofline
     request_overhead_s: float = 0.0
     #: host time per running sequence per step, overlapped with the device (a server's per-token work for each
-    #: sequence: sampling bookkeeping, incremental detokenization, streaming the token): a step takes at least this
-    #: times its sequences (realistic times only; graphroof.llm.evaluator, graphroof.llm.stepcost)
+    #: sequence: sampling bookkeeping, incremental detokenization, streaming the token): a decode step takes at least
+    #: this times its decoding sequences (realistic times only; graphroof.llm.evaluator, graphroof.llm.stepcost)
     host_per_sequence_s: float = 0.0
     #: host time an inference call spends before its first kernel can start (the framework's run() entry, input
     #: binding, the previous call's output copy and sync); with ``overlap_launch``, the first kernel's host stage
