@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import statistics
 import sys
 import time
 from pathlib import Path
 
 from graphroof.validate.data import DATA_DIR
+from graphroof.validate.result import stats_of
 
 DATA = "nim_llm_h100.csv"
 MAX_BATCHED_TOKENS = 8192
@@ -64,12 +64,12 @@ def simulate(key: tuple, sources: dict, kv: str):
 
 
 def _stats(errs: list[float]) -> str:
-    a = sorted(abs(e) for e in errs)
-    if not a:
+    """n / median / p90 / worst |error| and the signed median, as ``graphroof validate`` states them."""
+    s = stats_of(errs)
+    if s is None:
         return "n 0"
-    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
-    return (f"n {len(a)}, median {100 * statistics.median(a):.1f}%, p90 {100 * p90:.1f}%, worst {100 * a[-1]:.1f}%, "
-            f"signed median {100 * statistics.median(errs):+.1f}%")
+    return (f"n {s.n}, median {100 * s.median_abs:.1f}%, p90 {100 * s.p90_abs:.1f}%, worst {100 * s.worst_abs:.1f}%, "
+            f"signed median {100 * s.signed_median:+.1f}%")
 
 
 def main(argv: list[str] | None = None) -> int:

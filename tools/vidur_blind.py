@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from graphroof.validate.result import stats_of
 from graphroof.validate.vidur import GPU_PROFILE, LAYER, PRESET, layer_kernel_times
 
 #: Vidur's GPU folders and graphroof's profiles: the two the bundled rows are on, and the A40 (a40-48gb-pcie)
@@ -150,9 +150,10 @@ def summary(rows: list[tuple[str, str, int, int, float, float]]) -> list[str]:
     groups[("all", "")] = [abs(p / m - 1) for *_, m, p in rows]
     lines = []
     for (name, prof), e in groups.items():
-        e.sort()
-        lines.append(f"{name:40s} {prof:14s} n {len(e):5d}  median {statistics.median(e):6.1%}  "
-                     f"p90 {e[int(0.9 * (len(e) - 1))]:6.1%}  worst {e[-1]:6.1%}  > 20%: {sum(x > 0.2 for x in e)}")
+        s = stats_of(e)
+        assert s is not None
+        lines.append(f"{name:40s} {prof:14s} n {s.n:5d}  median {s.median_abs:6.1%}  p90 {s.p90_abs:6.1%}  "
+                     f"worst {s.worst_abs:6.1%}  > 20%: {sum(x > 0.2 for x in e)}")
     return lines
 
 
