@@ -43,7 +43,9 @@ def test_preset_rejects_other_values(value):
 
 
 def test_other_presets_keep_their_booleans():
-    assert get_runtime("serving").moe_grouped_gemm is True and get_runtime("tensorrt").moe_grouped_gemm is False
+    assert get_runtime("tensorrt-llm").moe_grouped_gemm is True and get_runtime("tensorrt").moe_grouped_gemm is False
+    # vLLM-like presets run the Triton fused-MoE kernel (tests/test_triton_moe_kernel.py)
+    assert get_runtime("serving").moe_grouped_gemm == "triton"
 
 
 # -- the resolution ----------------------------------------------------------------------------------------------

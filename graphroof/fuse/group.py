@@ -10,6 +10,12 @@ it fetches, a flash-attention kernel, a KV-cache update) is kept: an internal ed
 bytes from the consumer's reads and, when every consumer is inside, from the producer's writes, each
 clamped at zero.
 
+Under a runtime whose MoE experts run as the Triton fused-MoE kernel (``moe_grouped_gemm = "triton"``: vLLM,
+SGLang), the gather that puts the tokens in expert order (an ``aten.index`` read only by a grouped GEMM, as
+transformers writes it) is part of that GEMM's kernel: the kernel loads the rows of its A tile through the token
+index (vLLM fused_moe.py ``fused_moe_kernel``: ``a_ptrs`` from ``offs_token // top_k``), so the gathered copy is
+never written and the GEMM reads the hidden states, not ``top_k`` copies of them (:meth:`_Grouper._moe_gather`).
+
 Kernels never span two blocks at the graph's layer depth (a residual add of layer i stays out of layer
 i+1's norm), so per-layer rows stay whole and identical blocks stay identical.  Merges keep the kernel graph
 acyclic: an op joins a kernel only if none of its other producers can be
@@ -41,6 +47,8 @@ from .runtimes import Runtime, get_runtime
 
 __all__ = ["Kernel", "KernelGraph", "fuse"]
 
+#: grouped GEMM ops over expert weights (graphroof.frontends.moe.GROUPED_OPS, kept here: no frontend import)
+_GROUPED = ("aten._grouped_mm", "aten.grouped_mm", "transformers.grouped_mm_fallback")
 #: a repeated block's scope ends in its index (``layer1.0``, ``model.layers.3``: :func:`graphroof.scopes.block_level`)
 _REPEATED = re.compile(r"\.\d+$")
 
@@ -202,9 +210,29 @@ class _Grouper:
         ks = {self.kernel_of[p] for p in self.df.preds[n] if p in self.kernel_of}
         return sorted(ks, key=lambda k: -self.last[k])
 
+    def _moe_gather(self, n: str) -> bool:
+        """Whether op *n* is the token gather a Triton fused-MoE kernel does itself (module doc): an
+        ``aten.index`` whose outputs are read only, as the activation (input 0), by grouped GEMMs over a 3-D expert
+        weight, under a runtime with ``moe_grouped_gemm = "triton"``."""
+        df = self.df
+        if self.rt.moe_grouped_gemm != "triton" or df.nodes[n].op != "aten.index":
+            return False
+        readers = [(c, t) for t in df.out_names[n] if t for c in df.consumers.get((n, t), ())]
+        if not readers:
+            return False
+        for c, t in readers:
+            node = df.nodes[c]
+            if node.op not in _GROUPED or len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].rank != 3:
+                return False
+            if df.src.get((c, 0)) != (n, t) or any(df.src.get((c, i)) == (n, t) for i in range(1, len(node.inputs))):
+                return False
+        return True
+
     def _try_vector(self, n: str) -> bool:
         df, rt = self.df, self.rt
         cls = df.cls[n]
+        if self._moe_gather(n):
+            return False  # its own kernel for now: the grouped GEMM reading it takes it in (run)
         if rt.fold_batch_norm and is_batch_norm(df.nodes[n]):
             src = df.src.get((n, 0), (None, None))
             p = src[0]
@@ -280,6 +308,12 @@ class _Grouper:
             if cls == "gemm" and self.rt.fuse_horizontal_gemms and self._try_horizontal(n):
                 continue
             self._new(n, "vector" if cls in VECTOR_CLASSES else cls)
+            if cls == "gemm" and self.rt.moe_grouped_gemm == "triton":
+                src = df.src.get((n, 0), (None, None))[0]
+                k = self.kernel_of.get(src) if src is not None else None
+                if src is not None and k is not None and self.members[k] == {src} and self._moe_gather(src) \
+                        and self._can_merge(None, [self.kernel_of[n], k]):
+                    self._merge_into(None, [self.kernel_of[n], k])  # the gather in the GEMM's A loads
         if self.rt.fuse_epilogues:
             self._epilogues()
 

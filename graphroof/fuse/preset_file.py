@@ -40,7 +40,8 @@ defaults, which are one kernel per op, launches added per kernel)::
     fp8_quantize_after_attention = false  # the fp8 GEMM input's quantize after an attention kernel: a kernel of its own
     attention_context_prep = false    # a prefill attention also runs offset + bias / rotary / KV-write kernels (timing.attention)
     moe_grouped_gemm = true           # true | false | "torch": PyTorch's torch._grouped_mm (one grouped kernel on
-                                      # compute capability 9.x / 10.x, one GEMM per expert elsewhere: timing.moe)
+                                      # compute capability 9.x / 10.x, one GEMM per expert elsewhere: timing.moe) |
+                                      # "triton": vLLM / SGLang's Triton fused_moe kernel (timing.moe)
     autocast = false                  # torch.autocast: a weight cast kernel before every GEMM / conv
     l2_activations = false            # kernels back to back: activations read from L2 when they fit (timing.l2)
     attention_kernel = "auto"         # auto | flash2 | flash3 | cudnn (graphroof.timing.attention)
@@ -76,8 +77,9 @@ NORM_STREAMS = ("norm", "elementwise")
 #: profile's) | ``waves`` (one CTA per tile, whole waves) | ``stream_k`` (persistent stream-K, loads overlap the math)
 GEMM_SCHEDULES = ("auto", "waves", "stream_k")
 #: ``[kernels] moe_grouped_gemm``: true (one grouped GEMM over the experts) | false (one GEMM per visited expert) |
-#: ``"torch"`` (PyTorch's ``torch._grouped_mm``: which of the two depends on the device, graphroof.timing.moe)
-MOE_GROUPED_GEMM: tuple[bool | str, ...] = (True, False, "torch")
+#: ``"torch"`` (PyTorch's ``torch._grouped_mm``: which of the two depends on the device, graphroof.timing.moe) |
+#: ``"triton"`` (vLLM / SGLang's Triton fused_moe kernel: one grouped kernel, priced as family ``triton_moe``)
+MOE_GROUPED_GEMM: tuple[bool | str, ...] = (True, False, "torch", "triton")
 
 _MAX_BYTES = 256_000
 _TOP = {"name", "based_on", "aliases", "engine", "description", "fusion", "launch", "kernels", "sources"}

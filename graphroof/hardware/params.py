@@ -21,6 +21,8 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     gemm_dequant_flops_per_mac = 8.4 # weight-only GEMMs (int4 / int8 weights, bf16 activations) with the dequant
                                      # fused in the main loop: vector FLOPs per multiply-add spent dequantising
     gemm_stream_k = true             # persistent stream-K GEMMs (Hopper cuBLAS / CUTLASS): no wave quantisation
+    triton_mma_efficiency = 0.70     # share of the cuBLAS tile rate a Triton MoE kernel's tile sustains (vLLM /
+                                     # SGLang fused_moe: pointer-gathered loads, no TMA or warp specialisation)
     attn_matrix_efficiency = 1.0     # flash attention's Q K^T / P V: fraction of the achievable matmul rate
     attn_exp_per_s = 3.9e12          # softmax exponentials per second (SFU: SMs x 16 / clock x clock)
     attn_fill_keys = 300             # pipeline fill / epilogue per query row, in key positions of work
@@ -104,6 +106,10 @@ class KernelTiming:
     gemm_achievable_flops_per_s: dict[str, float] = field(default_factory=dict)
     gemm_stream_k: bool = False     # persistent stream-K GEMMs: no wave quantisation (graphroof.timing.gemm)
     gemm_dequant_flops_per_mac: float = 8.42  # the H100 fit (measure_int4.csv); a kernel-ALU count
+    #: the share of the cuBLAS per-tile rate (gemm_matrix_efficiency x the achievable ceiling) a tile of a Triton
+    #: fused-MoE kernel sustains (graphroof.timing.moe, family triton_moe); 1.0: the same rate (Ampere / Ada, whose
+    #: cuBLAS also feeds mma.sync from cp.async pipelines)
+    triton_mma_efficiency: float = 1.0
     attn_matrix_efficiency: float | None = None   # None: gemm_matrix_efficiency
     attn_exp_per_s: float | None = None           # None: derived from the vector fp32 peak (graphroof.timing.attention)
     attn_fill_keys: float = 0.0
@@ -217,7 +223,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
              "graph_launch_overhead_s", "stream_bw_efficiency", "gemm_achievable_flops_per_s",
              "gemm_dequant_flops_per_mac", "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys",
              "gemm_stream_k", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s", "l2_partitions",
-             "smem_per_sm_bytes"}
+             "smem_per_sm_bytes", "triton_mma_efficiency"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
     kw: dict[str, Any] = {}
@@ -244,7 +250,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
                                               strict_lo=False)
     if "gemm_l2_bw_bytes_per_s" in t:
         kw["gemm_l2_bw_bytes_per_s"] = _number(path, "timing.gemm_l2_bw_bytes_per_s", t["gemm_l2_bw_bytes_per_s"])
-    for k in ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency"):
+    for k in ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "triton_mma_efficiency"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k], hi=1.0)
     for k in ("gemm_latency_s", "stream_latency_s", "launch_overhead_s", "graph_launch_overhead_s"):

@@ -47,6 +47,14 @@ Four refinements (all data in the profile, see docs/kernel_timing.md):
       tiles = group_m_tiles(M, groups, tm, cluster_m) * ceil(N / tn),  waves = ceil(tiles / SMs)
       t_compute = waves * 2 tm tn K / (rate_sm)
 
+  ``library="triton_moe"`` is vLLM / SGLang's Triton fused-MoE kernel (:mod:`graphroof.timing.moe`): the tuned tile
+  of :data:`~graphroof.timing.moe.TRITON_BLOCK_M` x :data:`~graphroof.timing.moe.TRITON_BLOCK_N` with the least
+  compute time, whole waves (a plain grid: no split-K, no stream-K), the profile's overlap exponent (loads
+  software-pipelined, not warp-specialised) and each tile at ``triton_mma_efficiency`` of the cuBLAS rate::
+
+      tiles = group_m_tiles(M, groups, tm) * ceil(N / tn),  waves = ceil(tiles / SMs)
+      t_compute = waves * 2 tm tn K / (rate_sm * triton_mma_efficiency)
+
 **Schedule** (the runtime's ``gemm_schedule``, a preset ``[kernels]`` key: which cuBLAS generation the engine
 ships, :func:`schedule_of`): ``auto`` keeps the profile's ``gemm_stream_k`` and overlap exponent; ``waves``: one
 CTA per (tile, split), whole waves, no stream-K (heuristics of an older library); ``stream_k``: on a device whose
@@ -81,7 +89,7 @@ from ..dtypes import dtype_bits
 from ..errors import InputError
 from ..fuse.preset_file import GEMM_SCHEDULES
 from ..hardware.params import KernelTiming
-from .moe import group_m_tiles
+from .moe import TRITON_BLOCK_M, TRITON_BLOCK_N, group_m_tiles
 
 if TYPE_CHECKING:
     from ..hardware import HardwareProfile
@@ -112,9 +120,10 @@ class GemmTime:
 
 #: kernel families graphroof prices: ``cublas`` (timing.gemm: tile heights, split-K, stream-K) | ``deepgemm``
 GEMM_LIBRARIES = ("cublas", "deepgemm")
-#: the families :func:`gemm_time_with` prices: the selectable ones and ``torch_grouped`` (PyTorch's CUTLASS grouped
-#: kernel, chosen by the plan from the runtime's ``moe_grouped_gemm = "torch"`` and the device: timing.gemm_plan)
-KERNEL_FAMILIES = GEMM_LIBRARIES + ("torch_grouped",)
+#: the families :func:`gemm_time_with` prices: the selectable ones, ``torch_grouped`` (PyTorch's CUTLASS grouped
+#: kernel, chosen by the plan from the runtime's ``moe_grouped_gemm = "torch"`` and the device: timing.gemm_plan) and
+#: ``triton_moe`` (vLLM / SGLang's Triton fused-MoE kernel, ``moe_grouped_gemm = "triton"``)
+KERNEL_FAMILIES = GEMM_LIBRARIES + ("torch_grouped", "triton_moe")
 #: the smallest tile height of a weight-only GEMM with the dequant fused (not cuBLAS, whose smallest tile is the
 #: profile's gemm_tile_m_min): PyTorch's tinygemm int4 kernel tiles M in one 16-row mma.m16n8k16
 #: (pytorch/pytorch aten/src/ATen/native/cuda/int4mm.cu: ALayout_RM kMTileSize = 16)
@@ -239,6 +248,8 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
     stream_k, p = schedule_of(timing, schedule if library == "cublas" else "auto")
     if library == "torch_grouped":
         p = None  # warp-specialised TMA kernel: loads hidden under the math
+    elif library == "triton_moe":
+        p = timing.gemm_overlap_exponent  # software-pipelined, not warp-specialised: as a whole-wave kernel
     if sms:
         i_l2 = peak_flops_per_s / timing.gemm_l2_bw_bytes_per_s if timing.gemm_l2_bw_bytes_per_s else 0.0
         tn = timing.gemm_tile[1]
@@ -253,6 +264,20 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         tiles = int(group_m_tiles(m, groups, tm, cluster_m, not balanced)) * math.ceil(n / tn) * batch
         waves, split, cta_flops = math.ceil(tiles / sms), 1, 2.0 * tm * tn * k
         t_compute = waves * cta_flops / (rate / sms * _starve(tm, tn, in_bytes, i_l2))
+        util = flops / (waves * sms * cta_flops)
+    elif sms and library == "triton_moe":
+        r_t = rate * timing.triton_mma_efficiency
+        best_t: tuple[float, int, int, int, int] | None = None
+        for tm_ in TRITON_BLOCK_M:  # the tuned config: the least compute time (module doc)
+            for tn_ in TRITON_BLOCK_N:
+                n_t = int(group_m_tiles(m, groups, tm_, 1, not balanced)) * math.ceil(n / tn_) * batch
+                w_t = math.ceil(n_t / sms)
+                c_t = w_t * 2.0 * tm_ * tn_ * k / (r_t / sms * _starve(tm_, tn_, in_bytes, i_l2))
+                if best_t is None or c_t < best_t[0]:
+                    best_t = (c_t, tm_, tn_, n_t, w_t)
+        assert best_t is not None
+        t_compute, tm, tn, tiles, waves = best_t
+        split, cta_flops = 1, 2.0 * tm * tn * k
         util = flops / (waves * sms * cta_flops)
     elif sms:
         if timing.gemm_tile_policy == "cover_m":

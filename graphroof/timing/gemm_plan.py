@@ -12,7 +12,8 @@ gemm_times`), so both price the same kernel:
   experts are read back from the counted weight bytes at each point), and ``moe_grouped_gemm`` (``"torch"``
   resolved against the device here: :func:`graphroof.timing.moe.grouped_gemm_on`; where it runs as one kernel,
   that kernel is PyTorch's CUTLASS grouped GEMM, family ``torch_grouped``: its tile by the device's compute
-  capability and the rows per expert, :func:`graphroof.timing.moe.torch_grouped_tile`);
+  capability and the rows per expert, :func:`graphroof.timing.moe.torch_grouped_tile`; ``"triton"``: vLLM /
+  SGLang's Triton fused-MoE kernel, family ``triton_moe``);
 * the runtime's ``gemm_schedule`` (which cuBLAS generation it ships: whole waves or stream-K,
   :func:`graphroof.timing.gemm.schedule_of`), for plain cuBLAS GEMMs;
 * the kernel family (``node.attrs["gemm_library"]``, else the runtime's ``gemm_library``, else ``cublas``):
@@ -102,6 +103,8 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
     grouped = grouped_gemm_on(setting, hw, gd)
     if ex and setting == "torch" and grouped and lib == "cublas":
         lib = "torch_grouped"  # torch._grouped_mm's CUTLASS kernel (timing.moe)
+    elif ex and setting == "triton" and lib == "cublas":
+        lib = "triton_moe"  # vLLM / SGLang's Triton fused-MoE kernel (timing.moe)
     return GemmPlan(gd, bits, quant_group(node, runtime) if bits else None, variant,
                     ex[0] if ex else 0, ex[3] if ex else 0.0, grouped, dtype,
                     lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant,
@@ -159,6 +162,10 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, out_dtype=plan.out_dtype or None, groups=groups,
                       library=plan.library, tile=torch_grouped_tile(plan.arch, m / max(plan.experts, 1), n),
                       cluster_m=TORCH_GROUPED_CLUSTER_M, balanced=plan.balanced)
+        counted_w = g.bytes
+    elif plan.library == "triton_moe":
+        g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, out_dtype=plan.out_dtype or None, groups=groups,
+                      library=plan.library, balanced=plan.balanced)
         counted_w = g.bytes
     elif plan.library != "cublas":
         b = plan.batch if m % plan.batch == 0 else 1

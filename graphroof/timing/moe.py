@@ -36,6 +36,21 @@ the CUTLASS persistent group scheduler ``PersistentTileSchedulerSm90Group``), an
 * one more kernel before it (``prepare_grouped_gemm_data<<<1, E>>>``, the per-group pointers and problem sizes):
   the device's plain-kernel floor ``stream_latency_s``.
 
+**The Triton fused-MoE kernel** of vLLM and SGLang (``moe_grouped_gemm = "triton"``, kernel family
+``triton_moe``; vLLM model_executor/layers/fused_moe/fused_moe.py ``fused_moe_kernel``) is one grouped GEMM whose
+program ids walk the experts' row blocks (``moe_align_block_size`` pads each expert's rows to BLOCK_SIZE_M) times
+the N blocks.  What sets its time, from its source:
+
+* tiles: BLOCK_SIZE_M in 16 ... 256, BLOCK_SIZE_N in 32 ... 256 (:data:`TRITON_BLOCK_M`, :data:`TRITON_BLOCK_N`: the
+  search space of vLLM's benchmarks/kernels/benchmark_moe.py ``get_configs_compute_bound``, which writes the tuned
+  config files the engine ships per device and shape); graphroof takes the tuned one, the least compute time;
+* a plain grid, one program per tile, no split-K and no stream-K: whole waves;
+* A rows gathered through a token index (``offs_token // top_k``) and B by pointer arithmetic, software pipelined
+  (``num_stages``), not TMA-fed and not warp-specialised: loads and math overlap as in a whole-wave cuBLAS kernel
+  (the profile's ``gemm_overlap_exponent``), and a tile's rate is ``triton_mma_efficiency`` of cuBLAS's (a profile
+  constant: 1.0 where cuBLAS itself runs mma.sync from cp.async pipelines, Ampere / Ada; fitted on Hopper, whose
+  cuBLAS tiles are TMA-fed warp-specialised wgmma kernels that the gathered-pointer kernel is not).
+
 Floats or numpy arrays alike.
 """
 
@@ -48,7 +63,7 @@ import numpy as np
 from ..dtypes import canonical_dtype, dtype_bits
 from ..hardware.params import KernelTiming
 
-__all__ = ["expert_weight_shape", "experts_in_step", "group_m_tiles", "per_expert_latency_s", "grouped_gemm_on",
+__all__ = ["TRITON_BLOCK_M", "TRITON_BLOCK_N", "expert_weight_shape", "experts_in_step", "group_m_tiles", "per_expert_latency_s", "grouped_gemm_on",
            "TORCH_GROUPED_MM_MAJORS", "TORCH_GROUPED_CLUSTER_M", "cc_major", "torch_grouped_tile"]
 
 #: compute capability majors on which PyTorch runs ``torch._grouped_mm`` (bf16) as one CUTLASS grouped GEMM
@@ -57,6 +72,10 @@ TORCH_GROUPED_MM_MAJORS = (9, 10)
 #: PyTorch's CUTLASS grouped GEMM runs 2 x 1 x 1 thread-block clusters (GroupMM.cu ``ClusterShape``): each group's
 #: M tiles round up to a multiple of 2 (module doc)
 TORCH_GROUPED_CLUSTER_M = 2
+#: tile heights / widths of the Triton fused-MoE kernel's tuned configs (vLLM benchmarks/kernels/benchmark_moe.py
+#: get_configs_compute_bound: block_m_range [16, 32, 64, 128, 256], block_n_range [32, 64, 128, 256]; module doc)
+TRITON_BLOCK_M = (16, 32, 64, 128, 256)
+TRITON_BLOCK_N = (32, 64, 128, 256)
 
 
 def cc_major(hw: Any) -> int:
@@ -79,8 +98,11 @@ def torch_grouped_tile(major: int, m_per_group: float, n: int) -> tuple[int, int
 
 def grouped_gemm_on(setting: Any, hw: Any, dtype: str = "bf16") -> bool:
     """Whether a runtime's ``moe_grouped_gemm`` *setting* runs a grouped GEMM computing in *dtype* as one kernel on
-    *hw*: True / False as given; ``"torch"``: one kernel iff *hw*'s compute capability major is in
-    :data:`TORCH_GROUPED_MM_MAJORS` and *dtype* is bf16, else one GEMM per visited expert (module doc)."""
+    *hw*: True / False as given; ``"triton"``: one kernel (the fused-MoE kernel, on any device Triton targets);
+    ``"torch"``: one kernel iff *hw*'s compute capability major is in :data:`TORCH_GROUPED_MM_MAJORS` and *dtype* is
+    bf16, else one GEMM per visited expert (module doc)."""
+    if setting == "triton":
+        return True
     if setting != "torch":
         return bool(setting)
     return cc_major(hw) in TORCH_GROUPED_MM_MAJORS and canonical_dtype(dtype) == "bf16"

@@ -58,7 +58,7 @@ __all__ = ["HOLDOUTS", "held_out_profile", "fitted_profiles", "holdout_notes", "
 
 HOLDOUTS = ("gpu", "engine", "model")
 _MEDIAN_TIMING = ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s",
-                  "gemm_overlap_exponent", "gemm_split_k_min")
+                  "gemm_overlap_exponent", "gemm_split_k_min", "triton_mma_efficiency")
 #: per-GPU [collectives] constants; the network ones (inter_hop_latency_s, inter_bw_bytes_per_s_per_nic,
 #: inter_ramp_bytes_per_nic, nics_per_node) are the measured cluster's, not the GPU's: kept as the profile has them
 _MEDIAN_COLL = ("base_latency_s", "launch_skew_s", "intra_hop_latency_s", "device_latency_s", "custom_latency_s")

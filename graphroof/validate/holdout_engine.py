@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["EngineFit", "ENGINE_FITS", "held_out_runtimes", "engine_holdout", "engine_notes", "fits_of"]
+__all__ = ["EngineFit", "ENGINE_FITS", "TIMING_FITS", "held_out_runtimes", "engine_holdout", "engine_notes", "fits_of"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,34 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
 )
 
 
+#: profile [timing] constants fitted on one engine's rows: (dataset, engine) -> (field, held-out value, why); the
+#: engine's rows are priced again on every profile whose field differs from the held-out value
+TIMING_FITS: dict[tuple[str, str], tuple[str, float, str]] = {
+    ("fused_moe", "vLLM Triton fused_moe"): (
+        "triton_mma_efficiency", 1.0,
+        "triton_mma_efficiency (0.70 on Hopper profiles) was fitted on the fused_moe rows (vLLM's Triton kernel) at "
+        ">= 1,024 tokens; no other engine's rows fit a Triton kernel's rate: the unfitted default, the cuBLAS rate"),
+}
+
+
+def _timing_profiles(dataset: str, engine: str) -> list[Any]:
+    """The profiles whose [timing] constant fitted on *engine*'s rows of *dataset* (:data:`TIMING_FITS`) differs
+    from its held-out value, with the held-out value."""
+    from ..hardware import list_profiles, load_hardware
+
+    fit = TIMING_FITS.get((dataset, engine))
+    if fit is None:
+        return []
+    field, value, _ = fit
+    out = []
+    for name in list_profiles():
+        hw = load_hardware(name)
+        if hw.timing is not None and getattr(hw.timing, field) != value:
+            changes: dict[str, Any] = {field: value}
+            out.append(replace(hw, timing=replace(hw.timing, **changes)))
+    return out
+
+
 def fits_of(dataset: str) -> dict[str, list[EngineFit]]:
     """Engine -> the preset fits made on its rows in *dataset* (an engine with only device-rate fits: no entry)."""
     out: dict[str, list[EngineFit]] = {}
@@ -123,11 +151,12 @@ def engine_holdout(dataset: str, rows: list[Any], adapter: Callable[[Any], list[
     from .holdout_rates import LATENCY_FITS, RATE_FITS
 
     presets_of = fits_of(dataset)
-    engines = sorted(set(presets_of) | {e for d, e in (*RATE_FITS.values(), *LATENCY_FITS.values()) if d == dataset})
+    engines = sorted(set(presets_of) | {e for d, e in (*RATE_FITS.values(), *LATENCY_FITS.values()) if d == dataset}
+                     | {e for d, e in TIMING_FITS if d == dataset})
     for engine in engines:
         fits = presets_of.get(engine, [])
         presets = {f.preset for f in fits}
-        profiles = _rate_profiles(dataset, engine)
+        profiles = _rate_profiles(dataset, engine) + _timing_profiles(dataset, engine)
         gpus = {p.name for p in profiles}
         mine = [r for r in rows if r.engine.startswith(engine) and (r.runtime in presets or r.gpu in gpus)
                 and r.predicted is not None]
@@ -154,6 +183,9 @@ def engine_notes() -> list[str]:
                "on that GPU are priced again with the rate transferred from the GPUs whose rate of the kind was fitted "
                "on another engine's rows (the latency level dropped: the derived latencies): "
                + "; ".join(rate_notes(engine=True)))
+    out.append("[timing] constants fitted on one engine's rows: that engine's rows are priced again with the "
+               "constant's unfitted value on every profile that has it: "
+               + "; ".join(f"{d} {e} rows: {f} = {v:g} ({why})" for (d, e), (f, v, why) in TIMING_FITS.items()))
     out.append("no [collectives] constant is fitted per engine (the CUDA-graph all-reduce latencies are NCCL's "
                "tuning-model figures, not a gpt-fast fit: the gpt-fast rows score as in the plain run); the fitted "
                "[timing] / [collectives] constants came from the Vidur rows (the only engine with kernel-level data: "

@@ -40,6 +40,8 @@ DATASETS: dict[str, tuple[Callable[[Context], list[Row]], str]] = {
     "nim": (_adapter("llmrows", "nim_rows"),
             "NVIDIA NIM 1.8 benchmarking tables: TTFT and ITL of one request, Llama-3.1-8B / 3.3-70B fp8 on H100"),
     "kernels": (_adapter("kernels", "kernel_rows"), "MAMF best matmul per accelerator, DeepGEMM fp8 GEMMs"),
+    "fused_moe": (_adapter("moe", "moe_rows"),
+                  "vLLM's Triton fused-MoE block by its tuning benchmark: H100, H200, A100, L40S, 1-8192 tokens"),
     "vision": (_adapter("vision", "vision_rows"),
                "DeepLearningExamples / TensorRT demo / FasterTransformer: vision and BERT latency"),
     "torch_gpu": (_adapter("torchgpu", "torch_gpu_rows"),
@@ -64,7 +66,7 @@ def parse_datasets(datasets: str | Sequence[str] | None) -> list[str]:
 
 #: about how long each dataset takes (CPU seconds, nothing stored, this 2-core machine, 2026-11-27): the longest
 #: start first
-COST_S = {"gptfast": 40.0, "trtllm": 35.0, "nim": 25.0, "vision": 23.0, "torch_gpu": 20.0, "vidur_ops": 15.0, "kernels": 2.0,
+COST_S = {"gptfast": 40.0, "trtllm": 35.0, "nim": 25.0, "vision": 23.0, "torch_gpu": 20.0, "vidur_ops": 15.0, "fused_moe": 17.0, "kernels": 2.0,
           "vidur_allreduce": 1.0}
 #: what the forked workers of :func:`_in_workers` read (set before the pool forks, cleared after)
 _WORK: dict[str, Any] = {}

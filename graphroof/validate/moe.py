@@ -1,0 +1,90 @@
+"""Fused mixture-of-experts blocks (``fused_moe_triton.csv``): vLLM's Triton fused-MoE kernel timed by the
+engine's own tuning benchmark (benchmarks/kernels/benchmark_moe.py and tuners that share its harness), one row per
+(device, expert shape, tokens in the batch), the tuned config of the shape the engine ships.
+
+What such a row times (benchmark_moe.py ``benchmark_config``): the routing of T tokens from given gating logits
+(softmax, top-k, renormalise), ``moe_align_block_size`` (each expert's rows padded to the tile height), the gate+up
+grouped GEMM, the activation-and-multiply, the down grouped GEMM with the routing weight applied, and the sum over
+the top-k, under a CUDA graph (no host launch); not the router's linear layer (its logits are the input).
+
+Priced by the ``graphroof llm`` pipeline users run, on a one-layer model of the row's expert shape (a Qwen3-MoE
+``config.json`` under ``data/models/moe-*``: hidden size, experts, top-k and per-GPU expert width of the row;
+:func:`config_name`): the prefill step of one sequence of T tokens (``Engine.step("prefill", 1, T)``, the per-op
+breakdown ``graphroof llm`` and ``graphroof analyze`` print), under the ``vllm`` preset (``moe_grouped_gemm =
+"triton"``: the Triton fused-MoE kernel family, :mod:`graphroof.timing.moe`), weights in the row's dtype (fp8
+per-tensor rows: ``--weights fp8``, W8A8 GEMMs), and the figure is the sum over layer 0's MoE kernels
+(:func:`moe_block_kernel`: the routing and expert kernels and the top-k combine; the router's linear layer left
+out) of the kernel time without its host launch.  The gpu hold-out prices the rows again by profile name
+(:func:`graphroof.validate.holdout.gpu_holdout`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import Context
+from .data import DATA_DIR, excluded_reason, profile_or_none
+from .result import Row
+
+__all__ = ["moe_rows", "moe_block_kernel", "moe_block_time_s", "config_name", "PRESET"]
+
+PRESET = "vllm"
+ENGINE = "vLLM Triton fused_moe (benchmark_moe.py)"
+
+
+def config_name(experts: int, hidden: int, n_per_gpu: int, top_k: int) -> str:
+    """The bundled one-layer model of an expert shape: ``data/models/<name>/config.json``."""
+    return f"moe-e{experts}-h{hidden}-n{n_per_gpu}-k{top_k}"
+
+
+def moe_block_kernel(row: dict[str, Any]) -> bool:
+    """Whether a kernel row of a one-layer MoE model's breakdown is part of the fused-MoE block a row times: layer
+    0's expert scope (routing, the grouped GEMMs, the activation), or the layer's kernel that sums the top-k expert
+    outputs (module doc); not the router's linear layer (``mlp.gate``)."""
+    scope = str(row.get("scope", ""))
+    if scope.startswith("model.layers.0.mlp.experts"):
+        return True
+    ops = " ".join(str(o) for o in row.get("ops", ()))
+    return scope == "model.layers.0" and "sum" in ops
+
+
+def moe_block_time_s(analysis: Any) -> float:
+    """The fused-MoE block's kernel time without host launches in a step's breakdown (:func:`moe_block_kernel`)."""
+    return sum(k["time_realistic_s"] - k["t_launch_s"] for k in analysis.kernel_rows if moe_block_kernel(k))
+
+
+def _regime(tokens: int) -> str:
+    return "tokens <= 512 (expert weights streamed)" if tokens <= 512 else "tokens > 512 (compute)"
+
+
+def moe_rows(ctx: Context) -> list[Row]:
+    from ..llm.engine import Pricing
+
+    out: list[Row] = []
+    for where, r in ctx.rows("fused_moe_triton.csv"):
+        prof, dtype = r["graphroof_hw"], r["dtype"]
+        e, h, n, k, t = (int(r[c]) for c in ("experts", "hidden", "n_per_gpu", "top_k", "tokens"))
+        model = config_name(e, h, n, k)
+        inputs = {"experts": e, "hidden": h, "n_per_gpu": n, "top_k": k, "tokens": t, "dtype": dtype}
+        row = Row("fused_moe", where, ENGINE, prof, "", model, _regime(t), "moe-block", PRESET, "time_us", "s",
+                  inputs, float(r["time_us"]) * 1e-6)
+        row.excluded = excluded_reason("fused_moe", r, ctx.rules)
+        hw = profile_or_none(prof)
+        if hw is None:
+            row.not_covered = f"no hardware profile {prof!r}"
+        elif dtype not in ("bf16", "fp8"):
+            row.not_covered = f"dtype {dtype!r}: bf16 or per-tensor fp8 (W8A8) only"
+        if not row.excluded and not row.not_covered:
+            config = str(DATA_DIR / "models" / model / "config.json")
+            weights = "fp8" if dtype == "fp8" else None
+            eng = ctx.engine(config, prof, Pricing(runtime=PRESET, weights=weights), dtype="bf16")
+            row.predicted = moe_block_time_s(eng.step("prefill", 1, t))
+            row.vendor = eng.hw.vendor
+            row.command = (f"Engine('graphroof/validate/data/models/{model}/config.json', hw='{prof}', "
+                           f"pricing=Pricing(runtime='{PRESET}'" + (", weights='fp8'" if weights else "") + "), "
+                           f"dtype='bf16').step('prefill', 1, {t}): layer 0's mlp.experts kernels and its top-k sum, "
+                           "time_realistic_s - t_launch_s (the same kernels: graphroof analyze "
+                           f"graphroof/validate/data/models/{model}/config.json --hw {prof} --seq {t} --runtime "
+                           f"{PRESET}" + (" --dtype fp8" if weights else "") + " --kernels -f json)")
+        out.append(row)
+    return out
