@@ -14,7 +14,9 @@ Under a runtime whose MoE experts run as the Triton fused-MoE kernel (``moe_grou
 SGLang), the gather that puts the tokens in expert order (an ``aten.index`` read only by a grouped GEMM, as
 transformers writes it) is part of that GEMM's kernel: the kernel loads the rows of its A tile through the token
 index (vLLM fused_moe.py ``fused_moe_kernel``: ``a_ptrs`` from ``offs_token // top_k``), so the gathered copy is
-never written and the GEMM reads the hidden states, not ``top_k`` copies of them (:meth:`_Grouper._moe_gather`).
+never written and the kernel's counted bytes read the hidden states once, not ``top_k`` copies of them
+(:meth:`_Grouper._moe_gather`); its time still streams the ``T top_k`` rows it gathers (the GEMM model's A: an upper
+bound, the L2 serving the repeats it can).
 
 Kernels never span two blocks at the graph's layer depth (a residual add of layer i stays out of layer
 i+1's norm), so per-layer rows stay whole and identical blocks stay identical.  Merges keep the kernel graph
