@@ -34,7 +34,8 @@ def test_every_fitted_preset_constant_is_held_out():
     words = {"TensorRT-LLM": "rows 17, 21, 23", "FasterTransformer TF custom op": "TF-op row",
              "Paddle Inference + TensorRT": "row Paddle Inference + TensorRT",
              "PyTorch TorchScript": "TorchScript rows", "PyTorch 2.11": "h100_session/models.csv",
-             "TensorFlow + XLA": "row TensorFlow + XLA", "NVIDIA NIM": "nim_llm_h100.csv"}
+             "TensorFlow + XLA": "row TensorFlow + XLA", "NVIDIA NIM": "nim_llm_h100.csv",
+             "TensorRT-LLM 1.0": "trtllm_perf_overview_fp8_hopper.csv"}
     for f in ENGINE_FITS:
         assert all(hasattr(RUNTIMES[f.preset], k) for k in f.held_out), f.preset
         text = " ".join(RUNTIMES[f.preset].sources.get(k, "") for k in f.held_out)

@@ -23,11 +23,13 @@ def _fields(name: str) -> dict:
             if f.name not in ("name", "aliases", "engine", "description", "sources", "path")}
 
 
-def test_engine_flow_differs_from_the_pytorch_backend_only_in_its_decode_launches():
+def test_engine_flow_differs_from_the_pytorch_backend_only_in_its_decode_launches_and_host():
     # ExtendedRuntimePerfKnobConfig.cuda_graph_mode defaults to False (TensorRT engines); the 1.0+ PyTorch backend's
-    # cuda_graph_config defaults to a CudaGraphConfig: the same kernels, launched one by one or replayed as a graph
+    # cuda_graph_config defaults to a CudaGraphConfig: the same kernels, launched one by one or replayed as a graph;
+    # and the PyTorch backend's Python executor: a fitted floor per running sequence (the C++ executor: none)
     a, b = _fields("tensorrt-llm-engine"), _fields("tensorrt-llm")
-    assert {k for k in a if a[k] != b[k]} == {"decode_launch", "cuda_graphs"}
+    assert {k for k in a if a[k] != b[k]} == {"decode_launch", "cuda_graphs", "host_per_sequence_s"}
+    assert (a["host_per_sequence_s"], b["host_per_sequence_s"]) == (0.0, pytest.approx(35e-6))
     assert (a["decode_launch"], a["cuda_graphs"]) == ("kernel", False)
     assert (b["decode_launch"], b["cuda_graphs"]) == ("step", True)
     assert get_runtime("trtllm-engine").name == "tensorrt-llm-engine"

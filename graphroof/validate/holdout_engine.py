@@ -52,6 +52,11 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
               "request fitted on another engine's rows, TensorRT-LLM v0.5's generate call (the tensorrt-llm-v0.5 "
               "preset's 0.8 ms, trtllm rows 17, 21, 23); host_per_sequence_s (64.6 us, fitted on the 8B rows at "
               "concurrency 150-250, which tools/nim_serve.py scores) has no fit on another engine's rows: none"),
+    EngineFit("serve_published", "TensorRT-LLM 1.0", "tensorrt-llm", {"host_per_sequence_s": 0.0},
+              "host_per_sequence_s (35 us) was fitted on two rows of benchmarks/data/published/"
+              "trtllm_perf_overview_fp8_hopper.csv (Llama 3.1 8B, 128 / 128, H100 and H200), which benchmarks/"
+              "serve_published.py scores, not graphroof validate; the per-sequence floor fitted on another engine's "
+              "rows, NIM's 64.6 us, is its HTTP server's streaming, not this executor's: none"),
     EngineFit("vision", "FasterTransformer TF custom op", "fastertransformer", {"host_overhead_per_kernel_s": 8.8e-6},
               "host_overhead_per_kernel_s 8.5 us was fitted on the FT TF-op row V100 fp16 batch 1 seq 32; the same "
               "one-row fit on the FT PyTorch-op row beside it (bert_guide.md#L1554, 1.31 ms), less the op's Python "
