@@ -1,5 +1,5 @@
 """``graphroof serve`` against published serving measurements: TensorRT-LLM's "Throughput Measurements" of
-Llama 3.1 8B, Llama 3.3 70B and Llama 3.1 405B in FP8 on H100 SXM and H200 SXM
+Llama 3.1 8B, Llama 3.3 70B, Llama 3.1 405B and Qwen3-235B-A22B (MoE) in FP8 on H100 SXM and H200 SXM
 (``benchmarks/data/published/trtllm_perf_overview_fp8_hopper.csv``: its source, engine settings and traffic are
 stated in the file's header).
 
@@ -15,7 +15,11 @@ the running-sequence cap trtllm-bench sets when none is given (:func:`bench_caps
 ``tensorrt_llm/bench/build/tuning.py`` ``calc_engine_setting`` / ``finetune_setting``, from the checkpoint's size,
 the KV bytes per token, the device memory and the row's lengths), and TensorRT-LLM's default capacity policy, guaranteed-no-evict (``admission="reserve"``: a request is
 admitted only with KV blocks for its whole output; ``--admission on-demand`` is vLLM's, with preemption by
-recompute).  Models: Llama 3.1's configs (131,072 positions, llama3 rope scaling; 8B and 70B from
+recompute).  The MoE rows run as the source runs MoE models (attention data-parallel over the 8 GPUs, experts
+expert-parallel; the source does not give the EP degree: 8 assumed, the CSV's ``attention_dp`` / ``ep``): graphroof
+prices them with ``Pricing(tp=1, dp=8, ep=8)``, trtllm-bench's caps (from its TP 8 mapping, as its tuning computes
+them) taken per attention-DP rank (each rank schedules its own batch), so the replica's caps are 8x those.  Models:
+Qwen3-235B-A22B's config (``benchmarks/data/published/qwen3-235b-a22b.json``); Llama 3.1's configs (131,072 positions, llama3 rope scaling; 8B and 70B from
 ``graphroof/validate/data/models``, 405B from ``benchmarks/data/published/llama-3.1-405b.json``).  Printed: per row
 the published and predicted output tokens/s and the error (predicted / published - 1); per table and overall the
 median and worst absolute error; wall time and peak RSS.
@@ -45,7 +49,8 @@ DATA = HERE / "trtllm_perf_overview_fp8_hopper.csv"
 MODELS = Path(__file__).resolve().parents[1] / "graphroof" / "validate" / "data" / "models"
 CONFIGS = {"llama-3.1-8b": MODELS / "llama-3.1-8b" / "config.json",
            "llama-3.3-70b": MODELS / "llama-3.3-70b" / "config.json",
-           "llama-3.1-405b": HERE / "llama-3.1-405b.json"}
+           "llama-3.1-405b": HERE / "llama-3.1-405b.json",
+           "qwen3-235b-a22b": HERE / "qwen3-235b-a22b.json"}
 
 
 def rows() -> list[dict]:
@@ -54,11 +59,14 @@ def rows() -> list[dict]:
 
 
 def llama_params(c: dict) -> float:
-    """Parameters of a Llama-shaped config (embeddings, attention, gated MLP, norms, LM head)."""
+    """Parameters of a Llama-shaped config (embeddings, attention, gated MLP, norms, LM head); a Qwen3-MoE one's MLP
+    is its experts and router (``num_experts`` x 3 x hidden x ``moe_intermediate_size`` + hidden x experts)."""
     h, i, n, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
     hd = c.get("head_dim") or h // c["num_attention_heads"]
     attn = h * hd * (2 * c["num_attention_heads"] + 2 * c["num_key_value_heads"])
-    return float(2 * v * h + n * (attn + 3 * h * i + 2 * h) + h)
+    mlp = c["num_experts"] * 3 * h * c["moe_intermediate_size"] + h * c["num_experts"] if "num_experts" in c \
+        else 3 * h * i
+    return float(2 * v * h + n * (attn + mlp + 2 * h) + h)
 
 
 def bench_caps(c: dict, tp: int, isl: int, osl: int, device_gib: float, fraction: float = 0.95) -> tuple[int, int]:
@@ -95,7 +103,7 @@ def main() -> None:
     ap.add_argument("--runtime", default="tensorrt-llm")
     ap.add_argument("--activations-fp8", action="store_true", help="price every activation in fp8 (a bound)")
     ap.add_argument("--tables", default="", help="comma-separated: 8b-h100, 8b-h200, 70b-h100, 70b-h200, "
-                    "405b-h100, 405b-h200 (default all)")
+                    "405b-h100, 405b-h200, a22b-h100, a22b-h200 (default all)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     from graphroof.hardware import load_hardware
@@ -110,11 +118,14 @@ def main() -> None:
         if want and name not in want:
             continue
         isl, osl, n, tp = int(r["isl"]), int(r["osl"]), int(r["num_requests"]), int(r["tp"])
+        dp, ep = int(r["attention_dp"]), int(r["ep"])
         n = max(200, int(n * args.requests_scale))
-        pricing = Pricing(tp=tp, weights="fp8", activations="fp8" if args.activations_fp8 else None, kv="fp8",
+        layout = dict(tp=tp // dp, dp=dp, ep=ep) if dp > 1 else dict(tp=tp)
+        pricing = Pricing(**layout, weights="fp8", activations="fp8" if args.activations_fp8 else None, kv="fp8",
                           gpu_mem_util=0.95, runtime=args.runtime)
         cfg = json.loads(CONFIGS[r["model"]].read_text(encoding="utf-8"))
         bs, tok = bench_caps(cfg, tp, isl, osl, load_hardware(r["gpu"]).mem_capacity_bytes / 1024 ** 3)
+        bs, tok = bs * dp, tok * dp  # per attention-DP rank: each rank schedules its own batch
         res = serve(str(CONFIGS[r["model"]]), hw=r["gpu"], rate=[1e6], arrival="constant", requests=n,
                     prompt_len=f"fixed:{isl}", gen_len=f"fixed:{osl}", max_batched_tokens=tok, max_num_seqs=bs,
                     pricing=pricing, admission=args.admission)
@@ -122,7 +133,7 @@ def main() -> None:
         pred, meas = p.output_tokens_per_s, float(r["output_tokens_per_s"])
         err = pred / meas - 1
         errs.setdefault(name, []).append(abs(err))
-        out.append([name, f"TP{tp}", f"{isl}/{osl}", n, f"{bs} / {tok}", meas, round(pred), f"{100 * err:+.1f}%",
+        out.append([name, f"TP{tp}" if dp == 1 else f"DP{dp} EP{ep}", f"{isl}/{osl}", n, f"{bs} / {tok}", meas, round(pred), f"{100 * err:+.1f}%",
                     f"{p.kv_used_max:.0%}"])
         print(f"{name} {isl}/{osl}: {meas:.0f} vs {pred:.0f} ({100 * err:+.1f}%)", file=sys.stderr)
     wall = time.perf_counter() - t0
