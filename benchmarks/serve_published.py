@@ -142,6 +142,12 @@ def main() -> None:
     print(tabulate(out, headers=["table", "TP", "ISL/OSL", "requests", "max seqs / tokens", "published out tok/s",
                                  "graphroof out tok/s", "error", "KV peak"], floatfmt=".0f"))
     every = [e for v in errs.values() for e in v]
+    for kind, names in (("dense", [k for k in errs if not k.startswith("a22b")]),
+                        ("MoE", [k for k in errs if k.startswith("a22b")])):
+        part = [e for k in names for e in errs[k]]
+        if part and len(names) < len(errs):
+            print(f"{kind}: median |error| {100 * statistics.median(part):.1f}%, worst {100 * max(part):.1f}% over "
+                  f"{len(part)} rows")
     for name, v in errs.items():
         print(f"{name}: median |error| {100 * statistics.median(v):.1f}%, worst {100 * max(v):.1f}% ({len(v)} rows)")
     print(f"all: median |error| {100 * statistics.median(every):.1f}%, worst {100 * max(every):.1f}% over {len(every)} "
