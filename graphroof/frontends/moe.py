@@ -25,13 +25,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
-from ..counters.rules.matmul import expected_experts, experts_visited
+from ..counters.rules.matmul import GROUPED_OPS, expected_experts, experts_visited
 from ..errors import InputError
 from ..graph import OpGraph, OpNode, TensorSpec
 
 __all__ = ["GROUPED_OPS", "TOPK_OPS", "expected_experts", "experts_visited", "mark_moe_routing", "routing_note"]
 
-GROUPED_OPS = ("aten._grouped_mm", "aten.grouped_mm", "transformers.grouped_mm_fallback")
 TOPK_OPS = ("aten.topk", "onnx.TopK")
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..counters.cost import Cost
+from ..counters.rules.matmul import GROUPED_OPS
 from ..graph import COST, OP, REPEAT, OpGraph, OpNode, Role
 from ..scopes import auto_depth, scope_at
 from .classify import (
@@ -49,8 +50,6 @@ from .runtimes import Runtime, get_runtime
 
 __all__ = ["Kernel", "KernelGraph", "fuse"]
 
-#: grouped GEMM ops over expert weights (graphroof.frontends.moe.GROUPED_OPS, kept here: no frontend import)
-_GROUPED = ("aten._grouped_mm", "aten.grouped_mm", "transformers.grouped_mm_fallback")
 #: a repeated block's scope ends in its index (``layer1.0``, ``model.layers.3``: :func:`graphroof.scopes.block_level`)
 _REPEATED = re.compile(r"\.\d+$")
 
@@ -224,7 +223,7 @@ class _Grouper:
             return False
         for c, t in readers:
             node = df.nodes[c]
-            if node.op not in _GROUPED or len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].rank != 3:
+            if node.op not in GROUPED_OPS or len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].rank != 3:
                 return False
             if df.src.get((c, 0)) != (n, t) or any(df.src.get((c, i)) == (n, t) for i in range(1, len(node.inputs))):
                 return False

@@ -83,8 +83,9 @@ def moe_rows(ctx: Context) -> list[Row]:
             row.command = (f"Engine('graphroof/validate/data/models/{model}/config.json', hw='{prof}', "
                            f"pricing=Pricing(runtime='{PRESET}'" + (", weights='fp8'" if weights else "") + "), "
                            f"dtype='bf16').step('prefill', 1, {t}): layer 0's mlp.experts kernels and its top-k sum, "
-                           "time_realistic_s - t_launch_s (the same kernels: graphroof analyze "
-                           f"graphroof/validate/data/models/{model}/config.json --hw {prof} --seq {t} --runtime "
-                           f"{PRESET}" + (" --dtype fp8" if weights else "") + " --kernels -f json)")
+                           "time_realistic_s - t_launch_s" + ("" if weights else (
+                               " (the same kernels: graphroof analyze "
+                               f"graphroof/validate/data/models/{model}/config.json --hw {prof} --seq {t} --runtime "
+                               f"{PRESET} --kernels -f json)")))
         out.append(row)
     return out

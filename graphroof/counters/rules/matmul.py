@@ -19,7 +19,7 @@ from ..cost import FLOPS_PER_MAC, Cost
 from ..family import Row, aten, ms, onnx, register_family
 from ..formulas import broadcast_shape, einsum_flops, matmul_flops, prod
 
-__all__ = ["ROWS", "expected_experts", "experts_visited", "gemm_vector_flops", "matmul_dims", "onnx_product"]
+__all__ = ["GROUPED_OPS", "ROWS", "expected_experts", "experts_visited", "gemm_vector_flops", "matmul_dims", "onnx_product"]
 
 
 def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -187,6 +187,9 @@ def det(node: OpNode) -> Cost:
     return io_cost(node, matrix_flops=batch * matrix, vector_flops=batch * vector)
 
 
+#: grouped GEMM ops over 3-D expert weights (MoE experts): PyTorch's grouped_mm and transformers' fallback loop
+GROUPED_OPS = aten("_grouped_mm", "grouped_mm") + ("transformers.grouped_mm_fallback",)
+
 ROWS = (
     #   member        ATen keys                                                 ONNX keys
     Row("matmul",     aten("mm", "bmm", "matmul", "mv", "dot", "vdot", "inner"), onnx("MatMul"),
@@ -195,7 +198,7 @@ ROWS = (
     Row("gemm",       aten("addmm", "baddbmm", "addmv", "addbmm", "addr"),       onnx("Gemm") + ms("FusedGemm"),
         addmm, onnx_rule=gemm),
     Row("fused_matmul", (),                                                      ms("FusedMatMul"), fused_matmul),
-    Row("grouped_mm", aten("_grouped_mm", "grouped_mm") + ("transformers.grouped_mm_fallback",), (), grouped_mm),
+    Row("grouped_mm", GROUPED_OPS,                                              (),  grouped_mm),
     Row("einsum",     aten("einsum"),                                            onnx("Einsum"), einsum),
     Row("det",        aten("linalg_det", "_linalg_det", "det"),                  onnx("Det"),    det),
 )
