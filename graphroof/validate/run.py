@@ -122,8 +122,8 @@ def validate(datasets: str | Sequence[str] | None = None, *, holdout: str | None
     """Price every row of the bundled measured datasets through graphroof's own path (``analyze`` / the ``llm``
     engine / the collective model) and score the errors.
 
-    datasets : names (``vidur_ops``, ``vidur_allreduce``, ``gptfast``, ``trtllm``, ``kernels``, ``vision``; a list
-        or comma-separated), default all.
+    datasets : names (``vidur_ops``, ``vidur_allreduce``, ``gptfast``, ``trtllm``, ``nim``, ``kernels``,
+        ``fused_moe``, ``vision``, ``torch_gpu``: :data:`DATASETS`; a list or comma-separated), default all.
     holdout : ``gpu`` | ``engine`` | ``model``: also score each group with constants not fitted on it
         (:mod:`graphroof.validate.holdout`).
     progress : called with a short message per engine / dataset (the CLI prints them on stderr).
