@@ -124,7 +124,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="share of device memory the serving engine may use (default 0.9, as vLLM)")
     p.add_argument("--kv-block", type=int, default=16, help="paged-KV block size in tokens (default 16, as vLLM)")
     p.add_argument("--max-batched-tokens", type=int, default=None,
-                   help="prefill chunk budget in tokens (chunked prefill; default: the whole prompt batch at once)")
+                   help="prefill chunk budget in tokens: TTFT sums the chunked prefill steps, the activations hold one "
+                   "chunk (default: the whole prompt batch at once)")
     p.add_argument("--runtime", default="serving", metavar="PRESET",
                    help="fusion + launch preset the kernels are priced under (default serving: fused norms, rotary, "
                    "activations, QKV and gate+up GEMMs, decode under CUDA graphs)")

@@ -158,7 +158,7 @@ def build_estimate(eng: Any, prompt: int, gen: int, batch: int | Sequence[int]) 
                                  table_depth=d, fold=p.fold, ideal=p.ideal))
     notes = eng.notes()
     for c in configs:
-        for n in c.prefill.notes + c.decode.notes + pipe.poly_notes + priced.notes:
+        for n in c.prefill.notes + c.decode.notes + pipe.poly_notes + figs.notes:
             if n not in notes:
                 notes.append(n)
     from .advice import llm_advice  # the next steps: computed once, here, and stored on the estimate

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..counters.cost import Cost
 from ..graph import COST, OpNode
+from ..hardware import HardwareProfile
 from ..roofline import compute_dtype
 from .memory import activation_live_bytes
 from .poly import GridPlan, NotPolynomial, interp
@@ -25,7 +27,7 @@ from .poly import GridPlan, NotPolynomial, interp
 FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
           "kv_write_bytes", "net_bytes")
 
-__all__ = ["FIELDS", "KernelGrid", "LiveGrid", "ScalarGrid"]
+__all__ = ["FIELDS", "KernelGrid", "LiveGrid", "ScalarGrid", "lattice", "recounter", "step_launch_s"]
 
 
 def _signature(nodes: Sequence[OpNode]) -> tuple:
@@ -216,3 +218,37 @@ class ScalarGrid:
 
     def at(self, b: int, x: int) -> float:
         return sum(p * q for p, q in zip(self.plan.weights(b, x), self.values))
+
+
+def lattice(batches: Sequence[int], xs: Sequence[int], n: int = 5) -> list[tuple[int, int]]:
+    """Check points of the irregular ops: ``n`` quantiles of the batches x ``n`` of the contexts asked for."""
+    def q(values: Sequence[int]) -> list[int]:
+        vals = sorted(set(values))
+        return sorted({vals[round(i * (len(vals) - 1) / (n - 1))] for i in range(n)})
+
+    return [(b, x) for b in q(batches) for x in q(xs)]
+
+
+def recounter(pipe: Any, meta: dict):
+    """Counts op nodes as *pipe* counts its graphs (its rules and settings, then the per-device TP costs)."""
+    from ..counters.count import count
+    from ..graph import COST, OpGraph
+    def recount(nodes):
+        g = OpGraph("ops", {"dims": meta.get("dims", {})})
+        for nd in nodes:
+            g.add_op(nd)
+        count(g, rules=pipe.rules, settings=pipe.settings, warn=False)
+        pipe.scale(g)
+        return [g.get(nd.name, COST) for nd in nodes]
+
+    return recount
+
+
+def step_launch_s(cuda_graphs: bool, hw: HardwareProfile) -> float:
+    """The launch cost a step pays once (a CUDA-graph replay); 0 when kernels pay their own launches or the
+    profile is ideal (no overheads)."""
+    if not cuda_graphs or (hw.timing is None and not hw.launch_overhead_s):
+        return 0.0
+    from ..timing.profile import timing_of
+
+    return timing_of(hw).graph_launch_overhead_s

@@ -223,11 +223,11 @@ class Pipeline:
         counted graphs cannot be interpolated (they differ in structure)."""
         key = (graph_phase, plan, check)
         if key not in self._breakdowns:
-            from .price import _recounter
+            from .grids import recounter
 
             try:
                 counted = [self.counted(graph_phase, *p) for p in plan.points]
-                recount = _recounter(self, counted[0].counted.meta)
+                recount = recounter(self, counted[0].counted.meta)
                 kgrid = KernelGrid(plan, counted, recount, check)
                 ogrid = KernelGrid(plan, [Counted(c.graph, c.counted, c.summary, None) for c in counted], recount,
                                    check)

@@ -121,6 +121,10 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
     notes: list[str] = []
     for pm in stages:
         notes += [n for n in pm.notes if n not in notes]
+    budget = p.serving.max_batched_tokens
+    if budget and np.any(b_pre * pr > budget):
+        notes.append(f"--max-batched-tokens {budget}: under a parallel layout the prefill is priced as whole "
+                     "micro-batches (chunked prefill is priced by graphroof serve's steps, not by TTFT here)")
     return Figures(hw, p.ideal, b, pr, g, prefill, decode, mem, notes)
 
 

@@ -28,8 +28,9 @@ import numpy as np
 
 from ..errors import FrontendError
 from ..hardware import HardwareProfile
+from .chunked import chunk_engine, chunked_prefill
 from .evaluator import PhasePricer
-from .grids import KernelGrid, LiveGrid, ScalarGrid
+from .grids import KernelGrid, LiveGrid, ScalarGrid, lattice, recounter, step_launch_s
 from .kvcache import APPEND
 from .memfit import memory_fit
 from .memory import ServingMemory, activation_peak_bytes, params_from_graph, resident_weight_bytes
@@ -69,6 +70,9 @@ class Figures:
     decode: PhaseTotals
     memory: dict[str, np.ndarray]
     notes: list[str] = field(default_factory=list)
+    #: prefill steps per point (1: one pass; more: chunked, :mod:`graphroof.llm.chunked`), their realistic seconds
+    prefill_steps: np.ndarray | None = None
+    prefill_steps_s: np.ndarray | None = None
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -102,30 +106,6 @@ class Figures:
         return len(self.batch)
 
 
-def _lattice(batches: Sequence[int], xs: Sequence[int], n: int = 5) -> list[tuple[int, int]]:
-    """Check points of the irregular ops: ``n`` quantiles of the batches x ``n`` of the contexts asked for."""
-    def q(values: Sequence[int]) -> list[int]:
-        vals = sorted(set(values))
-        return sorted({vals[round(i * (len(vals) - 1) / (n - 1))] for i in range(n)})
-
-    return [(b, x) for b in q(batches) for x in q(xs)]
-
-
-def _recounter(pipe: Any, meta: dict):
-    """Counts op nodes as *pipe* counts its graphs (its rules and settings, then the per-device TP costs)."""
-    from ..counters.count import count
-    from ..graph import COST, OpGraph
-    def recount(nodes):
-        g = OpGraph("ops", {"dims": meta.get("dims", {})})
-        for nd in nodes:
-            g.add_op(nd)
-        count(g, rules=pipe.rules, settings=pipe.settings, warn=False)
-        pipe.scale(g)
-        return [g.get(nd.name, COST) for nd in nodes]
-
-    return recount
-
-
 class PricedModel:
     """One pipeline (a :class:`~graphroof.llm.phases.Pipeline`: source, dtypes, TP, count settings, runtime) and
     the grids its points are priced on.  *batches*, *prompts*, *gens*: the values points will ask for (they
@@ -138,6 +118,7 @@ class PricedModel:
         self.notes: list[str] = []
         self._grids: dict[Any, KernelGrid] = {}
         self._pricers: dict[tuple, PhasePricer] = {}
+        self._chunks: dict[tuple, Any] = {}  # chunked-prefill step costs, per (device, budget)
         self._mem: dict[tuple[int, int], tuple[float, float, float, float, int]] = {}
         self._weights: float | None = None
         self._act_tp: dict[tuple[int, int, int], float] = {}
@@ -171,14 +152,14 @@ class PricedModel:
                     (dec_x if self.kv else pre_x).update(range(lo, hi + 1))
         pre = GridPlan(bs, grid_points(pre_x, DEGREE["prefill"]), DEGREE["prefill"])
         counted = [pipe.counted("prefill", b, x) for b, x in pre.points]
-        self._grids["prefill"] = KernelGrid(pre, counted, _recounter(pipe, counted[0].counted.meta),
-                                            _lattice(batches, sorted(pre_x)))
+        self._grids["prefill"] = KernelGrid(pre, counted, recounter(pipe, counted[0].counted.meta),
+                                            lattice(batches, sorted(pre_x)))
         self.live = LiveGrid(pre, [pipe.prepared("prefill", b, x) for b, x in pre.points])
         if self.kv:
             dec = GridPlan(bs, grid_points(dec_x, DEGREE["decode"]), DEGREE["decode"])
             counted = [pipe.counted("decode", b, x) for b, x in dec.points]
-            self._grids["decode"] = KernelGrid(dec, counted, _recounter(pipe, counted[0].counted.meta),
-                                               _lattice(batches, sorted(dec_x)))
+            self._grids["decode"] = KernelGrid(dec, counted, recounter(pipe, counted[0].counted.meta),
+                                               lattice(batches, sorted(dec_x)))
             sums = [kv_write_sums(c.ops) for c in counted]
             self.kv_sums = (ScalarGrid(dec, [s[0] for s in sums]), ScalarGrid(dec, [s[1] for s in sums]))
 
@@ -194,11 +175,11 @@ class PricedModel:
             try:
                 counted = [pipe.counted(phase, b, x) for x in xs]
                 self._grids[key] = KernelGrid(GridPlan((b,), xs, len(xs) - 1), counted,
-                                              _recounter(pipe, counted[0].counted.meta))
+                                              recounter(pipe, counted[0].counted.meta))
             except (NotPolynomial, FrontendError):
                 mid = (lo + hi) // 2
                 c = pipe.counted(phase, b, mid)
-                self._grids[key] = KernelGrid(GridPlan((b,), (mid,), 0), [c], _recounter(pipe, c.counted.meta))
+                self._grids[key] = KernelGrid(GridPlan((b,), (mid,), 0), [c], recounter(pipe, c.counted.meta))
                 msg = (f"{'decode' if phase == 'decode' or lo != hi else phase}: the graph changes structure with "
                        f"the context, so every step is approximated by the step at context {mid} (the middle of "
                        "the range)")
@@ -332,19 +313,40 @@ class PricedModel:
         :class:`~graphroof.llm.specdec.SpecDec` (the decode figures per output token of speculative steps)."""
         b, p, g = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (batch, prompt, gen)))
         b, p, g = b.reshape(-1), p.reshape(-1), g.reshape(-1)
-        pre = self.phase_totals("prefill", hw, b, p, p)
-        if hw.timing is not None or hw.launch_overhead_s:  # an ideal profile has no overheads
-            pre = with_request_s(pre, float(getattr(self.pipe.runtime, "request_overhead_s", 0.0)))
+        pre, steps, steps_s, note = self.prefill_totals(hw, b, p, serving, ideal)
+        notes = list(self.notes) + ([note] if note else [])
         start = self.decode_start(p)
         lo, hi = decode_range(start, g, self.kv)
         dec = self.phase_totals("decode", hw, b, lo, hi) if self.kv else self._no_cache(hw, b, lo, hi)
-        notes = list(self.notes)
         if spec is not None:
             from .specdec import spec_decode
 
             dec, notes = spec_decode(self, spec, hw, b, p, g, lo, hi, dec), notes + [spec.note()]
         mem = memory_fit(self, hw, b, p, g, serving or ServingMemory())
-        return Figures(hw, ideal, b, p, g, pre, dec, mem, notes)
+        return Figures(hw, ideal, b, p, g, pre, dec, mem, notes, steps, steps_s)
+
+    def prefill_totals(self, hw: HardwareProfile, b: np.ndarray, p: np.ndarray, serving: ServingMemory | None,
+                       ideal: bool) -> tuple[PhaseTotals, np.ndarray, np.ndarray, str | None]:
+        """The TTFT phase of the points: the prefill (chunked under *serving*'s ``max_batched_tokens``,
+        :mod:`graphroof.llm.chunked`) plus the runtime's per-request time; its steps per point, their seconds
+        (without the per-request time) and the chunking's note."""
+        pre = self.phase_totals("prefill", hw, b, p, p)
+        budget, steps, note = (serving or ServingMemory()).max_batched_tokens, np.ones(len(b), dtype=np.int64), None
+        if budget:
+            pre, note, steps = chunked_prefill(self, hw, b, p, pre, budget)
+        steps_s = pre.t_s(ideal).copy()
+        if hw.timing is not None or hw.launch_overhead_s:  # an ideal profile has no overheads
+            pre = with_request_s(pre, float(getattr(self.pipe.runtime, "request_overhead_s", 0.0)))
+        return pre, steps, steps_s, note
+
+    def chunk_step_cost(self, hw: HardwareProfile, budget: int) -> Any:
+        """The step cost the chunked prefill steps of *budget* tokens are priced by (kept per device)."""
+        key = (hw.name, id(hw), budget)
+        if key not in self._chunks:
+            from .stepcost import StepCost
+
+            self._chunks[key] = StepCost(chunk_engine(self, hw), max_batch=2, max_context=2, max_chunk=max(2, budget))
+        return self._chunks[key]
 
     def decode_start(self, prompt: np.ndarray) -> np.ndarray:
         """The decoder's prompt of each point (the prompt itself, but an encoder-decoder's decoder prompt)."""
@@ -367,18 +369,10 @@ def figure_row(figs: Figures, i: int, decode_floor_s: float = 0.0) -> dict[str, 
     bounds): what an :class:`~graphroof.llm.result.LLMConfig` holds; ``decode_host_floor_s``: *decode_floor_s*, the
     realistic decode step's floor from the runtime's host work per sequence (0: none)."""
     out: dict[str, Any] = {"decode_host_floor_s": float(decode_floor_s)}
+    if figs.prefill_steps is not None and figs.prefill_steps_s is not None and figs.prefill_steps[i] > 1:
+        out.update(prefill_steps=int(figs.prefill_steps[i]), prefill_steps_realistic_s=float(figs.prefill_steps_s[i]))
     for name, t in (("prefill", figs.prefill), ("decode", figs.decode)):
         for f in PhaseTotals.__dataclass_fields__:
             out[f"{name}_{f}"] = float(getattr(t, f)[i])
         out[f"{name}_bound"] = str(t.bound[i])
     return out
-
-
-def step_launch_s(cuda_graphs: bool, hw: HardwareProfile) -> float:
-    """The launch cost a step pays once (a CUDA-graph replay); 0 when kernels pay their own launches or the
-    profile is ideal (no overheads)."""
-    if not cuda_graphs or (hw.timing is None and not hw.launch_overhead_s):
-        return 0.0
-    from ..timing.profile import timing_of
-
-    return timing_of(hw).graph_launch_overhead_s

@@ -180,6 +180,9 @@ class LLMConfig:
         }
         if self.layout is not None:
             d["layout"] = self.layout
+        if self.figures.get("prefill_steps", 1) > 1:  # chunked prefill: TTFT is these steps (+ request overhead)
+            d["prefill_steps"] = self.figures["prefill_steps"]
+            d["prefill_steps_s"] = self.figures["prefill_steps_realistic_s"]
         return d
 
 

@@ -42,9 +42,8 @@ import numpy as np
 
 from ..errors import InputError
 from .evaluator import PhasePricer
-from .grids import FIELDS, KernelGrid
+from .grids import FIELDS, KernelGrid, lattice, recounter, step_launch_s
 from .poly import DEGREE, GridPlan, grid_points
-from .price import _lattice, _recounter, step_launch_s
 
 __all__ = ["StepCost"]
 
@@ -54,7 +53,6 @@ MEMO_ENTRIES = 1 << 18
 _INTS = (int, np.integer)
 _FLOATS = (int, float, np.integer, np.floating)
 _F = {f: i for i, f in enumerate(FIELDS)}
-
 
 
 def step_arrays(prefill_tokens: Any, prefill_offset: Any, decode_seqs: Any, decode_context: Any,
@@ -98,10 +96,10 @@ class StepCost:
         dec = GridPlan((1, max_batch), (1, max_context), DEGREE["decode"])
         pre = GridPlan((1,), grid_points(range(1, max_chunk + 1), DEGREE["prefill"]), DEGREE["prefill"])
         counted = [pipe.counted("decode", b, x) for b, x in dec.points]
-        self.decode = KernelGrid(dec, counted, _recounter(pipe, counted[0].counted.meta),
-                                 _lattice([1, max_batch], [1, max_context]))
+        self.decode = KernelGrid(dec, counted, recounter(pipe, counted[0].counted.meta),
+                                 lattice([1, max_batch], [1, max_context]))
         counted = [pipe.counted("prefill", b, x) for b, x in pre.points]
-        self.prefill = KernelGrid(pre, counted, _recounter(pipe, counted[0].counted.meta))
+        self.prefill = KernelGrid(pre, counted, recounter(pipe, counted[0].counted.meta))
         graphs = pipe.runtime.decode_launch == "step"
         rt = pipe.runtime
         self._dec_graph = PhasePricer(self.decode, self.hw, cuda_graphs=graphs,
@@ -323,6 +321,20 @@ class StepCost:
         if self.spec is not None and m > 0:
             t += float(self._drafts(np.array([m], dtype=np.int64), np.array([s], dtype=np.int64), ideal)[0])
         return np.array(t)
+
+    def prefill_sums(self, prefill_tokens: Any, prefill_attention: Any) -> np.ndarray:
+        """Prefill-only steps of *prefill_tokens* doing *prefill_attention* causal work: ``[6, steps]`` sums (ideal,
+        realistic, compute, memory, network, launch); row 1 is :meth:`__call__`'s ``(n, 0, 0, 0, attention)``."""
+        n = np.asarray(prefill_tokens, dtype=np.int64).reshape(-1)
+        attn = np.broadcast_to(np.asarray(prefill_attention, dtype=float), n.shape).astype(float)
+        if n.size and (n.min() < 1 or n.max() > self.max_chunk or attn.min() < 0):
+            raise InputError(f"prefill steps need 1 <= tokens <= {self.max_chunk} and attention work >= 0")
+        out = self.p_table[True][:, n].copy()
+        if self._vary_p and n.size:
+            nn = n.astype(float)
+            cost = self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * attn + self.p[:, :, :1]
+            out += self._sum(self._pre, self._vary_p, cost, self._chunk_mnk(nn, self._vary_p), None, None)
+        return out
 
     # -- steps -----------------------------------------------------------------------------------------------
     def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,

@@ -119,7 +119,8 @@ class WhatIf:
 
     @_figure
     def ttft_s(self) -> float:
-        return self._time("prefill", self.prompt, self.prompt)
+        b, p = np.array([self.batch]), np.array([self.prompt])
+        return float(self.priced.prefill_totals(self.pipe.hw, b, p, self.serving, self.ideal)[0].t_s(self.ideal)[0])
 
     @_figure
     def tpot_s(self) -> float | None:

@@ -221,7 +221,7 @@ def sweep_llm(
 
                 part.update(_pair_part(pair, f, pr, t, (w, a, k), make, priced, B, P, G, ideal, serving, prices,
                                        raw_src.spec.kv_heads, prompts[0], notes))
-            for m in priced.notes:
+            for m in f.notes:  # the priced model's notes and this evaluation's (chunked prefill)
                 if m not in notes:
                     notes.append(m)
             if on_point is None:

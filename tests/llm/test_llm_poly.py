@@ -182,15 +182,14 @@ def test_moe_expert_bytes_are_counted_not_interpolated():
     pytest.importorskip("transformers")
     from graphroof.frontends.hf.source import HFSource
     from graphroof.hardware import load_hardware
-    from graphroof.llm.grids import KernelGrid
+    from graphroof.llm.grids import KernelGrid, lattice, recounter
     from graphroof.llm.phases import Pipeline
-    from graphroof.llm.price import _lattice, _recounter
 
     src = HFSource(MIXTRAL, name="tiny-mixtral")  # 2 decoder blocks
     pipe = Pipeline(src, load_hardware("a100"))
     plan = GridPlan((1, 9), (16, 48), 1)
     counted = [pipe.counted("decode", b, x) for b, x in plan.points]
-    grid = KernelGrid(plan, counted, _recounter(pipe, counted[0].counted.meta), _lattice([1, 2, 5, 9], [16, 48]))
+    grid = KernelGrid(plan, counted, recounter(pipe, counted[0].counted.meta), lattice([1, 2, 5, 9], [16, 48]))
     ops = {grid.op_nodes[k][0].op for k in grid._used}
     # decode batch b: the router sends b tokens, 8 * (1 - 0.75^b) experts of 8 visited (2 at b=1, 7.40 at b=9);
     # the line through those would give 5.4 at b=5 instead of 8 * (1 - 0.75^5) = 6.10 -- the grouped GEMMs are

@@ -1,0 +1,100 @@
+"""Chunked prefill in the static-batch figures (graphroof.llm.chunked): with ``max_batched_tokens`` below a batch's
+prompt tokens, ``llm``'s TTFT is the sum of the prefill steps ``serve`` prices, on the toy decoder."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from graphroof.llm import Engine, Pricing
+from graphroof.llm.chunked import chunk_schedule
+from graphroof.report.llm import render_llm
+from graphroof.serving import serve
+from tests.llm.toy import RULES, toy_source
+
+TOY = dict(L=2, H=256, heads=4, kv_heads=2, I=512, V=1000)
+
+
+def _engine(**kw) -> Engine:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Engine(toy_source(**TOY), hw=kw.pop("hw", "h100"), pricing=Pricing(rules=RULES, **kw))
+
+
+def test_schedule_by_hand():
+    # 2 prompts of 5 tokens, 4 a step: the stream's steps [0, 4), [4, 8), [8, 10).
+    # Step 1: prompt 1 offsets 0..4: 4^2 = 16.  Step 2: prompt 1 offset 4..5 (25 - 16 = 9) and prompt 2 0..3
+    # (9): 18.  Step 3: prompt 2 offsets 3..5: 25 - 9 = 16.  In all 2 x 5^2 = 50, the unchunked causal work.
+    n, work = chunk_schedule(2, 5, 4)
+    assert n.tolist() == [4, 4, 2] and work.tolist() == [16, 18, 16]
+    # one prompt of 10 in steps of 4: 16, 8^2 - 4^2 = 48, 10^2 - 8^2 = 36
+    n, work = chunk_schedule(1, 10, 4)
+    assert n.tolist() == [4, 4, 2] and work.tolist() == [16, 48, 36]
+    # a budget of the whole batch: one step, b p tokens, b p^2 work
+    n, work = chunk_schedule(3, 7, 21)
+    assert n.tolist() == [21] and work.tolist() == [3 * 49]
+
+
+def test_a_budget_covering_the_batch_changes_nothing():
+    plain = _engine().estimate(prompt=100, gen=4, batch=[1, 3]).configs
+    same = _engine(max_batched_tokens=300).estimate(prompt=100, gen=4, batch=[1, 3]).configs
+    for a, b in zip(plain, same):
+        assert a.ttft_s == b.ttft_s and a.ttft(True) == b.ttft(True)
+        assert "prefill_steps" not in b.to_dict()
+
+
+@pytest.mark.parametrize("ideal", [False, True])
+def test_ttft_is_the_sum_of_the_step_costs(ideal):
+    """3 prompts of 50 tokens, 64 a step: 3 steps of 64, 64 and 22 tokens, each priced by the step cost serve
+    calls; TTFT is their sum plus the runtime's per-request time."""
+    eng = _engine(max_batched_tokens=64, ideal=ideal)
+    cfg = eng.estimate(prompt=50, gen=4, batch=3).configs[0]
+    sc = eng.step_cost(max_batch=2, max_context=2, max_chunk=64)
+    n, work = chunk_schedule(3, 50, 64)
+    assert n.tolist() == [64, 64, 22]
+    # 64 tokens: prompt 1 (50^2) + prompt 2's first 14 (14^2); then 36 of prompt 2 (50^2 - 14^2) + 28 of prompt 3
+    # (28^2); then the last 22 of prompt 3 (50^2 - 28^2)
+    assert work.tolist() == [50 ** 2 + 14 ** 2, 50 ** 2 - 14 ** 2 + 28 ** 2, 50 ** 2 - 28 ** 2]
+    steps = sum(float(sc(int(k), 0, 0, 0, prefill_attention=float(w), ideal=ideal)) for k, w in zip(n, work))
+    request = 0.0 if ideal else float(eng.pipeline.runtime.request_overhead_s)
+    assert cfg.ttft_s == pytest.approx(steps + request, rel=1e-9)
+    d = cfg.to_dict()
+    assert d["prefill_steps"] == 3 and d["prefill_steps_s"] == pytest.approx(steps, rel=1e-9)
+
+
+def test_llm_ttft_equals_a_serve_run_of_one_request():
+    """One request of 200 prompt tokens, 64 a step: serve's TTFT (4 prefill steps, the engine idle) is llm's."""
+    eng = _engine(max_batched_tokens=64)
+    want = eng.estimate(prompt=200, gen=2, batch=1).configs[0].ttft_s
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = serve(toy_source(**TOY), hw="h100", pricing=Pricing(rules=RULES), rate=(0.01,), requests=1,
+                  prompt_len="fixed:200", gen_len="fixed:2", max_batched_tokens=64, max_num_seqs=4)
+    assert r.points[0].ttft_s["mean"] == pytest.approx(want, rel=1e-9)
+
+
+def test_every_chunk_reads_the_weights_again():
+    """Ideal roofline: each of the K steps reads every weight (a lower bound of its memory time), so the chunked
+    TTFT is at least K x weight bytes / bandwidth, while the one pass reads them once."""
+    b, p, c = 4, 256, 32
+    eng = _engine(max_batched_tokens=c, ideal=True)
+    cfg = eng.estimate(prompt=p, gen=2, batch=b).configs[0]
+    one = _engine(ideal=True).estimate(prompt=p, gen=2, batch=b).configs[0]
+    k = math.ceil(b * p / c)                                   # 1024 tokens / 32 = 32 steps
+    w = float(eng.price(b, p, 2).memory["weight_bytes"][0])
+    floor = k * w / eng.hw.mem_bw_bytes_per_s
+    assert cfg.to_dict()["prefill_steps"] == k
+    assert cfg.ttft_s >= floor * (1 - 1e-9)
+    assert one.ttft_s < floor < cfg.ttft_s
+    assert cfg.figures["prefill_t_memory_s"] >= floor * (1 - 1e-9)
+
+
+def test_the_report_says_what_ttft_is():
+    est = _engine(max_batched_tokens=64).estimate(prompt=200, gen=4, batch=[1, 2])
+    text = render_llm(est)
+    assert "batch 2 TTFT" in text and "7 chunked prefill steps" in text   # 400 tokens / 64 = 7 steps
+    assert any("chunked prefill (--max-batched-tokens 64)" in n for n in est.notes)
+    assert np.isfinite(est.configs[1].ttft_s) and est.configs[1].ttft_s > est.configs[0].ttft_s
