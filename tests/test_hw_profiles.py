@@ -35,6 +35,9 @@ REQUIRED = {
     "b200": "b200-sxm",
     "rtx4090": "rtx-4090-24gb",
     "4090": "rtx-4090-24gb",
+    "rtx3090": "rtx-3090-24gb",
+    "5090": "rtx-5090-32gb",
+    "a6000": "rtx-a6000-48gb",
     "orin": "jetson-agx-orin-64gb",
     "jetson-orin": "jetson-agx-orin-64gb",
     "mi250x": "mi250x-128gb-oam",
@@ -144,6 +147,13 @@ def test_no_sparse_figure_slipped_in():
     ("t4", "matrix", "bf16", 65e12),
     # Xeon 8480+: 56 cores x 2.0 GHz x 1024 AMX BF16 FLOPs/cycle
     ("spr", "matrix", "bf16", 56 * 2.0e9 * 1024),
+    # GA102 whitepaper, RTX 3090 (GeForce: FP32-accumulate tensor rate = half of FP16-accumulate 142)
+    ("3090", "matrix", "bf16", 71e12),
+    # GA102 whitepaper V2.0, RTX A6000: 84 SMs x 1024 FLOP/clk x 1.80 GHz = 154.8 (full rate with FP32 accumulate)
+    ("a6000", "matrix", "fp16", 154.8e12),
+    # RTX Blackwell whitepaper, RTX 5090: 170 SMs x 512 FLOP/clk x 2.407 GHz = 209.5; FP8 (FP32 acc.) twice that
+    ("5090", "matrix", "bf16", 209.5e12),
+    ("5090", "matrix", "fp8", 419e12),
 ])
 def test_known_peaks(alias, table, dtype, value):
     assert load_hardware(alias).peak(table, dtype)[0] == pytest.approx(value, rel=1e-9)
@@ -162,6 +172,9 @@ def test_known_peaks(alias, table, dtype, value):
     ("tpu-v4", 1.2e12, 32 * 2**30),  # Google Cloud TPU v4 docs: 32 GiB, 1200 GBps
     ("tpu-v5p", 2.765e12, 95e9),   # Google Cloud TPU v5p docs: 95 GB, 2765 GBps
     ("orin", 204.8e9, 64e9),       # Jetson AGX Orin 64GB: LPDDR5 204.8 GB/s
+    ("3090", 936e9, 25.44e9),      # 19.5 Gbps x 384 bit / 8 = 936 GB/s; torch 23.69 GiB x 2^30 = 25.44e9 B
+    ("a6000", 768e9, 51.05e9),     # datasheet 768 GB/s; torch 47.54 GiB x 2^30 = 51.05e9 B (ECC on)
+    ("5090", 1.792e12, 33.68e9),   # 28 Gbps x 512 bit / 8 = 1,792 GB/s; deviceQuery 33,677,180,928 B
 ])
 def test_known_memory(alias, bw, capacity):
     p = load_hardware(alias)

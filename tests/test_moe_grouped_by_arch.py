@@ -99,6 +99,7 @@ def test_compiled_on_a100_keeps_the_per_expert_latency():
 EXPECTED_CC = {"h100-sxm": "9.0", "h100-pcie": "9.0", "h200-sxm": "9.0", "b200-sxm": "10.0", "a100-40gb-sxm": "8.0",
                "a100-80gb-pcie": "8.0", "a100-80gb-sxm": "8.0", "a30-24gb-pcie": "8.0", "a10-24gb-pcie": "8.6",
                "a10g-24gb": "8.6", "a40-48gb-pcie": "8.6", "l4-24gb-pcie": "8.9", "l40s-48gb-pcie": "8.9", "rtx-4090-24gb": "8.9",
+               "rtx-3090-24gb": "8.6", "rtx-a6000-48gb": "8.6", "rtx-5090-32gb": "12.0",
                "t4-16gb-pcie": "7.5", "v100-sxm2-32gb": "7.0", "jetson-agx-orin-64gb": "8.7"}
 
 
