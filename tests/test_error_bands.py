@@ -11,7 +11,7 @@ import pytest
 
 import graphroof
 from graphroof.hardware import bands as bands_module
-from graphroof.hardware.bands import band_for, band_keys, lookup_band
+from graphroof.hardware.bands import ErrorBand, band_for, band_keys, lookup_band
 from graphroof.llm import Pricing, estimate
 from graphroof.planner import plan
 from graphroof.report.serve import render_serve
@@ -42,6 +42,35 @@ def test_lookup_goes_from_the_most_specific_key_to_the_fallback():
     # the range: 10 ms with p90 0.10 -> [10 / 1.1, 10 * 1.1] = [9.0909, 11.0] ms
     b = band_for("ttft", "h100-sxm", "NVIDIA", "serving", table=TABLE)
     assert (b.low(0.010), b.high(0.010)) == pytest.approx((0.010 / 1.1, 0.011), rel=1e-12)
+
+
+def test_a_device_without_rows_takes_the_gpu_holdout_band():
+    """A table with ``unseen`` bands (the GPU hold-out's errors at the vendor / '*' levels): a device with rows of
+    the figure keeps its in-sample band; one without takes the unseen band before the in-sample vendor one, says so,
+    and falls back to the in-sample bands where the unseen table has no key."""
+    table = dict(TABLE, unseen={"ttft|vendor:NVIDIA|*": {"n": 9, "median_abs": 0.12, "p90_abs": 0.30,
+                                                          "signed_median": 0.05}})
+    assert lookup_band(table, "ttft", "h100-sxm", "NVIDIA", "serving")["key"] == "ttft|h100-sxm|serving"
+    b = band_for("ttft", "rtx-3090-24gb", "NVIDIA", "serving", table=table)
+    assert b.unseen and not b.fallback and b.p90_abs == 0.30 and b.key == "ttft|vendor:NVIDIA|*"
+    assert "GPU hold-out" in b.describe() and "no measured rows of it on this device" in b.describe()
+    assert ErrorBand.from_dict(b.as_dict()) == b
+    # h100 under another runtime: no key of its own for it, so the unseen vendor band too
+    assert band_for("ttft", "h100-sxm", "NVIDIA", "eager", table=table).unseen
+    # no unseen key for tpot: the in-sample '*' band, not marked unseen
+    t = band_for("tpot", "rtx-3090-24gb", "NVIDIA", "serving", table=table)
+    assert t.key == "tpot|*|*" and not t.unseen
+
+
+def test_the_bands_file_holds_the_holdout_bands_of_its_validation():
+    """The shipped table was written by ``graphroof validate --holdout gpu --bands``: its unseen bands sit at the
+    vendor / '*' levels only, over as many rows as the in-sample band of the same key."""
+    from graphroof.hardware.bands import load_bands
+
+    t = load_bands()
+    assert t["unseen"] and all(k.split("|")[1] == "*" or k.split("|")[1].startswith("vendor:") for k in t["unseen"])
+    for k, v in t["unseen"].items():
+        assert v["n"] == t["bands"][k]["n"], k
 
 
 def test_llm_figures_carry_their_ranges():

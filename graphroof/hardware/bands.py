@@ -9,6 +9,10 @@
     FIGURE|<profile>|<runtime>  ->  FIGURE|<profile>|*  ->  FIGURE|vendor:<vendor>|<runtime>
     ->  FIGURE|vendor:<vendor>|*  ->  FIGURE|*|*  ->  the fallback band (no measured data: wider)
 
+When the profile's own keys are absent (no measured rows of the figure on that device), the vendor / ``*`` levels
+are looked up first in the table's ``unseen`` bands (the GPU hold-out's errors: how the model did on devices left
+out of every fit; the band says ``unseen``), then in the in-sample ones.
+
 A figure *f* (a time) with band *b* lies in ``[f / (1 + b.p90_abs), f * (1 + b.p90_abs)]``: the factor within which
 90% of the validated predictions of that regime fell.  Throughputs take the reciprocal band.  The table is data:
 a band is never fitted per row, it summarises the validation of the regime.
@@ -53,6 +57,7 @@ class ErrorBand:
     fallback: bool           # no measured data covers this regime: the band is the table's wide fallback
     device: str = ""         # the regime looked up: the profile name ...
     runtime: str = ""        # ... and the runtime preset (empty: not given)
+    unseen: bool = False     # no rows of the figure on this device: the GPU hold-out's band of its vendor / '*'
 
     def low(self, t_s: float) -> float:
         """The band's low end for a time *t_s* (for a throughput use :meth:`high` of its time, or 1/...)."""
@@ -64,7 +69,7 @@ class ErrorBand:
     def as_dict(self) -> dict[str, Any]:
         return {"figure": self.figure, "key": self.key, "n": self.n, "median_abs": self.median_abs,
                 "p90_abs": self.p90_abs, "signed_median": self.signed_median, "fallback": self.fallback,
-                "device": self.device, "runtime": self.runtime}
+                "device": self.device, "runtime": self.runtime, "unseen": self.unseen}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ErrorBand:
@@ -72,7 +77,8 @@ class ErrorBand:
         return cls(figure=str(d.get("figure", "")), key=str(d.get("key", "fallback")), n=int(d.get("n", 0)),
                    median_abs=float(d.get("median_abs", 0.0)), p90_abs=float(d.get("p90_abs", 0.0)),
                    signed_median=float(d.get("signed_median", 0.0)), fallback=bool(d.get("fallback", False)),
-                   device=str(d.get("device", "")), runtime=str(d.get("runtime", "")))
+                   device=str(d.get("device", "")), runtime=str(d.get("runtime", "")),
+                   unseen=bool(d.get("unseen", False)))
 
     def regime(self) -> str:
         """``ttft on h100-sxm under serving``: the regime the band was looked up for."""
@@ -81,6 +87,8 @@ class ErrorBand:
 
     def describe(self) -> str:
         where = "no measured data in this regime (wide fallback)" if self.fallback else \
+            (f"no measured rows of it on this device: the spread of {self.n} rows of other devices each predicted "
+             f"with its own GPU left out of every fit (GPU hold-out, {self.key})") if self.unseen else \
             f"validated on {self.n} measured rows ({self.key})"
         return f"within a factor {1 + self.p90_abs:.2f} either way, {where}"
 
@@ -99,10 +107,16 @@ def band_keys(figure: str, device: str = "", vendor: str = "", runtime: str = ""
 def lookup_band(table: dict[str, Any], figure: str, device: str = "", vendor: str = "",
                 runtime: str = "") -> dict[str, Any]:
     """The band of a figure in a bands table (the JSON ``graphroof validate --bands`` writes), falling back."""
-    bands = table.get("bands", {})
-    for key in band_keys(figure, device, vendor, runtime):
+    bands, unseen = table.get("bands", {}), table.get("unseen", {})
+    keys = band_keys(figure, device, vendor, runtime)
+    own = [k for k in keys if device and k.split("|")[1] == device]
+    for key in own:
         if key in bands:
             return dict(bands[key], key=key)
+    for table_, mark in ((unseen, True), (bands, False)):  # no rows on the device: the hold-out's bands first
+        for key in keys[len(own):]:
+            if key in table_:
+                return dict(table_[key], key=key, **({"unseen": True} if mark else {}))
     return dict(table.get("fallback", _NO_TABLE), key="fallback")
 
 
@@ -126,7 +140,7 @@ def band_for(figure: str, device: str, vendor: str = "", runtime: str = "",
                      median_abs=float(b.get("median_abs", 0.0)), p90_abs=float(b.get("p90_abs", 0.0)),
                      signed_median=float(b.get("signed_median", 0.0)),
                      fallback=bool(b.get("fallback", False)) or b.get("key") == "fallback", device=device,
-                     runtime=runtime)
+                     runtime=runtime, unseen=bool(b.get("unseen", False)))
 
 
 def figure_bands(hw: Any, runtime: str = "", figures: tuple[str, ...] = FIGURES,

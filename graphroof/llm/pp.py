@@ -36,7 +36,7 @@ from ..timing.p2p import send_recv_time
 from .memfit import memory_fit
 from .price import Figures
 from .stepcost import step_arrays
-from .tokens import PhaseTotals, decode_range
+from .tokens import PhaseTotals, decode_range, with_request_s
 
 __all__ = ["ParallelStepCost", "parallel_figures", "send_time_s"]
 
@@ -114,6 +114,8 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
     real_pre, beta_pre = send_time_s(eng, b_pre * pr)
     real_dec, beta_dec = send_time_s(eng, b_dec)
     prefill = _pipelined(pre, (m_pre + lay.pp - 1).astype(float), real_pre, beta_pre)
+    request = stages[0].request_s if not p.ideal and (hw.timing is not None or hw.launch_overhead_s) else 0.0
+    prefill = with_request_s(prefill, request)  # the runtime's per-request time, once, as a plain replica
     decode = _pipelined(dec, np.full(len(b), float(lay.pp)), real_dec, beta_dec)
     mems = [memory_fit(pm, hw, b_dp, pr, g, p.serving) for pm in stages]
     heaviest = np.argmax(np.stack([m["total_bytes"] for m in mems]), axis=0)
@@ -125,7 +127,7 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
     if budget and np.any(b_pre * pr > budget):
         notes.append(f"--max-batched-tokens {budget}: under a parallel layout the prefill is priced as whole "
                      "micro-batches (chunked prefill is priced by graphroof serve's steps, not by TTFT here)")
-    return Figures(hw, p.ideal, b, pr, g, prefill, decode, mem, notes)
+    return Figures(hw, p.ideal, b, pr, g, prefill, decode, mem, notes, request_s=request)
 
 
 class ParallelStepCost:

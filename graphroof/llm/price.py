@@ -73,6 +73,8 @@ class Figures:
     #: prefill steps per point (1: one pass; more: chunked, :mod:`graphroof.llm.chunked`), their realistic seconds
     prefill_steps: np.ndarray | None = None
     prefill_steps_s: np.ndarray | None = None
+    #: the runtime's per-request time the realistic TTFT carries (0: none, the ideal roofline, a layout)
+    request_s: float = 0.0
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -323,7 +325,8 @@ class PricedModel:
 
             dec, notes = spec_decode(self, spec, hw, b, p, g, lo, hi, dec), notes + [spec.note()]
         mem = memory_fit(self, hw, b, p, g, serving or ServingMemory())
-        return Figures(hw, ideal, b, p, g, pre, dec, mem, notes, steps, steps_s)
+        request = self.request_s if not ideal and (hw.timing is not None or hw.launch_overhead_s) else 0.0
+        return Figures(hw, ideal, b, p, g, pre, dec, mem, notes, steps, steps_s, request)
 
     def prefill_totals(self, hw: HardwareProfile, b: np.ndarray, p: np.ndarray, serving: ServingMemory | None,
                        ideal: bool) -> tuple[PhaseTotals, np.ndarray, np.ndarray, str | None]:
@@ -336,8 +339,13 @@ class PricedModel:
             pre, note, steps = chunked_prefill(self, hw, b, p, pre, budget)
         steps_s = pre.t_s(ideal).copy()
         if hw.timing is not None or hw.launch_overhead_s:  # an ideal profile has no overheads
-            pre = with_request_s(pre, float(getattr(self.pipe.runtime, "request_overhead_s", 0.0)))
+            pre = with_request_s(pre, self.request_s)
         return pre, steps, steps_s, note
+
+    @property
+    def request_s(self) -> float:
+        """The runtime preset's per-request time added to a realistic TTFT (``[launch].request_overhead_s``)."""
+        return float(getattr(self.pipe.runtime, "request_overhead_s", 0.0) or 0.0)
 
     def chunk_step_cost(self, hw: HardwareProfile, budget: int) -> Any:
         """The step cost the chunked prefill steps of *budget* tokens are priced by (kept per device)."""
@@ -368,7 +376,7 @@ def figure_row(figs: Figures, i: int, decode_floor_s: float = 0.0) -> dict[str, 
     """Point *i*'s phase figures as plain numbers (ideal and realistic, first and last decode steps, terms,
     bounds): what an :class:`~graphroof.llm.result.LLMConfig` holds; ``decode_host_floor_s``: *decode_floor_s*, the
     realistic decode step's floor from the runtime's host work per sequence (0: none)."""
-    out: dict[str, Any] = {"decode_host_floor_s": float(decode_floor_s)}
+    out: dict[str, Any] = {"decode_host_floor_s": float(decode_floor_s), "request_overhead_s": float(figs.request_s)}
     if figs.prefill_steps is not None and figs.prefill_steps_s is not None and figs.prefill_steps[i] > 1:
         out.update(prefill_steps=int(figs.prefill_steps[i]), prefill_steps_realistic_s=float(figs.prefill_steps_s[i]))
     for name, t in (("prefill", figs.prefill), ("decode", figs.decode)):

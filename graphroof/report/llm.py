@@ -264,16 +264,15 @@ def time_parts_lines(c) -> list[str]:
             # speculative decoding: the breakdown is one plain decode step; the TPOT is per accepted token
             label = f"plain decode step (TPOT {fmt_time(c.tpot_s)} with speculative decoding)"
         head = f"batch {c.batch} {label} {fmt_time(p['time_realistic_s'])}"
-        extra = (c.ttft_s - p["time_realistic_s"]) if label == "TTFT" and not c.ideal and c.ttft_s else 0.0
+        # the runtime's per-request time ([launch].request_overhead_s), outside the steps, as the evaluator added it
+        extra = c.figures.get("request_overhead_s", 0.0) if label == "TTFT" else 0.0
         k = c.figures.get("prefill_steps", 1) if label == "TTFT" else 1
         if k > 1:  # chunked prefill (graphroof.llm.chunked): the steps' sum; the breakdown is one unchunked pass
-            steps_s = c.figures["prefill_steps_realistic_s"]
-            over = c.ttft_s - steps_s if not c.ideal and c.ttft_s else 0.0
             head = (f"batch {c.batch} TTFT {fmt_time(c.ttft_s)} = "
-                    + (f"request overhead {fmt_time(over)} + " if over > 1e-9 * t else "")
-                    + f"{k} chunked prefill steps {fmt_time(steps_s)}; one unchunked pass "
-                    f"{fmt_time(p['time_realistic_s'])}")
-        elif extra > 1e-9 * t:  # the runtime's per-request time ([launch].request_overhead_s), outside the steps
+                    + (f"request overhead {fmt_time(extra)} + " if extra else "")
+                    + f"{k} chunked prefill steps {fmt_time(c.figures['prefill_steps_realistic_s'])}; one unchunked "
+                    f"pass {fmt_time(p['time_realistic_s'])}")
+        elif extra:
             head = (f"batch {c.batch} TTFT {fmt_time(c.ttft_s)} = request overhead {fmt_time(extra)} (the runtime's "
                     f"per-request setup, sampling and syncs) + prefill step {fmt_time(p['time_realistic_s'])}")
         out.append(f"{head} = roofline "

@@ -16,6 +16,11 @@ kernel: ``pytorch-eager``, ``pytorch-eager-amp``, ``fastertransformer``) are poo
 keys, never under a ``*`` runtime: their error is mostly the host's dispatch cost, which says nothing of a figure
 priced under another runtime on the same device.
 
+A device without rows of a figure (an unmeasured profile, or a figure not measured on it) has no in-sample
+evidence: with ``--holdout gpu`` the table also holds ``unseen`` bands, the same vendor / ``*`` keys over the rows'
+GPU hold-out errors (each predicted with its own GPU's rows left out of every fit: how the model does on a device it
+was not fitted on); the lookup takes them before the in-sample vendor bands.
+
 The fallback (a regime without data) is wider than anything measured: median 2x and p90 3x the p90 over all
 scored rows, at least 25% / 50%; it says ``"fallback": true``.
 """
@@ -37,6 +42,12 @@ LOOKUP_ORDER = ("FIGURE|<profile>|<runtime>", "FIGURE|<profile>|*", "FIGURE|vend
                 "FIGURE|vendor:<vendor>|*", "FIGURE|*|*", "fallback")
 
 
+#: what the ``unseen`` bands are (written beside them in the JSON)
+UNSEEN_NOTE = ("bands for a device without measured rows of the figure: the vendor / '*' levels of the rows' GPU "
+               "hold-out errors (each row predicted with its own GPU's rows left out of every fit), looked up before "
+               "the in-sample vendor bands when the device's own keys are absent")
+
+
 def host_dispatched(runtime: str) -> bool:
     """Whether the runtime preset *runtime* (a name or a preset file) adds a host cost per kernel."""
     from ..errors import GraphroofError
@@ -53,7 +64,9 @@ def host_dispatched(runtime: str) -> bool:
 def bands_of(result: ValidationResult) -> dict[str, Any]:
     """The bands JSON of a validation result (every key level that has scored rows)."""
     groups: dict[str, list[float]] = {}
+    unseen: dict[str, list[float]] = {}
     host: dict[str, bool] = {}
+    gpu_holdout = result.holdout == "gpu"
     for r in result.scored:
         fig = FIGURE_KINDS.get(r.figure, r.figure)
         err = r.error
@@ -66,12 +79,20 @@ def bands_of(result: ValidationResult) -> dict[str, Any]:
             keys = [k for k in keys if not k.endswith("|*")]
         for key in keys:  # each row once per key (band_keys already holds the runtime's '*' levels)
             groups.setdefault(key, []).append(err)
-    bands = {}
-    for key, errs in sorted(groups.items()):
-        s = stats_of(errs)
-        if s is not None:
-            bands[key] = {"n": s.n, "median_abs": s.median_abs, "p90_abs": s.p90_abs,
-                          "signed_median": s.signed_median}
+        held = r.holdout_error("gpu") if gpu_holdout else None
+        if held is not None:  # the row predicted with its GPU's rows out of every fit: the unseen-device bands
+            for key in keys:
+                if not key.split("|")[1] == r.gpu:
+                    unseen.setdefault(key, []).append(held)
+    out: dict[str, dict[str, Any]] = {}
+    for name, table in (("bands", groups), ("unseen", unseen)):
+        out[name] = {}
+        for key, errs in sorted(table.items()):
+            s = stats_of(errs)
+            if s is not None:
+                out[name][key] = {"n": s.n, "median_abs": s.median_abs, "p90_abs": s.p90_abs,
+                                  "signed_median": s.signed_median}
+    bands = out["bands"]
     overall = result.overall()
     p90 = overall.p90_abs if overall else 0.25
     fallback = {"n": 0, "median_abs": max(0.25, 2 * p90), "p90_abs": max(0.5, 3 * p90), "signed_median": 0.0,
@@ -80,4 +101,5 @@ def bands_of(result: ValidationResult) -> dict[str, Any]:
             "(on throughputs: measured / predicted - 1); a figure f with band b: low = f / (1 + p90_abs), "
             "high = f * (1 + p90_abs) for times", "key": "FIGURE|DEVICE|RUNTIME",
             "figures": sorted(set(FIGURE_KINDS.values())), "lookup_order": list(LOOKUP_ORDER),
-            "datasets": result.datasets, "bands": bands, "fallback": fallback}
+            "datasets": result.datasets, "bands": bands,
+            **({"unseen": out["unseen"], "unseen_note": UNSEEN_NOTE} if out["unseen"] else {}), "fallback": fallback}

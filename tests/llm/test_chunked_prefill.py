@@ -98,3 +98,24 @@ def test_the_report_says_what_ttft_is():
     assert "batch 2 TTFT" in text and "7 chunked prefill steps" in text   # 400 tokens / 64 = 7 steps
     assert any("chunked prefill (--max-batched-tokens 64)" in n for n in est.notes)
     assert np.isfinite(est.configs[1].ttft_s) and est.configs[1].ttft_s > est.configs[0].ttft_s
+
+
+def test_the_request_overhead_is_the_evaluators_not_a_difference():
+    """Under a preset with a per-request time (nim: [launch].request_overhead_s = 4.4 ms), the figures carry the
+    amount the evaluator added to TTFT and the report prints that figure beside the chunked steps."""
+    est = _engine(max_batched_tokens=64, runtime="nim").estimate(prompt=200, gen=4, batch=1)
+    c = est.configs[0]
+    assert c.figures["request_overhead_s"] == pytest.approx(0.0044, rel=1e-12)
+    assert c.ttft_s == pytest.approx(c.figures["prefill_steps_realistic_s"] + 0.0044, rel=1e-12)
+    assert "TTFT" in render_llm(est) and "request overhead 4.4 ms + 4 chunked prefill steps" in render_llm(est)
+    ideal = _engine(max_batched_tokens=64, runtime="nim", ideal=True).estimate(prompt=200, gen=4, batch=1)
+    assert ideal.configs[0].figures["request_overhead_s"] == 0.0          # the ideal roofline carries none
+
+
+def test_a_layout_carries_the_request_overhead_once():
+    """An attention-DP layout's TTFT (one stage, one micro-batch: the rank's prefill step) plus the preset's 4.4 ms,
+    as a plain replica's; without the preset's per-request time the two differ by exactly that."""
+    with_req = _engine(runtime="nim", dp=2).estimate(prompt=100, gen=4, batch=4).configs[0]
+    assert with_req.figures["request_overhead_s"] == pytest.approx(0.0044, rel=1e-12)
+    plain = _engine(runtime="nim").estimate(prompt=100, gen=4, batch=2).configs[0]   # one DP rank's 2 sequences
+    assert with_req.ttft_s == pytest.approx(plain.ttft_s, rel=1e-6)
