@@ -23,7 +23,7 @@ import numpy as np
 
 from .tokens import PhaseTotals
 
-__all__ = ["chunk_schedule", "chunked_prefill"]
+__all__ = ["chunk_engine", "chunk_schedule", "chunked_prefill"]
 
 
 def chunk_schedule(b: int, p: int, budget: int) -> tuple[np.ndarray, np.ndarray]:

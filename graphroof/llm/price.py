@@ -70,7 +70,7 @@ class Figures:
     decode: PhaseTotals
     memory: dict[str, np.ndarray]
     notes: list[str] = field(default_factory=list)
-    #: prefill steps per point (1: one pass; more: chunked, :mod:`graphroof.llm.chunked`), their realistic seconds
+    #: prefill steps per point (1: one pass; more: chunked, :mod:`graphroof.llm.chunked`), their seconds (the mode's)
     prefill_steps: np.ndarray | None = None
     prefill_steps_s: np.ndarray | None = None
     #: the runtime's per-request time the realistic TTFT carries (0: none, the ideal roofline, a layout)
@@ -378,7 +378,7 @@ def figure_row(figs: Figures, i: int, decode_floor_s: float = 0.0) -> dict[str, 
     realistic decode step's floor from the runtime's host work per sequence (0: none)."""
     out: dict[str, Any] = {"decode_host_floor_s": float(decode_floor_s), "request_overhead_s": float(figs.request_s)}
     if figs.prefill_steps is not None and figs.prefill_steps_s is not None and figs.prefill_steps[i] > 1:
-        out.update(prefill_steps=int(figs.prefill_steps[i]), prefill_steps_realistic_s=float(figs.prefill_steps_s[i]))
+        out.update(prefill_steps=int(figs.prefill_steps[i]), prefill_steps_s=float(figs.prefill_steps_s[i]))
     for name, t in (("prefill", figs.prefill), ("decode", figs.decode)):
         for f in PhaseTotals.__dataclass_fields__:
             out[f"{name}_{f}"] = float(getattr(t, f)[i])

@@ -182,7 +182,7 @@ class LLMConfig:
             d["layout"] = self.layout
         if self.figures.get("prefill_steps", 1) > 1:  # chunked prefill: TTFT is these steps (+ request overhead)
             d["prefill_steps"] = self.figures["prefill_steps"]
-            d["prefill_steps_s"] = self.figures["prefill_steps_realistic_s"]
+            d["prefill_steps_s"] = self.figures["prefill_steps_s"]
         return d
 
 

@@ -270,7 +270,7 @@ def time_parts_lines(c) -> list[str]:
         if k > 1:  # chunked prefill (graphroof.llm.chunked): the steps' sum; the breakdown is one unchunked pass
             head = (f"batch {c.batch} TTFT {fmt_time(c.ttft_s)} = "
                     + (f"request overhead {fmt_time(extra)} + " if extra else "")
-                    + f"{k} chunked prefill steps {fmt_time(c.figures['prefill_steps_realistic_s'])}; one unchunked "
+                    + f"{k} chunked prefill steps {fmt_time(c.figures['prefill_steps_s'])}; one unchunked "
                     f"pass {fmt_time(p['time_realistic_s'])}")
         elif extra:
             head = (f"batch {c.batch} TTFT {fmt_time(c.ttft_s)} = request overhead {fmt_time(extra)} (the runtime's "

@@ -82,7 +82,7 @@ def bands_of(result: ValidationResult) -> dict[str, Any]:
         held = r.holdout_error("gpu") if gpu_holdout else None
         if held is not None:  # the row predicted with its GPU's rows out of every fit: the unseen-device bands
             for key in keys:
-                if not key.split("|")[1] == r.gpu:
+                if key.split("|")[1] != r.gpu:
                     unseen.setdefault(key, []).append(held)
     out: dict[str, dict[str, Any]] = {}
     for name, table in (("bands", groups), ("unseen", unseen)):

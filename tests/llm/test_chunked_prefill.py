@@ -106,7 +106,7 @@ def test_the_request_overhead_is_the_evaluators_not_a_difference():
     est = _engine(max_batched_tokens=64, runtime="nim").estimate(prompt=200, gen=4, batch=1)
     c = est.configs[0]
     assert c.figures["request_overhead_s"] == pytest.approx(0.0044, rel=1e-12)
-    assert c.ttft_s == pytest.approx(c.figures["prefill_steps_realistic_s"] + 0.0044, rel=1e-12)
+    assert c.ttft_s == pytest.approx(c.figures["prefill_steps_s"] + 0.0044, rel=1e-12)
     assert "TTFT" in render_llm(est) and "request overhead 4.4 ms + 4 chunked prefill steps" in render_llm(est)
     ideal = _engine(max_batched_tokens=64, runtime="nim", ideal=True).estimate(prompt=200, gen=4, batch=1)
     assert ideal.configs[0].figures["request_overhead_s"] == 0.0          # the ideal roofline carries none
