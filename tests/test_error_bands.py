@@ -53,7 +53,7 @@ def test_a_device_without_rows_takes_the_gpu_holdout_band():
     assert lookup_band(table, "ttft", "h100-sxm", "NVIDIA", "serving")["key"] == "ttft|h100-sxm|serving"
     b = band_for("ttft", "rtx-3090-24gb", "NVIDIA", "serving", table=table)
     assert b.unseen and not b.fallback and b.p90_abs == 0.30 and b.key == "ttft|vendor:NVIDIA|*"
-    assert "GPU hold-out" in b.describe() and "no measured rows of it on this device" in b.describe()
+    assert "GPU hold-out" in b.describe() and "no measured rows of it for this device and runtime" in b.describe()
     assert ErrorBand.from_dict(b.as_dict()) == b
     # h100 under another runtime: no key of its own for it, so the unseen vendor band too
     assert band_for("ttft", "h100-sxm", "NVIDIA", "eager", table=table).unseen

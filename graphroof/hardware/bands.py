@@ -87,8 +87,8 @@ class ErrorBand:
 
     def describe(self) -> str:
         where = "no measured data in this regime (wide fallback)" if self.fallback else \
-            (f"no measured rows of it on this device: the spread of {self.n} rows of other devices each predicted "
-             f"with its own GPU left out of every fit (GPU hold-out, {self.key})") if self.unseen else \
+            (f"no measured rows of it for this device and runtime: the spread of {self.n} rows each predicted with "
+             f"its own GPU left out of every fit (GPU hold-out, {self.key})") if self.unseen else \
             f"validated on {self.n} measured rows ({self.key})"
         return f"within a factor {1 + self.p90_abs:.2f} either way, {where}"
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import FrontendError
+from .poly import NotPolynomial
 from .tokens import PhaseTotals
 
 __all__ = ["chunk_engine", "chunk_schedule", "chunked_prefill"]
@@ -53,10 +55,18 @@ def chunked_prefill(priced: Any, hw: Any, b: np.ndarray, p: np.ndarray, pre: Pha
     if not len(over):
         return pre, None, count_of
     src = priced.src
-    if not src.kv_cache or src.cross_tokens(1) or src.spec.state_layers:
-        return pre, (f"--max-batched-tokens {budget}: {src.name}'s prefill is priced as one pass (chunked prefill "
-                     "is modelled for decoders with a KV cache, no encoder-decoder or state-space layers)"), count_of
-    sc = priced.chunk_step_cost(hw, budget)
+    why = ("no encoder-decoder, state-space or sliding-window layers" if not src.kv_cache or src.cross_tokens(1)
+           or src.spec.state_layers or any(w for w in (src.spec.windows or ()))
+           else "kernels launched ahead from the host are priced per pass" if priced.host_ahead(hw) else None)
+    sc = None
+    if why is None:
+        try:
+            sc = priced.chunk_step_cost(hw, budget)
+        except (NotPolynomial, FrontendError):
+            why = "its graph changes structure with the prompt length"
+    if sc is None:
+        return pre, (f"--max-batched-tokens {budget}: {src.name}'s prefill is priced as one pass (chunked prefill is "
+                     f"modelled for decoders with a KV cache, {why})"), count_of
     fields = list(PhaseTotals.__dataclass_fields__)
     out = np.array([np.asarray(getattr(pre, f), dtype=float).copy() for f in fields])
     steps = {}

@@ -73,7 +73,7 @@ class Figures:
     #: prefill steps per point (1: one pass; more: chunked, :mod:`graphroof.llm.chunked`), their seconds (the mode's)
     prefill_steps: np.ndarray | None = None
     prefill_steps_s: np.ndarray | None = None
-    #: the runtime's per-request time the realistic TTFT carries (0: none, the ideal roofline, a layout)
+    #: the runtime's per-request time the realistic TTFT carries (0: none, or the ideal roofline)
     request_s: float = 0.0
 
     @property
@@ -347,13 +347,19 @@ class PricedModel:
         """The runtime preset's per-request time added to a realistic TTFT (``[launch].request_overhead_s``)."""
         return float(getattr(self.pipe.runtime, "request_overhead_s", 0.0) or 0.0)
 
+    def host_ahead(self, hw: HardwareProfile) -> bool:
+        """Whether this pipeline's prefill on *hw* dispatches kernels from the host ahead of the device (a preset's
+        ``[launch].overlap``): a step's time is then not the sum of its kernels' rows."""
+        return "prefill" in self._grids and self.pricer(self._grids["prefill"], "prefill", hw).overlap
+
     def chunk_step_cost(self, hw: HardwareProfile, budget: int) -> Any:
         """The step cost the chunked prefill steps of *budget* tokens are priced by (kept per device)."""
         key = (hw.name, id(hw), budget)
         if key not in self._chunks:
             from .stepcost import StepCost
 
-            self._chunks[key] = StepCost(chunk_engine(self, hw), max_batch=2, max_context=2, max_chunk=max(2, budget))
+            self._chunks[key] = StepCost(chunk_engine(self, hw), max_batch=2, max_context=2, max_chunk=max(2, budget),
+                                         prefill_only=True)
         return self._chunks[key]
 
     def decode_start(self, prompt: np.ndarray) -> np.ndarray:

@@ -149,7 +149,7 @@ class LLMConfig:
     def _phase_dict(self, p: Phase) -> dict:
         t, f = p.analysis.totals, self.figures
         n = p.name
-        return {"steps": p.steps if n == "prefill" else self.decode_steps,
+        return {"steps": f.get("prefill_steps", p.steps) if n == "prefill" else self.decode_steps,
                 "context": {"from": p.context[0], "to": p.context[1]},
                 "time_s": f[f"{n}_t_ideal_s"], "time_realistic_s": f[f"{n}_t_realistic_s"],
                 "time_upper_s": t.t_upper_s, "t_compute_s": f[f"{n}_t_compute_s"],

@@ -12,7 +12,8 @@ every other LLM figure (:class:`~graphroof.llm.evaluator.PhasePricer`):
 * **prefill part**: each group's cost at batch 1 is a polynomial ``P(x)`` of the prompt length (degree 2:
   causal attention), and the chunk does the work of extending the pass from ``o`` to ``o + n`` tokens:
   ``P(o + n) - P(o) + P(0)`` (the weights read once); ``o = 0`` is exactly ``step("prefill", 1, n)``.  GEMMs
-  take the shape at ``n`` tokens.
+  take the shape at ``n`` tokens; groups of ops the grid counts per point (MoE grouped GEMMs: the experts the
+  chunk's tokens visit) cost exactly what ``n`` tokens cost, whatever is cached before them.
 * **mixed steps**: the groups that do not grow with the context (GEMMs, norms, collectives) run once over the
   ``m + n`` tokens of the pass (the decode step's groups at batch ``m + n``), the decode attention over the ``m``
   sequences' caches, and the chunk's attention-like groups (quadratic in the prompt) as above.
@@ -75,7 +76,7 @@ class StepCost:
     """
 
     def __init__(self, engine: Any, *, max_batch: int = 256, max_context: int = 4096, max_chunk: int = 4096,
-                 memo: bool = True):
+                 memo: bool = True, prefill_only: bool = False):
         src, pipe = engine.source, engine.pipeline
         if not src.kv_cache or src.cross_tokens(1) or src.spec.state_layers:
             raise InputError(f"{src.name}: the step cost models decoders with a KV cache (no encoder-decoder, no "
@@ -99,14 +100,19 @@ class StepCost:
         self.decode = KernelGrid(dec, counted, recounter(pipe, counted[0].counted.meta),
                                  lattice([1, max_batch], [1, max_context]))
         counted = [pipe.counted("prefill", b, x) for b, x in pre.points]
-        self.prefill = KernelGrid(pre, counted, recounter(pipe, counted[0].counted.meta))
+        # checked at interior chunk sizes: ops whose rules are not polynomial in the tokens (MoE experts visited)
+        # are found and counted per point (the token-only groups of _prefill_tables)
+        self.prefill = KernelGrid(pre, counted, recounter(pipe, counted[0].counted.meta),
+                                  lattice([1], sorted({1, 2, max_chunk // 4, max_chunk // 2, 3 * max_chunk // 4,
+                                                       max_chunk} - {0})), lenient=True)
         graphs = pipe.runtime.decode_launch == "step"
         rt = pipe.runtime
         self._dec_graph = PhasePricer(self.decode, self.hw, cuda_graphs=graphs,
                                       step_launch_s=step_launch_s(graphs, self.hw), runtime=rt)
         self._dec_eager = PhasePricer(self.decode, self.hw, runtime=rt)
         self._pre = PhasePricer(self.prefill, self.hw, runtime=rt)
-        self._decode_tables(max_batch * (self.k + 1) + max_chunk)
+        # prefill_only (the chunked prefill of graphroof.llm.chunked): no step mixes decode sequences and a chunk
+        self._decode_tables(max_batch * (self.k + 1) + (0 if prefill_only else max_chunk))
         self._prefill_tables(max_chunk)
         self._fixed_rows()
 
@@ -152,13 +158,37 @@ class StepCost:
         self.p[:, :, : coef.shape[2]] = coef
         scale = np.abs(self.p).max(axis=(1, 2)) + 1.0
         self.p_vary = np.abs(self.p[:, :, 2]).max(axis=1) > 1e-12 * scale
+        # the groups holding ops the grid counts per point (MoE grouped GEMMs: the experts a chunk's tokens visit)
+        # cost what the chunk's n tokens cost, whatever is cached before them: priced exactly at n, never as
+        # attention work (their fitted x^2 term is the experts-visited curve, not a context dependence)
+        self._tok = [int(g) for g in np.flatnonzero(self.prefill.incidence.sum(axis=1) > 0)]
+        self._tok_memo: dict[int, np.ndarray] = {}
+        self.p_vary[self._tok] = False
         self.p_mnk = [None if m is None else tuple(np.einsum("kj,j->k", inv, d.astype(float)) for d in m)
                       for m in mnk]
-        fixed = [gi for gi in range(len(self.p_vary)) if not self.p_vary[gi]]
+        fixed = [gi for gi in range(len(self.p_vary)) if not self.p_vary[gi] and gi not in self._tok]
         n = np.arange(top + 1, dtype=float)
         cost_n = self.p[:, :, 1:2] * n + self.p[:, :, :1]
         cost_n[:, :, 0] = 0.0
         self.p_table = {True: self._sum(self._pre, fixed, cost_n, self._chunk_mnk(n), None, None)}
+
+    def _token_sums(self, n: np.ndarray) -> np.ndarray:
+        """``[6, len(n)]`` sums of the token-only groups (see :meth:`_prefill_tables`) for chunks of *n* tokens: their
+        exact costs in a prefill of n tokens (the grid counts them per point), memoised per n."""
+        out = np.zeros((6, len(n)))
+        if not self._tok or not len(n):
+            return out
+        need = sorted({int(v) for v in n if v > 0 and int(v) not in self._tok_memo})
+        if need:
+            at = np.asarray(need, dtype=np.int64)
+            cost, mnk = self.prefill.costs_many(np.ones(len(at), dtype=np.int64), at)
+            sums = self._sum(self._pre, self._tok, cost, mnk, None, None)
+            for j, v in enumerate(need):
+                self._tok_memo[v] = sums[:, j].copy()
+        for j, v in enumerate(n):
+            if v > 0:
+                out[:, j] = self._tok_memo[int(v)]
+        return out
 
     def _chunk_mnk(self, n: np.ndarray, groups: Any = None) -> list[tuple | None]:
         """Each prefill group's GEMM shape at chunks of *n* tokens (only *groups*' when given; None elsewhere)."""
@@ -315,7 +345,7 @@ class StepCost:
                 t += self._decode_part(n == 0, m, s)[row]
         if n > 0:
             if m == 0:
-                t += chunk[n]
+                t += chunk[n] + (float(self._token_sums(np.array([n]))[row, 0]) if self._tok else 0.0)
             if self._vary_p:
                 t += self._chunk_part(n, attn, m == 0)[row]
         if self.spec is not None and m > 0:
@@ -329,7 +359,7 @@ class StepCost:
         attn = np.broadcast_to(np.asarray(prefill_attention, dtype=float), n.shape).astype(float)
         if n.size and (n.min() < 1 or n.max() > self.max_chunk or attn.min() < 0):
             raise InputError(f"prefill steps need 1 <= tokens <= {self.max_chunk} and attention work >= 0")
-        out = self.p_table[True][:, n].copy()
+        out = self.p_table[True][:, n].copy() + self._token_sums(n)
         if self._vary_p and n.size:
             nn = n.astype(float)
             cost = self.p[:, :, 1:2] * nn + self.p[:, :, 2:3] * attn + self.p[:, :, :1]
@@ -383,6 +413,9 @@ class StepCost:
         # the chunk: alone, the prefill of n tokens after o cached ones (weights read once); beside decode
         # sequences, only its attention-like groups (quadratic in the prompt) are added
         t += np.where(pre & ~dec, self.p_table[True][row][n], 0.0)
+        alone = np.flatnonzero(pre & ~dec)
+        if self._tok and len(alone):  # the chunk's MoE groups (alone: beside decode they run in the pass at m + n)
+            t[alone] += self._token_sums(n[alone])[row]
         vary_p = [gi for gi in range(len(self.p_vary)) if self.p_vary[gi]]
         rows = np.flatnonzero(pre)
         if vary_p and len(rows):

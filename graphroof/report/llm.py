@@ -253,7 +253,10 @@ def time_parts_lines(c) -> list[str]:
         coll = p["time_collectives_s"]
         lay = getattr(c, "layout", None)
         if lay and lay.get("pp", 1) > 1:  # pipeline: the breakdown is one stage's step at its micro-batch
-            label = f"{'prefill' if label == 'TTFT' else 'decode'} step of the last of {lay['pp']} stages"
+            req = c.figures.get("request_overhead_s", 0.0) if label == "TTFT" else 0.0
+            label = (f"{'prefill' if label == 'TTFT' else 'decode'} step of the last of {lay['pp']} stages"
+                     + (f" (TTFT {fmt_time(c.ttft_s)} also carries the runtime's request overhead {fmt_time(req)})"
+                        if req else ""))
         elif label == "TPOT" and c.tpot_s and not c.ideal and \
                 c.figures.get("decode_host_floor_s", 0.0) >= p["time_realistic_s"] * (1 - 1e-9):
             # the runtime's host work per sequence bounds the step (the preset's host_per_sequence_s)

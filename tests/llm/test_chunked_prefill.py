@@ -119,3 +119,39 @@ def test_a_layout_carries_the_request_overhead_once():
     assert with_req.figures["request_overhead_s"] == pytest.approx(0.0044, rel=1e-12)
     plain = _engine(runtime="nim").estimate(prompt=100, gen=4, batch=2).configs[0]   # one DP rank's 2 sequences
     assert with_req.ttft_s == pytest.approx(plain.ttft_s, rel=1e-6)
+
+
+def test_every_moe_chunk_reads_the_experts_its_tokens_visit():
+    """Tiny Mixtral (8 experts, top-2; tests.llm.test_llm_moe): a chunk's grouped GEMMs cost what its n tokens
+    cost, whatever is cached before it (their weight bytes follow the experts n tokens visit, 8 (1 - (6/8)^n) per
+    layer, not the prompt's causal attention work): every chunk of a 240-token prompt in 48-token steps streams at
+    least the weights of the same 48 tokens prefilled from scratch; at 16 tokens the chunk is the counted prefill."""
+    pytest.importorskip("graphroof.frontends.torch.export", reason="needs the PyTorch frontend")
+    pytest.importorskip("transformers")
+    from graphroof.frontends.hf.source import HFSource
+    from tests.llm.test_llm_moe import TINY_MIXTRAL
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine(HFSource(TINY_MIXTRAL, name="tiny-mixtral"), hw="h100", pricing=Pricing(max_batched_tokens=48))
+        priced = eng.priced([1], [240], [2])
+        sc = priced.chunk_step_cost(eng.hw, 48)
+        n, work = chunk_schedule(1, 240, 48)                       # 5 steps of 48 tokens at offsets 0 .. 192
+        sums = sc.prefill_sums(n, work)
+        alone = sc.prefill_sums(np.array([48]), np.array([48.0 ** 2]))
+        assert np.all(sums[3] >= alone[3, 0] * (1 - 1e-9))         # memory terms: no chunk reads fewer weights
+        assert sums[1][-1] > sums[1][0]                            # later chunks attend to more cached keys
+        # the grouped GEMMs exact at 16 tokens; the other kernels interpolated on the chunk grid (within 1e-3 here)
+        want = eng.step("prefill", 1, 16).totals.t_realistic_s
+        assert float(sc(16)) == pytest.approx(want, rel=1e-3)
+        assert sc._tok, "the grouped GEMMs are priced per chunk size"
+
+
+def test_host_ahead_presets_keep_the_one_pass_and_say_so():
+    """Under a preset whose host dispatches ahead of the device (pytorch-eager), a step is not the sum of its
+    kernels' rows, so the chunked steps are not priced: TTFT is the one pass, with a note."""
+    plain = _engine(runtime="pytorch-eager").estimate(prompt=200, gen=4, batch=2)
+    est = _engine(runtime="pytorch-eager", max_batched_tokens=64).estimate(prompt=200, gen=4, batch=2)
+    assert est.configs[0].ttft_s == plain.configs[0].ttft_s
+    assert "prefill_steps" not in est.configs[0].to_dict()
+    assert any("priced as one pass" in n and "launched ahead from the host" in n for n in est.notes)
