@@ -114,8 +114,8 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
     real_pre, beta_pre = send_time_s(eng, b_pre * pr)
     real_dec, beta_dec = send_time_s(eng, b_dec)
     prefill = _pipelined(pre, (m_pre + lay.pp - 1).astype(float), real_pre, beta_pre)
-    request = stages[0].request_s if not p.ideal and (hw.timing is not None or hw.launch_overhead_s) else 0.0
-    prefill = with_request_s(prefill, request)  # the runtime's per-request time, once, as a plain replica
+    prefill = with_request_s(prefill, stages[0].request_on(hw))  # the runtime's per-request time, once, as plain
+    request = stages[0].request_on(hw, p.ideal)
     decode = _pipelined(dec, np.full(len(b), float(lay.pp)), real_dec, beta_dec)
     mems = [memory_fit(pm, hw, b_dp, pr, g, p.serving) for pm in stages]
     heaviest = np.argmax(np.stack([m["total_bytes"] for m in mems]), axis=0)

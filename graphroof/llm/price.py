@@ -325,7 +325,7 @@ class PricedModel:
 
             dec, notes = spec_decode(self, spec, hw, b, p, g, lo, hi, dec), notes + [spec.note()]
         mem = memory_fit(self, hw, b, p, g, serving or ServingMemory())
-        request = self.request_s if not ideal and (hw.timing is not None or hw.launch_overhead_s) else 0.0
+        request = self.request_on(hw, ideal)
         return Figures(hw, ideal, b, p, g, pre, dec, mem, notes, steps, steps_s, request)
 
     def prefill_totals(self, hw: HardwareProfile, b: np.ndarray, p: np.ndarray, serving: ServingMemory | None,
@@ -338,13 +338,14 @@ class PricedModel:
         if budget:
             pre, note, steps = chunked_prefill(self, hw, b, p, pre, budget)
         steps_s = pre.t_s(ideal).copy()
-        if hw.timing is not None or hw.launch_overhead_s:  # an ideal profile has no overheads
-            pre = with_request_s(pre, self.request_s)
+        pre = with_request_s(pre, self.request_on(hw))
         return pre, steps, steps_s, note
 
-    @property
-    def request_s(self) -> float:
-        """The runtime preset's per-request time added to a realistic TTFT (``[launch].request_overhead_s``)."""
+    def request_on(self, hw: HardwareProfile, ideal: bool = False) -> float:
+        """The runtime preset's per-request time (``[launch].request_overhead_s``) a realistic TTFT on *hw* carries:
+        0 on a profile without overheads (an ideal one), and for the ideal roofline's figures when *ideal*."""
+        if ideal or (hw.timing is None and not hw.launch_overhead_s):
+            return 0.0
         return float(getattr(self.pipe.runtime, "request_overhead_s", 0.0) or 0.0)
 
     def host_ahead(self, hw: HardwareProfile) -> bool:
