@@ -1,12 +1,13 @@
-"""``graphroof llm`` decode against llama.cpp's published F16 decode speeds on one GPU (a sanity check of the device
-profiles' bandwidth side, not a scored dataset: graphroof has no llama.cpp preset).
+"""``graphroof llm`` decode against llama.cpp's published F16 decode speeds on one GPU, including the December 2023
+LLaMA-1 rows that ``graphroof validate --dataset llamacpp`` (the May 2024 Llama 3 tables) does not hold.
 
 Data: ``benchmarks/data/published/llamacpp_f16_decode.csv`` (XiongjieDai/GPU-Benchmarks-on-LLM-Inference, cited in the
 file's header): llama-bench "tg N", N tokens generated one at a time from an empty context, F16 weights, on RTX 3090,
 RTX 4090, RTX A6000 and H100 PCIe.  Each row is priced as ``graphroof llm MODEL --hw HW --dtype fp16 --prompt 1 --gen N
---runtime R`` and its tokens/s taken as 1 / TPOT (the mean decode step over the N - 1 steps), under two presets:
-``eager`` (every op its own kernel, a launch each, no CUDA graph: how llama.cpp's CUDA backend of Dec 2023 - May 2024
-runs a decode step) and ``serving`` (fused norms / rotary / QKV, decode under a CUDA graph) beside it.  F16 decode at
+--runtime R`` and its tokens/s taken as 1 / TPOT (the mean decode step over the N - 1 steps), under three presets:
+``llama.cpp`` (ggml's kernels: graphroof/fuse/presets/llama.cpp.toml, fitted on the validate rows), ``eager`` (every
+op its own kernel, a launch each, no CUDA graph) and ``serving`` (fused norms / rotary / QKV, decode under a CUDA
+graph) beside it.  F16 decode at
 batch 1 streams every weight once per token (a GEMV), the regime where engines differ least.
 
 Printed: per row the published and predicted tokens/s and the error (predicted / published - 1); per preset the median
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabulate import tabulate  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "published" / "llamacpp_f16_decode.csv"
-PRESETS = ("eager", "serving")
+PRESETS = ("llama.cpp", "eager", "serving")
 
 
 def rows() -> list[dict]:

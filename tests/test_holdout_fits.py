@@ -35,7 +35,7 @@ def test_every_fitted_preset_constant_is_held_out():
              "Paddle Inference + TensorRT": "row Paddle Inference + TensorRT",
              "PyTorch TorchScript": "TorchScript rows", "PyTorch 2.11": "h100_session/models.csv",
              "TensorFlow + XLA": "row TensorFlow + XLA", "NVIDIA NIM": "nim_llm_h100.csv",
-             "TensorRT-LLM 1.0": "trtllm_perf_overview_fp8_hopper.csv"}
+             "TensorRT-LLM 1.0": "trtllm_perf_overview_fp8_hopper.csv", "llama.cpp": "llamacpp_tg.csv"}
     for f in ENGINE_FITS:
         assert all(hasattr(RUNTIMES[f.preset], k) for k in f.held_out), f.preset
         text = " ".join(RUNTIMES[f.preset].sources.get(k, "") for k in f.held_out)

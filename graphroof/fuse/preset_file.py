@@ -48,6 +48,11 @@ defaults, which are one kernel per op, launches added per kernel)::
     norm_stream = "norm"              # norm | elementwise: the stream rate a norm kernel runs at (graphroof.timing.stream)
     weight_only_group = 128           # weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm)
     gemm_schedule = "auto"            # auto | waves | stream_k: the cuBLAS generation's tile schedule (timing.gemm)
+    gemv_max_rows = 0                 # GEMMs of at most this many rows run as the runtime's matrix-vector kernel
+                                      # (0: none; llama.cpp: 8), priced by graphroof.timing.gemm_plan.gemv_time_s at
+    gemv_mem_bw_efficiency = 0.0      # its share of the bandwidth (0: the profile's gemm_mem_bw_efficiency) and
+    gemv_sm_bw_bytes_per_s = 0.0      # one SM's rate: its bytes in flight per SM over the DRAM latency (0: none)
+    gemv_quant_sm_bw_bytes_per_s = 0.0  # the same for its weight-only quantized mat-vec kernel (0: the one above)
 
     [sources]                         # capability -> citation (strings)
 """
@@ -114,7 +119,11 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "norm_stream": ("norm_stream", str, NORM_STREAMS),
                 "weight_only_group": ("weight_only_group_size", int, None),
                 "gemm_schedule": ("gemm_schedule", str, GEMM_SCHEDULES),
-                "vocab_parallel": ("vocab_parallel", bool, None)},
+                "vocab_parallel": ("vocab_parallel", bool, None),
+                "gemv_sm_bw_bytes_per_s": ("gemv_sm_bw_bytes_per_s", float, None),
+                "gemv_quant_sm_bw_bytes_per_s": ("gemv_quant_sm_bw_bytes_per_s", float, None),
+                "gemv_mem_bw_efficiency": ("gemv_mem_bw_efficiency", float, None),
+                "gemv_max_rows": ("gemv_max_rows", int, None)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
 
@@ -196,7 +205,11 @@ def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "
                 raise bad(f"[{table}].{k} must be one of {', '.join(_shown_value(a) for a in allowed or ())}, got {v!r}")
             if typ is bool and not isinstance(v, bool):
                 raise bad(f"[{table}].{k} must be true or false, got {v!r}")
-            if typ is float:
+            if typ is float and k.endswith("_bytes_per_s"):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1e14:
+                    raise bad(f"[{table}].{k} must be a rate in bytes per second in [0, 1e14], got {v!r}")
+                v = float(v)
+            elif typ is float:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1:
                     raise bad(f"[{table}].{k} must be a number of seconds in [0, 1], got {v!r}")
                 v = float(v)

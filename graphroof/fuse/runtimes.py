@@ -151,6 +151,18 @@ class Runtime:
     vocab_parallel: bool = True
     #: weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm); None: its DEFAULT_GROUP (128)
     weight_only_group_size: int | None = None
+    #: bytes per second one SM's matrix-vector kernel sustains (the kernel's bytes in flight per SM over the DRAM
+    #: latency: Little's law); a GEMM of at most ``gemv_max_rows`` rows then streams no faster than
+    #: ``sm_count x`` this (graphroof.timing.gemm_plan.gemv_time_s); 0: no such limit
+    gemv_sm_bw_bytes_per_s: float = 0.0
+    #: the same for the runtime's weight-only quantized matrix-vector kernel (0: gemv_sm_bw_bytes_per_s)
+    gemv_quant_sm_bw_bytes_per_s: float = 0.0
+    #: the share of the bandwidth that matrix-vector kernel sustains when its bytes in flight do not limit it
+    #: (0: the profile's gemm_mem_bw_efficiency)
+    gemv_mem_bw_efficiency: float = 0.0
+    #: the most rows (tokens) the runtime runs as that matrix-vector kernel (larger M: its GEMM library); 0: the
+    #: runtime has no such kernel (every GEMM priced by the tile model)
+    gemv_max_rows: int = 0
     #: torch.autocast mixed precision: every GEMM / conv first casts its fp32 weight to the compute dtype, one more
     #: kernel (4 B read + 2 B written per weight, i.e. 3x the fp16 weight bytes) and one more launch per GEMM
     autocast: bool = False

@@ -32,8 +32,11 @@ gemm_times`), so both price the same kernel:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..counters.cost import Cost
 from ..dtypes import canonical_dtype, dtype_bits
@@ -51,7 +54,7 @@ from .moe import (
 )
 from .quantgemm import dequant_then_gemm_bytes, node_weight_dtype, quant_group, scale_bytes, weight_only_bits
 
-__all__ = ["GemmPlan", "gemm_plan", "gemm_kernel_time", "quantize_input_s", "quantized_input_saved_bytes"]
+__all__ = ["gemv_rows_of", "gemv_time_s", "GemmPlan", "gemm_plan", "gemm_kernel_time", "quantize_input_s", "quantized_input_saved_bytes"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class GemmPlan:
     schedule: str = "auto"          # runtime gemm_schedule: the cuBLAS generation's tile schedule (timing.gemm)
     arch: int = 0                   # compute capability major (torch_grouped's tile: timing.moe.torch_grouped_tile)
     balanced: bool = False          # MoE rows split evenly over the experts (node attr moe_balanced: a benchmark's)
+    gemv_sm_bw: float = 0.0         # runtime gemv_(quant_)sm_bw_bytes_per_s: one SM's mat-vec stream rate (0: none)
+    gemv_eff: float = 0.0           # runtime gemv_mem_bw_efficiency: its share of the bandwidth (0: the profile's)
+    gemv_rows: int = 0              # runtime gemv_max_rows: the most rows priced as the matrix-vector kernel (0: none)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -109,7 +115,52 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
                     ex[0] if ex else 0, ex[3] if ex else 0.0, grouped, dtype,
                     lib, batch, out, bool(getattr(runtime, "l2_activations", False)), quant,
                     str(getattr(runtime, "gemm_schedule", "auto") or "auto"), cc_major(hw),
-                    bool(attrs.get("moe_balanced", False)))
+                    bool(attrs.get("moe_balanced", False)),
+                    float((bits and getattr(runtime, "gemv_quant_sm_bw_bytes_per_s", 0.0))
+                          or getattr(runtime, "gemv_sm_bw_bytes_per_s", 0.0) or 0.0),
+                    float(getattr(runtime, "gemv_mem_bw_efficiency", 0.0) or 0.0),
+                    int(getattr(runtime, "gemv_max_rows", 0) or 0))
+
+
+def gemv_rows_of(plan: GemmPlan, m: Any, hw: Any) -> Any:
+    """Whether a GEMM of *m* rows runs as the runtime's matrix-vector kernel (bool, or a bool array for an array
+    *m*): the runtime has one (``gemv_max_rows`` > 0), the profile has ``sm_count``, ``m <= gemv_max_rows``."""
+    from .profile import timing_of
+
+    if not plan.gemv_rows or not timing_of(hw).sm_count:
+        return np.asarray(m) < 0
+    return np.asarray(m) <= plan.gemv_rows
+
+
+def gemv_time_s(plan: GemmPlan, m: Any, nbytes: Any, hw: Any) -> Any:
+    """Time of a GEMM of *m* rows moving *nbytes* when the runtime runs it as its own matrix-vector kernel
+    (``[kernels] gemv_*`` keys, module doc), NaN where it does not (:func:`gemv_rows_of`); *m*, *nbytes*: numbers or
+    numpy arrays (the vectorised model)::
+
+        t = gemm_latency_s + nbytes / min(mem_bw * gemv_mem_bw_efficiency, sm_count * gemv_sm_bw_bytes_per_s)
+
+    (a rate of 0: the profile's ``gemm_mem_bw_efficiency``, no per-SM limit)
+
+    A matrix-vector kernel has no tiles to quantise: each block streams its rows of the weight once, so its time
+    is the bytes at the rate it sustains.  That rate is the smaller of the kernel's share of the bandwidth and, by
+    Little's law, what its bytes in flight allow: a kernel holding ``B`` bytes in flight per SM on a memory of
+    latency ``L`` streams at most ``sm_count B / L``.  On a part with many SMs beside its bandwidth (GDDR6X) the
+    first binds; on an HBM part of ~2 TB/s the second does, and the kernel reaches only part of the bandwidth
+    (llama.cpp's mat-vec kernels: the ``llama.cpp`` preset, whose rates are fitted).  A weight-only quantized
+    GEMM takes ``gemv_quant_sm_bw_bytes_per_s`` where the runtime gives it (its quantized mat-vec kernel is
+    another kernel, with its own bytes in flight), and reads the packed weights and their scales whatever the
+    runtime's ``weight_only_gemm`` (a ``dequant_then_gemm`` runtime dequantises only for its GEMM library: ggml's
+    MMVQ reads the blocks as they are)."""
+    from .profile import timing_of
+
+    use = gemv_rows_of(plan, m, hw)
+    if not np.any(use):
+        return np.where(use, 0.0, np.nan) if np.ndim(use) else float("nan")
+    timing = timing_of(hw)
+    rate = hw.mem_bw_bytes_per_s * (plan.gemv_eff or timing.gemm_mem_bw_efficiency)
+    if plan.gemv_sm_bw:
+        rate = min(rate, (timing.sm_count or 0) * plan.gemv_sm_bw)  # sm_count is set (gemv_rows_of)
+    return np.where(use, timing.gemm_latency_s + nbytes / rate, np.nan)
 
 
 def quantize_input_s(plan: GemmPlan, m: Any, k: Any, hw: Any) -> Any:
@@ -147,7 +198,7 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         extra_lat = float(per_expert_latency_s(groups, timing, plan.grouped))
     wb = cost.weight_bytes or None
     pre, scales = 0.0, 0.0
-    if plan.bits and plan.variant == "dequant_then_gemm":
+    if plan.bits and plan.variant == "dequant_then_gemm" and not bool(gemv_rows_of(plan, m, hw)):
         act_b = dtype_bits(plan.dtype) / 8
         nw = groups if plan.experts else 1.0
         pre = stream_time(dequant_then_gemm_bytes(n, k, plan.bits, plan.group, act_b) * nw, hw).t_s
@@ -155,7 +206,8 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         counted_w = g.bytes - k * n * act_b * nw + (wb or 0.0)  # the GEMM reads bf16 weights, the count packed
     elif plan.bits:
         g = gemm_time(m, n, k, hw, plan.dtype, weight_bytes=wb, weight_dtype=f"int{plan.bits}",
-                      quant_group=plan.group, groups=groups, dequant_variant=plan.variant)
+                      quant_group=plan.group, groups=groups,
+                      dequant_variant="fused_dequant" if plan.variant == "dequant_then_gemm" else plan.variant)
         scales = scale_bytes(n, k, plan.bits, plan.group) * (groups if plan.experts else 1.0)
         counted_w = g.bytes - scales
     elif plan.library == "torch_grouped":
@@ -181,7 +233,8 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         counted_w = g.bytes + (cost.act_read_bytes if l2 else quantized_input_saved_bytes(plan, m, k))
     # epilogue operands (bias, residual) stream alongside (an input quantized apart is read in fp8: counted_w)
     extra = max(0.0, cost.bytes - counted_w)
-    t = pre + g.t_s + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
+    tv = float(gemv_time_s(plan, m, g.bytes, hw))
+    t = pre + (g.t_s if math.isnan(tv) else tv) + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     if cost.vector_flops:
         t = max(t, cost.vector_flops / (hw.peak("vector", plan.act_dtype or plan.dtype)[0] * hw.vector_efficiency))
     return t + quantize_input_s(plan, m, k, hw)

@@ -22,7 +22,7 @@ from ..hardware.profile_cache import memo_of
 from .attention import AttentionDims, attention_dims, attention_time
 from .conv import is_conv_key
 from .gemm import _tile_heights, schedule_of
-from .gemm_plan import GemmPlan, gemm_plan, quantize_input_s, quantized_input_saved_bytes
+from .gemm_plan import GemmPlan, gemm_plan, gemv_rows_of, gemv_time_s, quantize_input_s, quantized_input_saved_bytes
 from .kernel import attention_kernel, stream_kind
 from .moe import experts_in_step, group_m_tiles, per_expert_latency_s
 from .precision import gemm_ceiling, matmul_peak
@@ -56,12 +56,15 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     nw = groups if plan.experts else np.ones(m.shape)
     pre: np.ndarray | float = 0.0
     dq: np.ndarray | float = 0.0
+    gm = gemv_rows_of(plan, m, hw)  # the runtime's mat-vec kernel: packed weights, no dequant kernel
     if plan.bits and plan.variant == "dequant_then_gemm":
         pb = dequant_then_gemm_bytes(n, k, plan.bits, plan.group, in_b) * nw
-        pre = np.where(pb != 0, pb / (hw.mem_bw_bytes_per_s * t.stream_efficiency("elementwise"))
+        pre = np.where((pb != 0) & ~gm, pb / (hw.mem_bw_bytes_per_s * t.stream_efficiency("elementwise"))
                        + t.stream_latency_s, 0.0)
-        b_bytes = k * n * in_b * nw
-        counted_adj = -b_bytes + wb
+        scales = scale_bytes(n, k, plan.bits, plan.group) * nw
+        packed = np.where(wb != 0, wb, k * n * plan.bits / 8 * nw) + scales
+        b_bytes = np.where(gm, packed, k * n * in_b * nw)
+        counted_adj = np.where(gm, -scales, -b_bytes + wb)
     elif plan.bits:
         scales = scale_bytes(n, k, plan.bits, plan.group) * nw
         b_bytes = np.where(wb != 0, wb, k * n * plan.bits / 8 * nw) + scales
@@ -101,7 +104,8 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     t_memory = nbytes / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     zero = flops == 0
-    g_t = np.where(zero, 0.0, both + t.gemm_latency_s)
+    gv = gemv_time_s(plan, m, nbytes, hw)
+    g_t = np.where(zero, 0.0, np.where(np.isnan(gv), both + t.gemm_latency_s, gv))
     g_bytes = np.where(zero, 0.0, nbytes)
     return pre + g_t + extra_lat, g_bytes + counted_adj
 

@@ -71,6 +71,11 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
     EngineFit("vision", "Paddle Inference + TensorRT", "paddle-tensorrt", {"call_overhead_s": 0.0},
               "call_overhead_s 390 us was fitted on the Paddle + TensorRT row ResNet-50 fp16 batch 1 on A30; no other "
               "engine's rows fit a per-call host time: the preset's unfitted default, none"),
+    EngineFit("llamacpp", "llama.cpp", "llama.cpp",
+              {"gemv_mem_bw_efficiency": 0.0, "gemv_sm_bw_bytes_per_s": 0.0, "gemv_quant_sm_bw_bytes_per_s": 0.0},
+              "the three mat-vec rates were fitted on the llamacpp rows; no other engine's rows fit a mat-vec kernel's "
+              "rates: none, so the mat-vec kernels stream at the profile's GEMM share of the bandwidth with no per-SM "
+              "limit (the unfitted defaults)"),
     # no constant replaced: holding the preset out swaps it for an equal copy, the signal that drops the rows' host
     # factors (graphroof.validate.vision._host_runtime)
     *(EngineFit("vision", "PyTorch TorchScript", p, {}, _EAGER_TS) for p in ("pytorch-eager", "pytorch-eager-amp")),
@@ -179,7 +184,8 @@ def engine_notes() -> list[str]:
     out = ["engine hold-out: preset constants fitted on one engine's rows are replaced for that engine's rows, "
            "which are priced again through the same path: "
            + "; ".join(f"{f.dataset} {f.engine} rows, preset {f.preset}: "
-                       + (", ".join(f"{k} = {v * 1e6:.3g} us" for k, v in f.held_out.items())
+                       + (", ".join(f"{k} = {v * 1e6:.3g} us" if k.endswith("_s") and not k.endswith("_per_s")
+                                    else f"{k} = {v:g}" for k, v in f.held_out.items())
                           or "no constant replaced") + f" ({f.why})"
                        for f in ENGINE_FITS if f.preset != "pytorch-eager-amp")]
     from .holdout_rates import rate_notes

@@ -30,7 +30,7 @@ SUBSET_KEYS = ("dataset", "engine", "gpu", "family", "regime")
 class Row:
     """One measured value and graphroof's prediction of it."""
 
-    dataset: str              # vidur_ops | vidur_allreduce | gptfast | trtllm | vision | kernels
+    dataset: str              # vidur_ops | vidur_allreduce | gptfast | llamacpp | trtllm | vision | kernels ...
     row_id: str               # file:line of the measured row
     engine: str               # the engine / framework that measured it (vLLM-style kernels, gpt-fast, TensorRT-LLM ...)
     gpu: str                  # the graphroof profile it is priced on ('' when none)

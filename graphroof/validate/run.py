@@ -35,6 +35,9 @@ DATASETS: dict[str, tuple[Callable[[Context], list[Row]], str]] = {
     "vidur_allreduce": (_adapter("vidur", "allreduce_rows"),
                         "Vidur profiling: NCCL all-reduce, 2 KB - 64 MB, 2-16 GPUs"),
     "gptfast": (_adapter("llmrows", "gptfast_rows"), "gpt-fast README: batch-1 decode tok/s with torch.compile, A100"),
+    "llamacpp": (_adapter("llamacpp", "llamacpp_rows"),
+                 "llama.cpp on one GPU (XiongjieDai's llama-bench tables): batch-1 generation, Llama 3 8B / 70B, "
+                 "F16 / Q4_K_M, RTX 3090 to H100 PCIe"),
     "trtllm": (_adapter("llmrows", "trtllm_rows"),
                "TensorRT-LLM v0.5 / v0.6.1 docs: static-batch throughput and first-token latency"),
     "nim": (_adapter("llmrows", "nim_rows"),
@@ -66,7 +69,7 @@ def parse_datasets(datasets: str | Sequence[str] | None) -> list[str]:
 
 #: about how long each dataset takes (CPU seconds, nothing stored, this 2-core machine, 2026-11-27): the longest
 #: start first
-COST_S = {"gptfast": 40.0, "trtllm": 35.0, "nim": 25.0, "vision": 23.0, "torch_gpu": 20.0, "vidur_ops": 15.0, "fused_moe": 17.0, "kernels": 2.0,
+COST_S = {"gptfast": 40.0, "llamacpp": 30.0, "trtllm": 35.0, "nim": 25.0, "vision": 23.0, "torch_gpu": 20.0, "vidur_ops": 15.0, "fused_moe": 17.0, "kernels": 2.0,
           "vidur_allreduce": 1.0}
 #: what the forked workers of :func:`_in_workers` read (set before the pool forks, cleared after)
 _WORK: dict[str, Any] = {}
@@ -122,7 +125,7 @@ def validate(datasets: str | Sequence[str] | None = None, *, holdout: str | None
     """Price every row of the bundled measured datasets through graphroof's own path (``analyze`` / the ``llm``
     engine / the collective model) and score the errors.
 
-    datasets : names (``vidur_ops``, ``vidur_allreduce``, ``gptfast``, ``trtllm``, ``nim``, ``kernels``,
+    datasets : names (``vidur_ops``, ``vidur_allreduce``, ``gptfast``, ``llamacpp``, ``trtllm``, ``nim``, ``kernels``,
         ``fused_moe``, ``vision``, ``torch_gpu``: :data:`DATASETS`; a list or comma-separated), default all.
     holdout : ``gpu`` | ``engine`` | ``model``: also score each group with constants not fitted on it
         (:mod:`graphroof.validate.holdout`).
