@@ -9,7 +9,9 @@ CLI runs), the preset's rates replaced; the error is the validation's (on the ti
 with the least median |error| over all rows (the preset's constants), and for each GPU the point fitted on the other
 GPUs' rows with that GPU's rows' median and worst |error| under it; wall time and peak RSS.
 
-Run: ``python benchmarks/fit_llamacpp_gemv.py [--quick]`` (--quick: a 2 x 2 x 2 grid around the preset).
+Run: ``python benchmarks/fit_llamacpp_gemv.py [--quick] [--shares 0.95]`` (--quick: a 2 x 2 x 2 grid around the
+preset; --shares: the bandwidth shares tried, e.g. only the preset's 0.95: the leave-one-GPU-out search then refits
+the two per-SM rates with the share held where the preset holds it).
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shares", default="", help="comma-separated bandwidth shares to try (default 0.90,0.95,1.00)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     from graphroof.fuse import runtimes
     from graphroof.validate import validate
 
     base = runtimes.RUNTIMES["llama.cpp"]
-    effs = (0.95, 1.0) if args.quick else (0.90, 0.95, 1.0)
+    effs = tuple(float(x) for x in args.shares.split(",")) if args.shares else \
+        ((0.95, 1.0) if args.quick else (0.90, 0.95, 1.0))
     sms = (10e9, 11e9) if args.quick else (9e9, 10e9, 11e9)
     qs = (12.5e9, 13.5e9) if args.quick else (11.5e9, 12.5e9, 13.5e9)
     t0 = time.perf_counter()

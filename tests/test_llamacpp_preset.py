@@ -41,7 +41,7 @@ def test_gemv_time_is_bytes_at_the_smaller_of_two_rates():
 def test_preset_reads_and_checks_its_rates():
     rt = get_runtime("llama.cpp")
     assert get_runtime("llamacpp") is rt or get_runtime("llamacpp").name == "llama.cpp"
-    assert rt.gemv_max_rows == 8 and 0 < rt.gemv_mem_bw_efficiency <= 1
+    assert rt.gemv_max_rows == 8 and rt.gemv_float_max_rows == 1 and 0 < rt.gemv_mem_bw_efficiency <= 1
     assert 0 < rt.gemv_sm_bw_bytes_per_s < rt.gemv_quant_sm_bw_bytes_per_s
     assert not rt.overlap_launch and not rt.cuda_graphs and not rt.gqa_shared_kv
     assert rt.weight_only_group_size == 32
@@ -50,6 +50,10 @@ def test_preset_reads_and_checks_its_rates():
     with pytest.raises(InputError, match="gemv_sm_bw_bytes_per_s must be a rate") as e:
         preset_fields({"name": "x", "kernels": {"gemv_sm_bw_bytes_per_s": -1.0}}, source="x.toml")
     assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match="gemv_mem_bw_efficiency must be a share in"):
+        preset_fields({"name": "x", "kernels": {"gemv_mem_bw_efficiency": 1.5}}, source="x.toml")
+    # a preset based on this one can switch the mat-vec kernels off
+    assert preset_fields({"name": "x", "kernels": {"gemv_max_rows": 0}}, source="x.toml")["gemv_max_rows"] == 0
 
 
 def test_quantized_weights_take_the_mmvq_rate():
@@ -66,8 +70,14 @@ def test_quantized_weights_take_the_mmvq_rate():
     a100 = load_hardware("a100-80gb-sxm")
     f16 = gemm_plan(Node("fp16"), "fp16", a100, rt)
     q4 = gemm_plan(Node("int4"), "fp16", a100, rt)
-    assert f16.bits is None and f16.gemv_sm_bw == rt.gemv_sm_bw_bytes_per_s
-    assert q4.bits == 4 and q4.group == 32 and q4.gemv_sm_bw == rt.gemv_quant_sm_bw_bytes_per_s
+    assert f16.bits is None and f16.gemv_sm_bw == rt.gemv_sm_bw_bytes_per_s and f16.gemv_rows == 1
+    assert q4.bits == 4 and q4.group == 32 and q4.gemv_sm_bw == rt.gemv_quant_sm_bw_bytes_per_s and q4.gemv_rows == 8
+    # F16 weights take ggml's dmmv at one row only (cuBLAS above): 2 rows are the tile model, not the mat-vec
+    from graphroof.timing.gemm_plan import gemv_rows_of
+
+    assert bool(gemv_rows_of(f16, 1, a100)) and not bool(gemv_rows_of(f16, 2, a100))
+    # an MoE layer runs each visited expert's rows as a mat-vec of its own: 16 rows over 8 experts are 2 each
+    assert bool(gemv_rows_of(q4, 16, a100, groups=8)) and not bool(gemv_rows_of(q4, 16, a100))
 
 
 ROWS = ("llamacpp_tg.csv:10", "llamacpp_tg.csv:34", "llamacpp_tg.csv:86")
@@ -93,7 +103,7 @@ def test_validate_rows_equal_the_cli(capsys):
 def test_vectorised_and_per_op_models_price_the_mat_vec_alike():
     """gemm_times (the llm engine's tables) equals gemm_kernel_time (analyze's per-op model) under llama.cpp: an
     int4 GEMM at 1 and 8 rows is the mat-vec (packed weights and scales, no dequant kernel), at 9 and 512 rows the
-    dequantise-then-cuBLAS pair; an F16 one at 1 row the F16 mat-vec."""
+    dequantise-then-cuBLAS pair; an F16 one (plan of 8 rows here) the F16 mat-vec."""
     from graphroof.counters.cost import Cost
     from graphroof.timing.gemm_plan import gemm_kernel_time
     from graphroof.timing.vectorized import gemm_times
@@ -117,3 +127,28 @@ def test_vectorised_and_per_op_models_price_the_mat_vec_alike():
             want = hw.timing.gemm_latency_s + (packed + 2 * k + 2 * n) / 1.35e12
             assert vt[0] == pytest.approx(want)
             assert vt[2] > vt[1]  # 9 rows: the dequant kernel writes 2 bytes a weight before the GEMM
+
+
+def test_moe_experts_run_as_mat_vecs_in_both_models():
+    """An MoE grouped GEMM under llama.cpp (ggml_mul_mat_id: each visited expert's rows a mat-vec of its own): 16
+    rows over the 8 experts of a step are 2 rows each, the mat-vec, in the per-op and the vectorised model alike."""
+    from graphroof.counters.cost import Cost
+    from graphroof.timing.gemm_plan import gemm_kernel_time
+    from graphroof.timing.vectorized import gemm_times
+
+    hw = load_hardware("rtx-3090-24gb")
+    n, k, experts = 14336, 4096, 8
+    one = k * n * 4 / 8  # one expert's packed int4 weights
+    plan = GemmPlan("fp16", bits=4, group=32, variant="dequant_then_gemm", experts=experts, expert_bytes=one,
+                    grouped=False, gemv_sm_bw=12.5e9, gemv_eff=0.95, gemv_rows=8)  # moe_grouped_gemm = false
+    m = 16
+    cost = Cost(matrix_flops=2.0 * m * n * k, weight_bytes=experts * one, act_read_bytes=2.0 * m * k,
+                act_write_bytes=2.0 * m * n)
+    t = gemm_kernel_time(plan, (m, n, k), cost, hw)
+    vt, _ = gemm_times(np.array([m]), np.array([n]), np.array([k]), hw, "fp16", np.array([experts * one]), plan)
+    assert vt[0] == pytest.approx(t, rel=1e-9)
+    # 8 experts' packed weights and scales (5 bits a weight) at min(936.2 GB/s x 0.95 = 889.4 GB/s, 82 SMs x
+    # 12.5 GB/s = 1.025 TB/s): the bandwidth share binds on the RTX 3090; one GEMM latency per expert (8 kernels)
+    streamed = experts * (one + 4 * k * n / 32) + 2.0 * m * k + 2.0 * m * n
+    rate = min(hw.mem_bw_bytes_per_s * 0.95, 82 * 12.5e9)
+    assert t == pytest.approx(hw.timing.gemm_latency_s * experts + streamed / rate, rel=1e-6)

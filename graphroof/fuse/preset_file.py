@@ -48,8 +48,9 @@ defaults, which are one kernel per op, launches added per kernel)::
     norm_stream = "norm"              # norm | elementwise: the stream rate a norm kernel runs at (graphroof.timing.stream)
     weight_only_group = 128           # weights per scale of 4-bit weight-only GEMMs (graphroof.timing.quantgemm)
     gemm_schedule = "auto"            # auto | waves | stream_k: the cuBLAS generation's tile schedule (timing.gemm)
-    gemv_max_rows = 0                 # GEMMs of at most this many rows run as the runtime's matrix-vector kernel
-                                      # (0: none; llama.cpp: 8), priced by graphroof.timing.gemm_plan.gemv_time_s at
+    gemv_max_rows = 0                 # quantized GEMMs of at most this many rows per weight run as the runtime's
+    gemv_float_max_rows = 0           # matrix-vector kernel (float ones: the second key; 0: none; llama.cpp: 8 and
+                                      # 1), priced by graphroof.timing.gemm_plan.gemv_time_s at
     gemv_mem_bw_efficiency = 0.0      # its share of the bandwidth (0: the profile's gemm_mem_bw_efficiency) and
     gemv_sm_bw_bytes_per_s = 0.0      # one SM's rate: its bytes in flight per SM over the DRAM latency (0: none)
     gemv_quant_sm_bw_bytes_per_s = 0.0  # the same for its weight-only quantized mat-vec kernel (0: the one above)
@@ -123,7 +124,8 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "gemv_sm_bw_bytes_per_s": ("gemv_sm_bw_bytes_per_s", float, None),
                 "gemv_quant_sm_bw_bytes_per_s": ("gemv_quant_sm_bw_bytes_per_s", float, None),
                 "gemv_mem_bw_efficiency": ("gemv_mem_bw_efficiency", float, None),
-                "gemv_max_rows": ("gemv_max_rows", int, None)},
+                "gemv_max_rows": ("gemv_max_rows", int, None),
+                "gemv_float_max_rows": ("gemv_float_max_rows", int, None)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
 
@@ -211,10 +213,12 @@ def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "
                 v = float(v)
             elif typ is float:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1:
-                    raise bad(f"[{table}].{k} must be a number of seconds in [0, 1], got {v!r}")
+                    what = "a share" if k.endswith("_efficiency") else "a number of seconds"
+                    raise bad(f"[{table}].{k} must be {what} in [0, 1], got {v!r}")
                 v = float(v)
-            if typ is int and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65536):
-                raise bad(f"[{table}].{k} must be a whole number in [1, 65536], got {v!r}")
+            low = 0 if k.startswith("gemv_") else 1  # a mat-vec row limit of 0: no such kernel
+            if typ is int and (isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 65536):
+                raise bad(f"[{table}].{k} must be a whole number in [{low}, 65536], got {v!r}")
             if typ is str and (not isinstance(v, str) or (allowed and v not in allowed)):
                 raise bad(f"[{table}].{k} must be one of {', '.join(allowed or ())}, got {v!r}")
             kw[attr] = v

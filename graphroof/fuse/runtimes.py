@@ -160,9 +160,11 @@ class Runtime:
     #: the share of the bandwidth that matrix-vector kernel sustains when its bytes in flight do not limit it
     #: (0: the profile's gemm_mem_bw_efficiency)
     gemv_mem_bw_efficiency: float = 0.0
-    #: the most rows (tokens) the runtime runs as that matrix-vector kernel (larger M: its GEMM library); 0: the
-    #: runtime has no such kernel (every GEMM priced by the tile model)
+    #: the most rows (tokens) per weight matrix the runtime runs as its quantized matrix-vector kernel (larger M:
+    #: its GEMM library); 0: the runtime has no such kernel (every GEMM priced by the tile model)
     gemv_max_rows: int = 0
+    #: the same for float (F16 / BF16) weights: its float matrix-vector kernel (0: none)
+    gemv_float_max_rows: int = 0
     #: torch.autocast mixed precision: every GEMM / conv first casts its fp32 weight to the compute dtype, one more
     #: kernel (4 B read + 2 B written per weight, i.e. 3x the fp16 weight bytes) and one more launch per GEMM
     autocast: bool = False

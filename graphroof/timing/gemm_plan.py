@@ -77,7 +77,7 @@ class GemmPlan:
     balanced: bool = False          # MoE rows split evenly over the experts (node attr moe_balanced: a benchmark's)
     gemv_sm_bw: float = 0.0         # runtime gemv_(quant_)sm_bw_bytes_per_s: one SM's mat-vec stream rate (0: none)
     gemv_eff: float = 0.0           # runtime gemv_mem_bw_efficiency: its share of the bandwidth (0: the profile's)
-    gemv_rows: int = 0              # runtime gemv_max_rows: the most rows priced as the matrix-vector kernel (0: none)
+    gemv_rows: int = 0              # runtime gemv_(float_)max_rows: the most rows per weight run as the mat-vec (0: none)
 
 
 def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
@@ -119,20 +119,24 @@ def gemm_plan(node: Any, dtype: str, hw: Any, runtime: Any = None) -> GemmPlan:
                     float((bits and getattr(runtime, "gemv_quant_sm_bw_bytes_per_s", 0.0))
                           or getattr(runtime, "gemv_sm_bw_bytes_per_s", 0.0) or 0.0),
                     float(getattr(runtime, "gemv_mem_bw_efficiency", 0.0) or 0.0),
-                    int(getattr(runtime, "gemv_max_rows", 0) or 0))
+                    int((getattr(runtime, "gemv_max_rows", 0) if bits else getattr(runtime, "gemv_float_max_rows", 0))
+                        or 0))
 
 
-def gemv_rows_of(plan: GemmPlan, m: Any, hw: Any) -> Any:
+def gemv_rows_of(plan: GemmPlan, m: Any, hw: Any, groups: Any = 1.0) -> Any:
     """Whether a GEMM of *m* rows runs as the runtime's matrix-vector kernel (bool, or a bool array for an array
-    *m*): the runtime has one (``gemv_max_rows`` > 0), the profile has ``sm_count``, ``m <= gemv_max_rows``."""
+    *m*): the runtime has one for the GEMM's weights (``gemv_max_rows`` > 0 for weight-only quantized weights,
+    ``gemv_float_max_rows`` for float ones: :func:`gemm_plan`), the profile has ``sm_count``, and the rows of each
+    weight matrix (*m* over the MoE experts the step visits, *groups*: ggml's ``mul_mat_id`` runs each expert's rows
+    as a kernel of its own) are at most that many."""
     from .profile import timing_of
 
     if not plan.gemv_rows or not timing_of(hw).sm_count:
         return np.asarray(m) < 0
-    return np.asarray(m) <= plan.gemv_rows
+    return np.asarray(m) <= plan.gemv_rows * np.maximum(1.0, groups)
 
 
-def gemv_time_s(plan: GemmPlan, m: Any, nbytes: Any, hw: Any) -> Any:
+def gemv_time_s(plan: GemmPlan, m: Any, nbytes: Any, hw: Any, groups: Any = 1.0) -> Any:
     """Time of a GEMM of *m* rows moving *nbytes* when the runtime runs it as its own matrix-vector kernel
     (``[kernels] gemv_*`` keys, module doc), NaN where it does not (:func:`gemv_rows_of`); *m*, *nbytes*: numbers or
     numpy arrays (the vectorised model)::
@@ -153,7 +157,7 @@ def gemv_time_s(plan: GemmPlan, m: Any, nbytes: Any, hw: Any) -> Any:
     MMVQ reads the blocks as they are)."""
     from .profile import timing_of
 
-    use = gemv_rows_of(plan, m, hw)
+    use = gemv_rows_of(plan, m, hw, groups)
     if not np.any(use):
         return np.where(use, 0.0, np.nan) if np.ndim(use) else float("nan")
     timing = timing_of(hw)
@@ -198,7 +202,7 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         extra_lat = float(per_expert_latency_s(groups, timing, plan.grouped))
     wb = cost.weight_bytes or None
     pre, scales = 0.0, 0.0
-    if plan.bits and plan.variant == "dequant_then_gemm" and not bool(gemv_rows_of(plan, m, hw)):
+    if plan.bits and plan.variant == "dequant_then_gemm" and not bool(gemv_rows_of(plan, m, hw, groups)):
         act_b = dtype_bits(plan.dtype) / 8
         nw = groups if plan.experts else 1.0
         pre = stream_time(dequant_then_gemm_bytes(n, k, plan.bits, plan.group, act_b) * nw, hw).t_s
@@ -233,7 +237,7 @@ def gemm_kernel_time(plan: GemmPlan, mnk: tuple[int, int, int], cost: Cost, hw: 
         counted_w = g.bytes + (cost.act_read_bytes if l2 else quantized_input_saved_bytes(plan, m, k))
     # epilogue operands (bias, residual) stream alongside (an input quantized apart is read in fp8: counted_w)
     extra = max(0.0, cost.bytes - counted_w)
-    tv = float(gemv_time_s(plan, m, g.bytes, hw))
+    tv = float(gemv_time_s(plan, m, g.bytes, hw, groups)) if g.flops else math.nan  # an empty GEMM: no kernel
     t = pre + (g.t_s if math.isnan(tv) else tv) + extra_lat + extra / (hw.mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
     if cost.vector_flops:
         t = max(t, cost.vector_flops / (hw.peak("vector", plan.act_dtype or plan.dtype)[0] * hw.vector_efficiency))

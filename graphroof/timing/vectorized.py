@@ -56,7 +56,7 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     nw = groups if plan.experts else np.ones(m.shape)
     pre: np.ndarray | float = 0.0
     dq: np.ndarray | float = 0.0
-    gm = gemv_rows_of(plan, m, hw)  # the runtime's mat-vec kernel: packed weights, no dequant kernel
+    gm = gemv_rows_of(plan, m, hw, groups)  # the runtime's mat-vec kernel: packed weights, no dequant kernel
     if plan.bits and plan.variant == "dequant_then_gemm":
         pb = dequant_then_gemm_bytes(n, k, plan.bits, plan.group, in_b) * nw
         pre = np.where((pb != 0) & ~gm, pb / (hw.mem_bw_bytes_per_s * t.stream_efficiency("elementwise"))
@@ -104,7 +104,7 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     t_memory = nbytes / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     zero = flops == 0
-    gv = gemv_time_s(plan, m, nbytes, hw)
+    gv = gemv_time_s(plan, m, nbytes, hw, groups)
     g_t = np.where(zero, 0.0, np.where(np.isnan(gv), both + t.gemm_latency_s, gv))
     g_bytes = np.where(zero, 0.0, nbytes)
     return pre + g_t + extra_lat, g_bytes + counted_adj
