@@ -16,7 +16,6 @@ and worst absolute error; wall time and peak RSS.  Run: ``python benchmarks/llam
 
 from __future__ import annotations
 
-import csv
 import resource
 import statistics
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _published import published_rows  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "published" / "llamacpp_f16_decode.csv"
@@ -33,8 +33,7 @@ PRESETS = ("llama.cpp", "eager", "serving")
 
 
 def rows() -> list[dict]:
-    with DATA.open(encoding="utf-8") as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+    return published_rows(DATA.name)
 
 
 def main() -> None:

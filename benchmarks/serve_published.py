@@ -30,7 +30,6 @@ Run: ``python benchmarks/serve_published.py [--requests-scale 0.2] [--tables 8b-
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import resource
@@ -42,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _published import published_rows  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "data" / "published"
@@ -54,8 +54,7 @@ CONFIGS = {"llama-3.1-8b": MODELS / "llama-3.1-8b" / "config.json",
 
 
 def rows() -> list[dict]:
-    with DATA.open(encoding="utf-8") as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+    return published_rows(DATA.name)
 
 
 def llama_params(c: dict) -> float:

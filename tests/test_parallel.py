@@ -210,6 +210,27 @@ def test_pipeline_bubble_and_decode_rounds():
     assert f4.ttft_s[0] == pytest.approx(5 * s2 + send_recv_time(2 * 64 * 256 * 2, eng4.hw).t_bandwidth_s, rel=1e-9)
 
 
+
+def test_one_sequence_passes_the_stages_one_after_the_other():
+    # batch 1 over 2 stages: one micro-batch in flight, so a decode round is stage 0 then stage 1 (their sum) + one
+    # send of 1 token x 256 hidden x 2 B, not 2 x the slower stage (no second micro-batch to fill the other stage)
+    eng = _engine(ideal=True, pp=2)
+    f = eng.price(1, 64, 8)
+    s = [eng.stage_priced(k, [1], [64], [8]) for k in range(2)]
+    lo, hi = np.array([64]), np.array([64 + 8 - 2])
+    dec = [pm.phase_totals("decode", eng.hw, np.array([1]), lo, hi).t_ideal_s[0] for pm in s]
+    send = send_recv_time(1 * 256 * 2, eng.hw).t_bandwidth_s
+    assert f.tpot_s[0] == pytest.approx(dec[0] + dec[1] + send, rel=1e-9)
+    assert f.tpot_s[0] < 2 * max(dec) + send  # the stages are unequal (embedding / LM head)
+    # serve's step cost: one decoding sequence, the same path; two sequences fill both micro-batches
+    from graphroof.llm.pp import ParallelStepCost
+
+    step = ParallelStepCost(eng)
+    one = [st(0, 0, 1, 64, ideal=True) for st in step.stages]
+    assert step(0, 0, 1, 64, ideal=True) == pytest.approx(float(sum(one)) + send, rel=1e-9)
+    two = max(float(x) for x in one)  # 2 sequences: 1 per micro-batch, each stage serves both in turn
+    assert step(0, 0, 2, 128, ideal=True) == pytest.approx(max(float(sum(one)), 2 * two) + send, rel=1e-9)
+
 def test_layout_with_trivial_factors_equals_the_plain_path():
     # TP 2 inside one DGX H100 node (the system only changes the network between nodes): pp = dp = ep = 1 priced
     # by the parallel path equals the plain path

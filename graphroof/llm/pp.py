@@ -11,9 +11,12 @@ sequences is spread over the ``dp`` attention-DP ranks, ``b_dp = ceil(b / dp)`` 
   interleaving): the last micro-batch's first token comes after ``(m + pp - 1) x t_stage`` plus the ``pp - 1``
   activation sends of one micro-batch (a send overlaps the next micro-batch's compute, so only the first
   micro-batch's sends are on the critical path);
-* **decode** (TPOT): a serving engine keeps ``pp`` micro-batches in flight (vLLM's virtual engines, TRT-LLM's
-  in-flight micro-batches), ``ceil(b_dp / pp)`` sequences each; a sequence's next token needs its micro-batch to
-  pass every stage, and stage 0 can start it only when it is back: TPOT = ``pp x t_stage + (pp - 1) x t_send``;
+* **decode** (TPOT): a serving engine keeps up to ``pp`` micro-batches in flight (vLLM's virtual engines, TRT-LLM's
+  in-flight micro-batches), ``ceil(b_dp / pp)`` sequences each, ``m_dec = min(b_dp, pp)`` of them; a sequence's
+  next token needs its micro-batch to pass every stage, and stage 0 can start it only when it is back, while each
+  stage serves every micro-batch in turn: a round takes ``max(sum_k t_k, m_dec x t_stage) + (pp - 1) x t_send``
+  (``pp x t_stage + sends`` with every micro-batch filled and the stages balanced; one sequence passes the stages
+  one after the other, ``sum_k t_k + sends``, as llama.cpp's layer split runs a batch of 1);
   throughput = ``b / TPOT`` (every micro-batch makes a token per round).  ``pp = 1`` is one micro-batch, no send.
 * **send / recv**: ``[tokens, hidden]`` activations in the activation dtype per boundary
   (:func:`graphroof.timing.p2p.send_recv_time`), over NVLink inside a node and the system's network when the
@@ -80,6 +83,20 @@ def _stage_max(totals: list[PhaseTotals]) -> np.ndarray:
     return np.max(np.stack([np.stack([getattr(t, f) for f in _FIELDS]) for t in totals]), axis=0)
 
 
+def _stage_sum(totals: list[PhaseTotals]) -> np.ndarray:
+    return np.sum(np.stack([np.stack([getattr(t, f) for f in _FIELDS]) for t in totals]), axis=0)
+
+
+def _round(totals: list[PhaseTotals], live: np.ndarray) -> np.ndarray:
+    """One decode round's fields (before the sends): ``live`` micro-batches each pass every stage, a stage serving
+    them in turn: the stages' sum (one micro-batch's path) where it is longer than ``live x`` the slowest stage's
+    (the busiest stage's queue), that product elsewhere (module doc); chosen per point on the realistic time."""
+    most, total = _stage_max(totals), _stage_sum(totals)
+    busy = most * live
+    i = _FIELDS.index("t_realistic_s")
+    return np.where(total[i] > busy[i], total, busy)
+
+
 def _pipelined(arr: np.ndarray, factor: np.ndarray, real: np.ndarray, beta: np.ndarray) -> PhaseTotals:
     out = arr * factor
     for f in _TIMES:
@@ -107,16 +124,17 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
     pre = _stage_max([pm.phase_totals("prefill", hw, b_pre, pr, pr) for pm in stages])
     start = stages[0].decode_start(pr)
     lo, hi = decode_range(start, g, stages[0].kv)
+    live = np.minimum(b_dp, lay.pp).astype(float)  # micro-batches in flight (module doc)
     if stages[0].kv:
-        dec = _stage_max([pm.phase_totals("decode", hw, b_dec, lo, hi) for pm in stages])
+        dec = _round([pm.phase_totals("decode", hw, b_dec, lo, hi) for pm in stages], live)
     else:  # no cache (pp = 1 here): each step is the prefill graph over the whole context
-        dec = _stage_max([pm.phase_totals("prefill", hw, b_dec, lo, hi) for pm in stages])
+        dec = _round([pm.phase_totals("prefill", hw, b_dec, lo, hi) for pm in stages], live)
     real_pre, beta_pre = send_time_s(eng, b_pre * pr)
     real_dec, beta_dec = send_time_s(eng, b_dec)
     prefill = _pipelined(pre, (m_pre + lay.pp - 1).astype(float), real_pre, beta_pre)
     prefill = with_request_s(prefill, stages[0].request_on(hw))  # the runtime's per-request time, once, as plain
     request = stages[0].request_on(hw, p.ideal)
-    decode = _pipelined(dec, np.full(len(b), float(lay.pp)), real_dec, beta_dec)
+    decode = _pipelined(dec, np.ones(len(b)), real_dec, beta_dec)
     mems = [memory_fit(pm, hw, b_dp, pr, g, p.serving) for pm in stages]
     heaviest = np.argmax(np.stack([m["total_bytes"] for m in mems]), axis=0)
     mem = {k: np.choose(heaviest, [m[k] for m in mems]) for k in mems[0]}
@@ -136,9 +154,11 @@ class ParallelStepCost:
 
     A step of a pipelined engine is one **round**: the step's work (its decode sequences, its prefill tokens) is
     spread over the ``dp`` attention-DP ranks and, on each, over the ``pp`` micro-batches in flight; every
-    micro-batch passes every stage, so the step takes ``pp x`` the slowest stage's micro-step (``ceil(m / (pp dp))``
-    decode sequences, ``ceil(n / (pp dp))`` prefill tokens, the attention work over ``pp dp``) plus the ``pp - 1``
-    boundary sends of one micro-batch's tokens: the time a sequence waits for its next token, as TPOT above.
+    micro-batch passes every stage, a stage serving them in turn, so the step takes the longer of ``live x`` the
+    slowest stage's micro-step (``ceil(m / (pp dp))`` decode sequences, ``ceil(n / (pp dp))`` prefill tokens, the
+    attention work over ``pp dp``; ``live`` the micro-batches in flight: ``pp``, or the decode sequences of a DP rank
+    when fewer and no prefill) and the stages' sum (one micro-batch's path), plus the ``pp - 1`` boundary sends of
+    one micro-batch's tokens: the time a sequence waits for its next token, as TPOT above.
     ``pp = dp = 1`` is the plain step cost.
     """
 
@@ -162,11 +182,12 @@ class ParallelStepCost:
                                               prefill_attention)
         n_mb, m_mb = _ceil_div(n, share), _ceil_div(m, share)
         s_mb = np.where(m > 0, np.rint(s * m_mb / np.maximum(m, 1)), 0).astype(np.int64)
-        t = np.max(np.stack([st(n_mb, o, m_mb, s_mb, prefill_attention=attn / share, ideal=ideal)
-                             for st in self.stages]), axis=0)
+        per = np.stack([st(n_mb, o, m_mb, s_mb, prefill_attention=attn / share, ideal=ideal) for st in self.stages])
+        live = np.where(n > 0, lay.pp, np.minimum(lay.pp, _ceil_div(m, lay.dp)))
+        t = np.maximum(np.sum(per, axis=0), live * np.max(per, axis=0))
         real, beta = send_time_s(self.engine, (n_mb + m_mb).astype(float))
         work = (n > 0) | (m > 0)
-        out = np.where(work, lay.pp * t + (beta if ideal else real), 0.0)
+        out = np.where(work, t + (beta if ideal else real), 0.0)
         return out.reshape(shape)
 
 
@@ -175,7 +196,8 @@ def layout_note(lay: Any) -> str:
     mb = lay.microbatches or lay.pp
     return (f"parallel layout {lay.describe()}: prefill of a batch in min(batch / DP, {mb}) micro-batches through "
             f"{lay.pp} stage{'s' if lay.pp > 1 else ''}, TTFT = (m + PP - 1) x slowest stage + sends; decode keeps "
-            f"{lay.pp} micro-batch{'es' if lay.pp > 1 else ''} in flight, TPOT = PP x slowest stage + sends; "
+            f"up to {lay.pp} micro-batch{'es' if lay.pp > 1 else ''} in flight, TPOT = max(sum of the stages, "
+            f"micro-batches x slowest stage) + sends; "
             f"figures per rank, throughput over all {lay.world} GPUs"
             + ("" if lay.ep == 1 else f"; experts over {lay.ep} ranks, the busiest rank's rows "
                + ("x the expected multinomial maximum" if lay.ep_imbalance is None else f"x {lay.ep_imbalance:g}")
