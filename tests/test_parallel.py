@@ -19,6 +19,7 @@ from graphroof.hardware.system import list_systems, load_system
 from graphroof.llm import Engine, Pricing
 from graphroof.llm.ep import expected_imbalance
 from graphroof.llm.parallel import check_layout, stage_of_ops, stage_sizes
+from graphroof.llm.pp import send_time_s
 from graphroof.timing.p2p import all_to_all_bytes, all_to_all_time, send_recv_time
 from tests.llm.toy import RULES, toy_source
 
@@ -196,19 +197,23 @@ def test_pipeline_bubble_and_decode_rounds():
     stage_pre = max(pm.phase_totals("prefill", eng.hw, np.array([4]), np.array([64]), np.array([64])).t_ideal_s[0]
                     for pm in s)
     send = send_recv_time(4 * 64 * 256 * 2, eng.hw).t_bandwidth_s
-    assert f.ttft_s[0] == pytest.approx((2 + 2 - 1) * stage_pre + send, rel=1e-9)
+    # GPipe fill: the first micro-batch through both stages, then one slowest stage for the second
+    pres = [pm.phase_totals("prefill", eng.hw, np.array([4]), np.array([64]), np.array([64])).t_ideal_s[0] for pm in s]
+    assert f.ttft_s[0] == pytest.approx(sum(pres) + (2 - 1) * stage_pre + send, rel=1e-9)
+    assert f.ttft_s[0] <= (2 + 2 - 1) * stage_pre + send  # the balanced-stage bound
     # decode: 2 micro-batches of 4 in flight; TPOT = pp x slowest stage at batch 4 + one send of 4 tokens
     lo, hi = np.array([64]), np.array([64 + 8 - 2])
     stage_dec = max(pm.phase_totals("decode", eng.hw, np.array([4]), lo, hi).t_ideal_s[0] for pm in s)
     assert f.tpot_s[0] == pytest.approx(2 * stage_dec + send_recv_time(4 * 256 * 2, eng.hw).t_bandwidth_s, rel=1e-9)
-    # microbatches=4: (4 + 1) slots of batch 2
+    # microbatches=4: 4 micro-batches of 2
     f4 = _engine(ideal=True, pp=2, microbatches=4).price(8, 64, 8)
     eng4 = _engine(ideal=True, pp=2, microbatches=4)
     eng4.price(8, 64, 8)
-    s2 = max(eng4.stage_priced(k, [2, 4, 8], [64], [8]).phase_totals(
-        "prefill", eng4.hw, np.array([2]), np.array([64]), np.array([64])).t_ideal_s[0] for k in range(2))
-    assert f4.ttft_s[0] == pytest.approx(5 * s2 + send_recv_time(2 * 64 * 256 * 2, eng4.hw).t_bandwidth_s, rel=1e-9)
-
+    p2 = [eng4.stage_priced(k, [2, 4, 8], [64], [8]).phase_totals(
+        "prefill", eng4.hw, np.array([2]), np.array([64]), np.array([64])).t_ideal_s[0] for k in range(2)]
+    # GPipe fill of 4 micro-batches: both stages for the first, the slower stage for each of the 3 others
+    want = sum(p2) + 3 * max(p2) + send_recv_time(2 * 64 * 256 * 2, eng4.hw).t_bandwidth_s
+    assert f4.ttft_s[0] == pytest.approx(want, rel=1e-9)
 
 
 def test_one_sequence_passes_the_stages_one_after_the_other():
@@ -230,6 +235,24 @@ def test_one_sequence_passes_the_stages_one_after_the_other():
     assert step(0, 0, 1, 64, ideal=True) == pytest.approx(float(sum(one)) + send, rel=1e-9)
     two = max(float(x) for x in one)  # 2 sequences: 1 per micro-batch, each stage serves both in turn
     assert step(0, 0, 2, 128, ideal=True) == pytest.approx(max(float(sum(one)), 2 * two) + send, rel=1e-9)
+
+
+@pytest.mark.parametrize("batch", [2, 3, 4])
+def test_decode_round_with_some_micro_batches_in_flight(batch):
+    # pp = 4, batch b < pp or = pp: b micro-batches of 1 sequence in flight; a round is max(stages' sum, b x slowest
+    # stage) + 3 sends of 1 token, each time field on its own (ideal and realistic: a realistic engine)
+    eng = _engine(pp=4)
+    f = eng.price(batch, 64, 8)
+    s = [eng.stage_priced(k, [1], [64], [8]) for k in range(4)]
+    lo, hi = np.array([64]), np.array([64 + 8 - 2])
+    tot = [pm.phase_totals("decode", eng.hw, np.array([1]), lo, hi) for pm in s]
+    send = send_time_s(eng, np.array([1.0]))
+    for field, extra in (("t_realistic_s", send[0][0]), ("t_ideal_s", send[1][0])):
+        per = [getattr(t, field)[0] for t in tot]
+        want = max(sum(per), batch * max(per)) + extra
+        got = f.tpot_s[0] if field == "t_realistic_s" else f.decode.t_ideal_s[0]
+        assert got == pytest.approx(want, rel=1e-9), field
+    assert f.decode.t_ideal_s[0] <= f.decode.t_realistic_s[0]
 
 def test_layout_with_trivial_factors_equals_the_plain_path():
     # TP 2 inside one DGX H100 node (the system only changes the network between nodes): pp = dp = ep = 1 priced

@@ -8,9 +8,10 @@ sequences is spread over the ``dp`` attention-DP ranks, ``b_dp = ceil(b / dp)`` 
 
 * **prefill** (TTFT): the ``b_dp`` prompts split into ``m = min(b_dp, microbatches)`` micro-batches of
   ``ceil(b_dp / m)`` (``microbatches`` default ``pp``), pushed through the stages back to back (GPipe fill, no
-  interleaving): the last micro-batch's first token comes after ``(m + pp - 1) x t_stage`` plus the ``pp - 1``
-  activation sends of one micro-batch (a send overlaps the next micro-batch's compute, so only the first
-  micro-batch's sends are on the critical path);
+  interleaving): the last micro-batch's first token comes after ``sum_k t_k + (m - 1) x t_stage`` (the first
+  micro-batch's path through the stages, then one slowest stage per later micro-batch; ``(m + pp - 1) x t_stage``
+  with balanced stages) plus the ``pp - 1`` activation sends of one micro-batch (a send overlaps the next
+  micro-batch's compute, so only the first micro-batch's sends are on the critical path);
 * **decode** (TPOT): a serving engine keeps up to ``pp`` micro-batches in flight (vLLM's virtual engines, TRT-LLM's
   in-flight micro-batches), ``ceil(b_dp / pp)`` sequences each, ``m_dec = min(b_dp, pp)`` of them; a sequence's
   next token needs its micro-batch to pass every stage, and stage 0 can start it only when it is back, while each
@@ -89,12 +90,24 @@ def _stage_sum(totals: list[PhaseTotals]) -> np.ndarray:
 
 def _round(totals: list[PhaseTotals], live: np.ndarray) -> np.ndarray:
     """One decode round's fields (before the sends): ``live`` micro-batches each pass every stage, a stage serving
-    them in turn: the stages' sum (one micro-batch's path) where it is longer than ``live x`` the slowest stage's
-    (the busiest stage's queue), that product elsewhere (module doc); chosen per point on the realistic time."""
+    them in turn, so each time is the longer of the stages' sum (one micro-batch's path) and ``live x`` the slowest
+    stage's (the busiest stage's queue), taken field by field (module doc); the compute / memory / network parts
+    follow the realistic time's choice."""
     most, total = _stage_max(totals), _stage_sum(totals)
     busy = most * live
     i = _FIELDS.index("t_realistic_s")
-    return np.where(total[i] > busy[i], total, busy)
+    out = np.where(total[i] > busy[i], total, busy)
+    for f in _TIMES:
+        j = _FIELDS.index(f)
+        out[j] = np.maximum(total[j], busy[j])
+    return out
+
+
+def _fill(totals: list[PhaseTotals], m: np.ndarray) -> np.ndarray:
+    """A GPipe fill's fields (before the sends): *m* equal micro-batches pushed through the stages back to back; the
+    last leaves the last stage after the stages' sum (the first micro-batch's path) plus ``m - 1`` of the slowest
+    stage (each later micro-batch waits on it), field by field."""
+    return _stage_sum(totals) + (m - 1) * _stage_max(totals)
 
 
 def _pipelined(arr: np.ndarray, factor: np.ndarray, real: np.ndarray, beta: np.ndarray) -> PhaseTotals:
@@ -121,7 +134,7 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
     bs = sorted(set(b_pre.tolist()) | set(b_dec.tolist()) | set(b_dp.tolist()))
     prompts, gens = sorted(set(pr.tolist())), sorted(set(g.tolist()))
     stages = [eng.stage_priced(k, bs, prompts, gens) for k in range(lay.pp)]
-    pre = _stage_max([pm.phase_totals("prefill", hw, b_pre, pr, pr) for pm in stages])
+    pre = _fill([pm.phase_totals("prefill", hw, b_pre, pr, pr) for pm in stages], m_pre.astype(float))
     start = stages[0].decode_start(pr)
     lo, hi = decode_range(start, g, stages[0].kv)
     live = np.minimum(b_dp, lay.pp).astype(float)  # micro-batches in flight (module doc)
@@ -131,7 +144,7 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
         dec = _round([pm.phase_totals("prefill", hw, b_dec, lo, hi) for pm in stages], live)
     real_pre, beta_pre = send_time_s(eng, b_pre * pr)
     real_dec, beta_dec = send_time_s(eng, b_dec)
-    prefill = _pipelined(pre, (m_pre + lay.pp - 1).astype(float), real_pre, beta_pre)
+    prefill = _pipelined(pre, np.ones(len(b)), real_pre, beta_pre)
     prefill = with_request_s(prefill, stages[0].request_on(hw))  # the runtime's per-request time, once, as plain
     request = stages[0].request_on(hw, p.ideal)
     decode = _pipelined(dec, np.ones(len(b)), real_dec, beta_dec)
@@ -195,9 +208,9 @@ def layout_note(lay: Any) -> str:
     """The schedule in words (an estimate's note)."""
     mb = lay.microbatches or lay.pp
     return (f"parallel layout {lay.describe()}: prefill of a batch in min(batch / DP, {mb}) micro-batches through "
-            f"{lay.pp} stage{'s' if lay.pp > 1 else ''}, TTFT = (m + PP - 1) x slowest stage + sends; decode keeps "
-            f"up to {lay.pp} micro-batch{'es' if lay.pp > 1 else ''} in flight, TPOT = max(sum of the stages, "
-            f"micro-batches x slowest stage) + sends; "
+            f"{lay.pp} stage{'s' if lay.pp > 1 else ''}, TTFT = sum of the stages + (m - 1) x slowest stage + sends; "
+            f"decode keeps up to {lay.pp} micro-batch{'es' if lay.pp > 1 else ''} in flight, TPOT = max(sum of the "
+            f"stages, micro-batches x slowest stage) + sends; "
             f"figures per rank, throughput over all {lay.world} GPUs"
             + ("" if lay.ep == 1 else f"; experts over {lay.ep} ranks, the busiest rank's rows "
                + ("x the expected multinomial maximum" if lay.ep_imbalance is None else f"x {lay.ep_imbalance:g}")
