@@ -80,7 +80,7 @@ def test_quantized_weights_take_the_mmvq_rate():
     assert bool(gemv_rows_of(q4, 16, a100, groups=8)) and not bool(gemv_rows_of(q4, 16, a100))
 
 
-ROWS = ("llamacpp_tg.csv:10", "llamacpp_tg.csv:34", "llamacpp_tg.csv:86")
+ROWS = ("llamacpp_tg.csv:66",)  # A100 SXM 8B Q4_K_M tg 512: the int4 mat-vec at its per-SM rate
 
 
 def test_validate_rows_equal_the_cli(capsys):
