@@ -152,3 +152,15 @@ def test_moe_experts_run_as_mat_vecs_in_both_models():
     streamed = experts * (one + 4 * k * n / 32) + 2.0 * m * k + 2.0 * m * n
     rate = min(hw.mem_bw_bytes_per_s * 0.95, 82 * 12.5e9)
     assert t == pytest.approx(hw.timing.gemm_latency_s * experts + streamed / rate, rel=1e-6)
+
+
+def test_a_gguf_type_name_says_which_dtype_prices_it():
+    from graphroof.llm.quant import parse_quant_dtype
+
+    for name in ("Q4_K_M", "q8_0", "IQ4_XS"):
+        with pytest.raises(InputError, match="GGUF type is not a dtype: price Q4_. / IQ4_. as int4 and Q8_0 as int8") as e:
+            parse_quant_dtype(name, "--weights")
+        assert "\n" not in str(e.value)
+    with pytest.raises(InputError) as e:
+        parse_quant_dtype("int3", "--weights")
+    assert "GGUF" not in str(e.value)

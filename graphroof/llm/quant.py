@@ -36,7 +36,10 @@ def parse_quant_dtype(name: str | None, flag: str) -> str | None:
     except InputError:
         d = None
     if d not in QUANT_DTYPES:
-        raise InputError(f"{flag} {name!r}: unknown dtype; use one of: {', '.join(QUANT_DTYPES)}")
+        gguf = name.strip().lower().lstrip("i")[:1] == "q" and name.strip()[-1:].isalnum()
+        hint = ("; a GGUF type is not a dtype: price Q4_* / IQ4_* as int4 and Q8_0 as int8 (--runtime llama.cpp "
+                "prices int4 with a scale and a minimum per 32 weights, as Q4_K)") if gguf else ""
+        raise InputError(f"{flag} {name!r}: unknown dtype; use one of: {', '.join(QUANT_DTYPES)}{hint}")
     return d
 
 
