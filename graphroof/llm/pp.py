@@ -110,8 +110,9 @@ def _fill(totals: list[PhaseTotals], m: np.ndarray) -> np.ndarray:
     return _stage_sum(totals) + (m - 1) * _stage_max(totals)
 
 
-def _pipelined(arr: np.ndarray, factor: np.ndarray, real: np.ndarray, beta: np.ndarray) -> PhaseTotals:
-    out = arr * factor
+def _with_sends(arr: np.ndarray, real: np.ndarray, beta: np.ndarray) -> PhaseTotals:
+    """A phase's fields (already the pipeline's: :func:`_fill`, :func:`_round`) with the boundary sends added."""
+    out = arr.copy()
     for f in _TIMES:
         i = _FIELDS.index(f)
         out[i] += real if "realistic" in f else beta
@@ -144,10 +145,10 @@ def parallel_figures(eng: Any, batch: Any, prompt: Any, gen: Any) -> Figures:
         dec = _round([pm.phase_totals("prefill", hw, b_dec, lo, hi) for pm in stages], live)
     real_pre, beta_pre = send_time_s(eng, b_pre * pr)
     real_dec, beta_dec = send_time_s(eng, b_dec)
-    prefill = _pipelined(pre, np.ones(len(b)), real_pre, beta_pre)
+    prefill = _with_sends(pre, real_pre, beta_pre)
     prefill = with_request_s(prefill, stages[0].request_on(hw))  # the runtime's per-request time, once, as plain
     request = stages[0].request_on(hw, p.ideal)
-    decode = _pipelined(dec, np.ones(len(b)), real_dec, beta_dec)
+    decode = _with_sends(dec, real_dec, beta_dec)
     mems = [memory_fit(pm, hw, b_dp, pr, g, p.serving) for pm in stages]
     heaviest = np.argmax(np.stack([m["total_bytes"] for m in mems]), axis=0)
     mem = {k: np.choose(heaviest, [m[k] for m in mems]) for k in mems[0]}
