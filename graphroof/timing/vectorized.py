@@ -104,8 +104,10 @@ def gemm_times(m: np.ndarray, n: np.ndarray, k: np.ndarray, hw, dtype: str,
     t_memory = nbytes / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
     both = np.maximum(t_compute, t_memory) if not p else (t_compute ** p + t_memory ** p) ** (1.0 / p)
     zero = flops == 0
-    gv = gemv_time_s(plan, m, nbytes, hw, groups)
-    g_t = np.where(zero, 0.0, np.where(np.isnan(gv), both + t.gemm_latency_s, gv))
+    g_t = np.where(zero, 0.0, both + t.gemm_latency_s)
+    if plan.gemv_rows:  # the runtime's mat-vec kernel (only a preset with one: no work on the others' tables)
+        gv = gemv_time_s(plan, m, nbytes, hw, groups)
+        g_t = np.where(zero | np.isnan(gv), g_t, gv)
     g_bytes = np.where(zero, 0.0, nbytes)
     return pre + g_t + extra_lat, g_bytes + counted_adj
 
