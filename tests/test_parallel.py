@@ -299,6 +299,58 @@ def test_step_cost_of_a_pipeline_round():
     assert float(sc(0, 0, 0, 0)) == 0.0
 
 
+
+def test_pipeline_round_keeps_a_chunk_on_one_micro_batch():
+    """A prompt's chunk is not split over micro-batches (ParallelStepCost's class doc), by hand on the toy."""
+    eng = _engine(pp=4)
+    sc = eng.step_cost(max_batch=32, max_context=256, max_chunk=128)
+    st = sc.stages
+    hw = eng.hw
+
+    def send(tokens):  # one micro-batch's [tokens, hidden 256] bf16 activations over one boundary, x 3 boundaries
+        return 3 * send_recv_time(tokens * 256 * 2, hw).t_s
+
+    # one chunk of 120 tokens, nothing else: one micro-batch in flight, the stages one after the other
+    lone = sum(float(s(120, 0, 0, 0)) for s in st) + send(120)
+    assert float(sc(120, 0, 0, 0, prefill_chunks=1, prefill_largest=120)) == pytest.approx(lone, rel=1e-9)
+    # without the chunk count: the even spread of before, 30 tokens per micro-batch, 4 in flight
+    even = max(sum(float(s(30, 0, 0, 0, prefill_attention=120.0 ** 2 / 4)) for s in st),
+               4 * max(float(s(30, 0, 0, 0, prefill_attention=120.0 ** 2 / 4)) for s in st)) + send(30)
+    assert float(sc(120, 0, 0, 0)) == pytest.approx(even, rel=1e-9)
+    assert float(sc(120, 0, 0, 0)) != pytest.approx(lone, rel=1e-3)
+    # 2 chunks (largest 80 of 120 tokens) and 6 decodes of 50 cached tokens: heavy micro-batch 80 tokens, the other
+    # 40 over 3 light ones, ceil(40 / 3) = 14 each; decodes ceil(6 / 4) = 2 per micro-batch, 2 x 50 cached tokens;
+    # attention work 10,000 split by tokens: 10,000 x 80 / 120 and x 14 / 120; live = min(4, 6 + 2) = 4
+    heavy = [float(s(80, 0, 2, 100, prefill_attention=10000.0 * 80 / 120)) for s in st]
+    light = [float(s(14, 0, 2, 100, prefill_attention=10000.0 * 14 / 120)) for s in st]
+    want = max(sum(heavy), max(h + 3 * l for h, l in zip(heavy, light))) + send(80 + 2)
+    got = float(sc(120, 0, 6, 300, prefill_attention=10000.0, prefill_chunks=2, prefill_largest=80))
+    assert got == pytest.approx(want, rel=1e-9)
+    # many small chunks (largest 20 <= the even share 30): the same as the even spread
+    assert float(sc(120, 0, 0, 0, prefill_chunks=6, prefill_largest=20)) == pytest.approx(
+        float(sc(120, 0, 0, 0)), rel=1e-9)
+    # decode only: unchanged
+    assert float(sc(0, 0, 8, 800, prefill_chunks=0, prefill_largest=0)) == pytest.approx(float(sc(0, 0, 8, 800)))
+    with pytest.raises(InputError, match="prefill_chunks"):
+        sc(120, 0, 0, 0, prefill_chunks=1, prefill_largest=200)
+
+
+def test_serve_prices_a_lone_prompt_under_pp_as_its_stages_in_turn():
+    """serve at a low rate under pp 4: a lone prompt's TTFT is the llm figure (the stages one after the other,
+    plus sends), not the even spread over four micro-batches it was before."""
+    from graphroof.serving import serve
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src = toy_source(L=4, H=256, heads=4, kv_heads=2, I=512, V=1000)
+        p = Pricing(rules=RULES, pp=4)
+        res = serve(src, hw="h100", rate=[0.01], arrival="constant", requests=3, prompt_len="fixed:120",
+                    gen_len="fixed:2", max_batched_tokens=128, max_num_seqs=8, pricing=p)
+        eng = Engine(src, hw="h100", pricing=p)
+    sc = eng.step_cost(max_batch=8, max_context=122, max_chunk=128)
+    lone = float(sc(120, 0, 0, 0, prefill_chunks=1, prefill_largest=120))
+    assert res.points[0].ttft_s["p50"] == pytest.approx(lone, rel=0.02)
+
 def test_estimate_holds_and_renders_the_layout():
     from graphroof.report import render
 

@@ -174,6 +174,14 @@ class ParallelStepCost:
     when fewer and no prefill) and the stages' sum (one micro-batch's path), plus the ``pp - 1`` boundary sends of
     one micro-batch's tokens: the time a sequence waits for its next token, as TPOT above.
     ``pp = dp = 1`` is the plain step cost.
+
+    A prompt's chunk is not split over micro-batches (a scheduler puts a sequence in one): given the step's
+    *prefill_chunks* (how many) and *prefill_largest* (the largest chunk's tokens), a DP rank's ``n_r =
+    ceil(n / dp)`` prefill tokens sit as ``n_h = min(n_r, max(ceil(n_r / pp), largest))`` on the heavy micro-batch
+    and the rest spread over the others, ``live = min(pp, ceil(m / dp) + ceil(chunks / dp))`` micro-batches in
+    flight; the round is the longer of the heavy micro-batch's path and the busiest stage's turn over them all,
+    ``max(sum_k t_k(heavy), max_k [t_k(heavy) + (live - 1) t_k(light)])`` (equal micro-batches: the rule above).
+    A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above.
     """
 
     def __init__(self, engine: Any, **kw: Any):
@@ -189,20 +197,45 @@ class ParallelStepCost:
         self.hw = engine.hw
 
     def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
-                 decode_context: Any = 0, *, prefill_attention: Any = None, ideal: bool = False) -> np.ndarray:
+                 decode_context: Any = 0, *, prefill_attention: Any = None, prefill_chunks: Any = None,
+                 prefill_largest: Any = None, ideal: bool = False) -> np.ndarray:
         lay = self.layout
         share = lay.pp * lay.dp
         n, o, m, s, attn, shape = step_arrays(prefill_tokens, prefill_offset, decode_seqs, decode_context,
                                               prefill_attention)
         n_mb, m_mb = _ceil_div(n, share), _ceil_div(m, share)
         s_mb = np.where(m > 0, np.rint(s * m_mb / np.maximum(m, 1)), 0).astype(np.int64)
-        per = np.stack([st(n_mb, o, m_mb, s_mb, prefill_attention=attn / share, ideal=ideal) for st in self.stages])
-        live = np.where(n > 0, lay.pp, np.minimum(lay.pp, _ceil_div(m, lay.dp)))
-        t = np.maximum(np.sum(per, axis=0), live * np.max(per, axis=0))
+        if prefill_largest is None or prefill_chunks is None:
+            per = np.stack([st(n_mb, o, m_mb, s_mb, prefill_attention=attn / share, ideal=ideal)
+                            for st in self.stages])
+            live = np.where(n > 0, lay.pp, np.minimum(lay.pp, _ceil_div(m, lay.dp)))
+            t = np.maximum(np.sum(per, axis=0), live * np.max(per, axis=0))
+        else:
+            t, n_mb = self._uneven(n, o, m, m_mb, s_mb, attn, prefill_chunks, prefill_largest, ideal)
         real, beta = send_time_s(self.engine, (n_mb + m_mb).astype(float))
         work = (n > 0) | (m > 0)
         out = np.where(work, t + (beta if ideal else real), 0.0)
         return out.reshape(shape)
+
+    def _uneven(self, n: np.ndarray, o: np.ndarray, m: np.ndarray, m_mb: np.ndarray, s_mb: np.ndarray,
+                attn: np.ndarray, chunks: Any, largest: Any, ideal: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The round with whole chunks (class doc): its time and the heavy micro-batch's prefill tokens."""
+        lay = self.layout
+        c = np.broadcast_to(np.asarray(chunks, dtype=np.int64), n.shape).reshape(-1)
+        big = np.broadcast_to(np.asarray(largest, dtype=np.int64), n.shape).reshape(-1)
+        if np.any((c < 0) | (big < 0) | (big > n)) or np.any((n > 0) & (c < 1)):
+            raise InputError("prefill_chunks / prefill_largest: a step's chunks must be >= 1 when it has prefill "
+                             "tokens, the largest at most their sum")
+        n_r = _ceil_div(n, lay.dp)
+        n_h = np.minimum(n_r, np.maximum(_ceil_div(n_r, lay.pp), big))
+        n_l = _ceil_div(n_r - n_h, max(lay.pp - 1, 1)) if lay.pp > 1 else np.zeros_like(n_r)
+        a_r = attn / lay.dp / np.maximum(n_r, 1)
+        heavy = np.stack([st(n_h, o, m_mb, s_mb, prefill_attention=a_r * n_h, ideal=ideal) for st in self.stages])
+        light = np.stack([st(n_l, o, m_mb, s_mb, prefill_attention=a_r * n_l, ideal=ideal) for st in self.stages])
+        live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + _ceil_div(c, lay.dp)),
+                        np.minimum(lay.pp, _ceil_div(m, lay.dp)))
+        turn = np.max(heavy + np.maximum(live - 1, 0) * light, axis=0)
+        return np.maximum(np.sum(heavy, axis=0), turn), n_h
 
 
 def layout_note(lay: Any) -> str:

@@ -30,6 +30,7 @@ the result is marked ``stopped`` (:mod:`graphroof.planner.search` sets ``k`` so 
 from __future__ import annotations
 
 import bisect
+import inspect
 import math
 import time
 from collections import deque
@@ -71,10 +72,25 @@ class EngineModel:
     #: it is sent; TTFT and e2e count from the send (a closed-loop user sends again at the finish)
     request_s: float = 0.0
 
-    def cost(self, n: Any, o: Any, m: Any, s: Any, attn: Any = None) -> np.ndarray:
+    #: the step cost takes prefill_chunks / prefill_largest (a pipelined step keeps each chunk on one micro-batch);
+    #: None: read from its signature
+    chunk_args: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.chunk_args is None:
+            try:
+                self.chunk_args = "prefill_chunks" in inspect.signature(self.step).parameters
+            except (TypeError, ValueError):
+                self.chunk_args = False
+
+    def cost(self, n: Any, o: Any, m: Any, s: Any, attn: Any = None, chunks: Any = None,
+             largest: Any = None) -> np.ndarray:
+        kw: dict[str, Any] = {"ideal": self.ideal}
         if self.attention_arg:
-            return np.asarray(self.step(n, o, m, s, prefill_attention=attn, ideal=self.ideal), dtype=float)
-        return np.asarray(self.step(n, o, m, s, ideal=self.ideal), dtype=float)
+            kw["prefill_attention"] = attn
+        if self.chunk_args and chunks is not None:
+            kw.update(prefill_chunks=chunks, prefill_largest=largest)
+        return np.asarray(self.step(n, o, m, s, **kw), dtype=float)
 
 
 @dataclass
@@ -159,7 +175,7 @@ class _Sim:
         p, g = int(np.median(wl.prompt[:users])), int(np.median(wl.gen[:users]))
         chunk = max(1, min(p, em.budget))
         m = max(1, min(users, em.max_seqs))
-        pre = float(em.cost(chunk, 0, 0, 0)) * -(-p // chunk)
+        pre = float(em.cost(chunk, 0, 0, 0, chunks=1, largest=chunk)) * -(-p // chunk)
         dec = float(em.cost(0, 0, m, m * (p + g // 2))) * max(g - 1, 0) / max(em.tokens, 1e-9)
         return pre + dec
 
@@ -275,7 +291,8 @@ class _Sim:
         attn = sum(2.0 * o * c + float(c) * c for _, c, o in chunks)
         s = int(self.comp[decodes].sum())
         o1 = chunks[0][2] if len(chunks) == 1 else 0
-        dt = float(em.cost(n, o1, len(decodes), s, attn))
+        dt = float(em.cost(n, o1, len(decodes), s, attn, chunks=len(chunks),
+                           largest=max((c for _, c, _ in chunks), default=0)))
         start, end = self.now, self.now + dt
         emitted = []
         for i, c, _ in chunks:
