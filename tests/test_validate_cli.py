@@ -97,3 +97,12 @@ def test_blind_torch_gpu_rows_equal_the_cli(row_id, figure, capsys):
     cli = d["totals"]["time_realistic_s"] if figure == "totals" else d["configs"][0]["tpot_s"]
     assert what == ("totals.time_realistic_s" if figure == "totals" else "configs[0].tpot_s")
     assert row.predicted == pytest.approx(cli, rel=1e-9)
+
+
+def test_the_help_names_every_dataset():
+    """``graphroof validate --help`` lists the registry's datasets (written out in the CLI so that building the
+    parser imports nothing)."""
+    from graphroof.cli.validate import DATASET_NAMES
+    from graphroof.validate.run import DATASETS
+
+    assert DATASET_NAMES == tuple(DATASETS)
