@@ -335,6 +335,26 @@ def test_pipeline_round_keeps_a_chunk_on_one_micro_batch():
         sc(120, 0, 0, 0, prefill_chunks=1, prefill_largest=200)
 
 
+
+def test_pipeline_round_pays_the_host_floor_once():
+    """A runtime's per-sequence host floor is the rank's scheduler's, paid once per round: pp 4 on the toy with
+    tensorrt-llm's preset, its floor raised to 1 ms per sequence so that it binds: 2 decode sequences take
+    max(device round, 2 x 1 ms) + sends = 2 ms + sends, not the floor in every stage (4 x 1 ms, what it was)."""
+    from dataclasses import replace
+
+    eng = _engine(pp=4, runtime="tensorrt-llm")
+    sc = eng.step_cost(max_batch=32, max_context=256, max_chunk=128)
+    assert sc.stages[0].pipe.runtime.host_per_sequence_s == pytest.approx(35e-6)  # the preset's, fitted
+    for st in sc.stages:
+        st.pipe.runtime = replace(st.pipe.runtime, host_per_sequence_s=1e-3)
+    per = [float(st._step(0, 0, 1, 100, None, False)) for st in sc.stages]  # one sequence per micro-batch, no floor
+    device = max(sum(per), 2 * max(per))  # live = min(pp 4, 2 sequences) = 2
+    assert device < 2e-3
+    assert float(sc(0, 0, 2, 200)) == pytest.approx(2e-3 + 3 * send_recv_time(256 * 2, eng.hw).t_s, rel=1e-9)
+    # 8 sequences, 2 per micro-batch: max(device, 8 ms) + one micro-batch's sends
+    assert float(sc(0, 0, 8, 800)) == pytest.approx(8e-3 + 3 * send_recv_time(2 * 256 * 2, eng.hw).t_s, rel=1e-9)
+    assert float(sc(0, 0, 2, 200, ideal=True)) < 1e-3  # the ideal figure has no host floor
+
 def test_serve_prices_a_lone_prompt_under_pp_as_its_stages_in_turn():
     """serve at a low rate under pp 4: a lone prompt's TTFT is the llm figure (the stages one after the other,
     plus sends), not the even spread over four micro-batches it was before."""

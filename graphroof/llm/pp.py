@@ -182,6 +182,8 @@ class ParallelStepCost:
     flight; the round is the longer of the heavy micro-batch's path and the busiest stage's turn over them all,
     ``max(sum_k t_k(heavy), max_k [t_k(heavy) + (live - 1) t_k(light)])`` (equal micro-batches: the rule above).
     A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above.
+    The runtime's per-sequence host floor (``host_per_sequence_s``, :class:`~graphroof.llm.stepcost.StepCost`) is
+    the rank's scheduler's, paid once per round for the rank's ``ceil(m / dp)`` decode sequences, not per stage.
     """
 
     def __init__(self, engine: Any, **kw: Any):
@@ -206,12 +208,14 @@ class ParallelStepCost:
         n_mb, m_mb = _ceil_div(n, share), _ceil_div(m, share)
         s_mb = np.where(m > 0, np.rint(s * m_mb / np.maximum(m, 1)), 0).astype(np.int64)
         if prefill_largest is None or prefill_chunks is None:
-            per = np.stack([st(n_mb, o, m_mb, s_mb, prefill_attention=attn / share, ideal=ideal)
-                            for st in self.stages])
+            per = np.stack([st._step(n_mb, o, m_mb, s_mb, attn / share, ideal) for st in self.stages])
             live = np.where(n > 0, lay.pp, np.minimum(lay.pp, _ceil_div(m, lay.dp)))
             t = np.maximum(np.sum(per, axis=0), live * np.max(per, axis=0))
         else:
             t, n_mb = self._uneven(n, o, m, m_mb, s_mb, attn, prefill_chunks, prefill_largest, ideal)
+        host = 0.0 if ideal else float(getattr(self.stages[0].pipe.runtime, "host_per_sequence_s", 0.0) or 0.0)
+        if host:  # the rank's one scheduler does its sequences' host work once per round, overlapped (StepCost)
+            t = np.maximum(t, host * _ceil_div(m, lay.dp))
         real, beta = send_time_s(self.engine, (n_mb + m_mb).astype(float))
         work = (n > 0) | (m > 0)
         out = np.where(work, t + (beta if ideal else real), 0.0)
@@ -230,8 +234,8 @@ class ParallelStepCost:
         n_h = np.minimum(n_r, np.maximum(_ceil_div(n_r, lay.pp), big))
         n_l = _ceil_div(n_r - n_h, max(lay.pp - 1, 1)) if lay.pp > 1 else np.zeros_like(n_r)
         a_r = attn / lay.dp / np.maximum(n_r, 1)
-        heavy = np.stack([st(n_h, o, m_mb, s_mb, prefill_attention=a_r * n_h, ideal=ideal) for st in self.stages])
-        light = np.stack([st(n_l, o, m_mb, s_mb, prefill_attention=a_r * n_l, ideal=ideal) for st in self.stages])
+        heavy = np.stack([st._step(n_h, o, m_mb, s_mb, a_r * n_h, ideal) for st in self.stages])
+        light = np.stack([st._step(n_l, o, m_mb, s_mb, a_r * n_l, ideal) for st in self.stages])
         live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + _ceil_div(c, lay.dp)),
                         np.minimum(lay.pp, _ceil_div(m, lay.dp)))
         turn = np.max(heavy + np.maximum(live - 1, 0) * light, axis=0)
