@@ -331,8 +331,31 @@ def test_pipeline_round_keeps_a_chunk_on_one_micro_batch():
         float(sc(120, 0, 0, 0)), rel=1e-9)
     # decode only: unchanged
     assert float(sc(0, 0, 8, 800, prefill_chunks=0, prefill_largest=0)) == pytest.approx(float(sc(0, 0, 8, 800)))
-    with pytest.raises(InputError, match="prefill_chunks"):
-        sc(120, 0, 0, 0, prefill_chunks=1, prefill_largest=200)
+    for bad in (dict(prefill_chunks=1, prefill_largest=200), dict(prefill_chunks=3, prefill_largest=20),
+                dict(prefill_chunks=0, prefill_largest=0), dict(prefill_chunks=1)):
+        with pytest.raises(InputError, match="prefill_chunks"):
+            sc(120, 0, 0, 0, **bad)
+    # arrays of any shape broadcast, each element as its own step
+    grid = sc(np.array([[120, 60], [30, 0]]), 0, 0, 0, prefill_chunks=np.array([[1, 2], [1, 0]]),
+              prefill_largest=np.array([[120, 30], [30, 0]]))
+    assert grid.shape == (2, 2) and grid[1, 1] == 0.0
+    assert grid[0, 0] == pytest.approx(float(sc(120, 0, 0, 0, prefill_chunks=1, prefill_largest=120)), rel=1e-12)
+
+
+def test_pipeline_round_keeps_the_other_chunks_on_the_micro_batches_in_flight():
+    """3 chunks (largest 200 of 600 tokens), no decodes, pp 4: 3 micro-batches in flight, the heavy one 200 tokens
+    and the other 400 over the 2 light ones, 200 each (not over 3: 134, which dropped 132 tokens).  A toy with a
+    400,000-word vocabulary makes the last stage (the LM head) the slowest, so the busiest stage's turn, not the
+    heavy micro-batch's path, sets the round."""
+    eng = _engine(pp=4, src=toy_source(L=4, H=256, heads=4, kv_heads=2, I=512, V=400_000))
+    sc = eng.step_cost(max_batch=32, max_context=1024, max_chunk=1024)
+    st = sc.stages
+    third = [float(s._step(200, 0, 0, 0, 40000.0, False)) for s in st]  # attention 3 x 200^2 = 120,000, a third
+    turn = max(3 * h for h in third)
+    assert turn > sum(third)  # the stages are unbalanced: the turn binds
+    want = turn + 3 * send_recv_time(200 * 256 * 2, eng.hw).t_s
+    got = float(sc(600, 0, 0, 0, prefill_attention=120000.0, prefill_chunks=3, prefill_largest=200))
+    assert got == pytest.approx(want, rel=1e-9)
 
 
 

@@ -178,8 +178,8 @@ class ParallelStepCost:
     A prompt's chunk is not split over micro-batches (a scheduler puts a sequence in one): given the step's
     *prefill_chunks* (how many) and *prefill_largest* (the largest chunk's tokens), a DP rank's ``n_r =
     ceil(n / dp)`` prefill tokens sit as ``n_h = min(n_r, max(ceil(n_r / pp), largest))`` on the heavy micro-batch
-    and the rest spread over the others, ``live = min(pp, ceil(m / dp) + ceil(chunks / dp))`` micro-batches in
-    flight; the round is the longer of the heavy micro-batch's path and the busiest stage's turn over them all,
+    and the rest spread over the other ``live - 1`` of the ``live = min(pp, ceil(m / dp) + ceil(chunks / dp))``
+    micro-batches in flight; the round is the longer of the heavy micro-batch's path and the busiest stage's turn over them all,
     ``max(sum_k t_k(heavy), max_k [t_k(heavy) + (live - 1) t_k(light)])`` (equal micro-batches: the rule above).
     A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above.
     The runtime's per-sequence host floor (``host_per_sequence_s``, :class:`~graphroof.llm.stepcost.StepCost`) is
@@ -207,12 +207,17 @@ class ParallelStepCost:
                                               prefill_attention)
         n_mb, m_mb = _ceil_div(n, share), _ceil_div(m, share)
         s_mb = np.where(m > 0, np.rint(s * m_mb / np.maximum(m, 1)), 0).astype(np.int64)
-        if prefill_largest is None or prefill_chunks is None:
+        if (prefill_largest is None) != (prefill_chunks is None):
+            raise InputError("prefill_chunks and prefill_largest go together: give both (the step's chunk count and "
+                             "its largest chunk) or neither (an even spread)")
+        if prefill_largest is None:
             per = np.stack([st._step(n_mb, o, m_mb, s_mb, attn / share, ideal) for st in self.stages])
             live = np.where(n > 0, lay.pp, np.minimum(lay.pp, _ceil_div(m, lay.dp)))
             t = np.maximum(np.sum(per, axis=0), live * np.max(per, axis=0))
         else:
-            t, n_mb = self._uneven(n, o, m, m_mb, s_mb, attn, prefill_chunks, prefill_largest, ideal)
+            c, big = (np.broadcast_to(np.asarray(v, dtype=np.int64), shape).reshape(-1)
+                      for v in (prefill_chunks, prefill_largest))
+            t, n_mb = self._uneven(n, o, m, m_mb, s_mb, attn, c, big, ideal)
         host = 0.0 if ideal else float(getattr(self.stages[0].pipe.runtime, "host_per_sequence_s", 0.0) or 0.0)
         if host:  # the rank's one scheduler does its sequences' host work once per round, overlapped (StepCost)
             t = np.maximum(t, host * _ceil_div(m, lay.dp))
@@ -222,22 +227,22 @@ class ParallelStepCost:
         return out.reshape(shape)
 
     def _uneven(self, n: np.ndarray, o: np.ndarray, m: np.ndarray, m_mb: np.ndarray, s_mb: np.ndarray,
-                attn: np.ndarray, chunks: Any, largest: Any, ideal: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The round with whole chunks (class doc): its time and the heavy micro-batch's prefill tokens."""
+                attn: np.ndarray, c: np.ndarray, big: np.ndarray, ideal: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The round with whole chunks (class doc; *c*, *big*: the chunk counts and largest chunks, flattened as
+        *n*): its time and the heavy micro-batch's prefill tokens."""
         lay = self.layout
-        c = np.broadcast_to(np.asarray(chunks, dtype=np.int64), n.shape).reshape(-1)
-        big = np.broadcast_to(np.asarray(largest, dtype=np.int64), n.shape).reshape(-1)
-        if np.any((c < 0) | (big < 0) | (big > n)) or np.any((n > 0) & (c < 1)):
-            raise InputError("prefill_chunks / prefill_largest: a step's chunks must be >= 1 when it has prefill "
-                             "tokens, the largest at most their sum")
+        if (np.any((c < 0) | (big < 0) | (big > n)) or np.any((n > 0) & ((c < 1) | (big * c < n)))
+                or np.any((n == 0) & ((c > 0) | (big > 0)))):
+            raise InputError("prefill_chunks / prefill_largest: a step with prefill tokens has >= 1 chunk, the "
+                             "largest at least their mean and at most their sum; one without has none")
         n_r = _ceil_div(n, lay.dp)
         n_h = np.minimum(n_r, np.maximum(_ceil_div(n_r, lay.pp), big))
-        n_l = _ceil_div(n_r - n_h, max(lay.pp - 1, 1)) if lay.pp > 1 else np.zeros_like(n_r)
+        live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + _ceil_div(c, lay.dp)),
+                        np.minimum(lay.pp, _ceil_div(m, lay.dp)))
+        n_l = _ceil_div(n_r - n_h, np.maximum(live - 1, 1))  # the rest over the other micro-batches in flight
         a_r = attn / lay.dp / np.maximum(n_r, 1)
         heavy = np.stack([st._step(n_h, o, m_mb, s_mb, a_r * n_h, ideal) for st in self.stages])
         light = np.stack([st._step(n_l, o, m_mb, s_mb, a_r * n_l, ideal) for st in self.stages])
-        live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + _ceil_div(c, lay.dp)),
-                        np.minimum(lay.pp, _ceil_div(m, lay.dp)))
         turn = np.max(heavy + np.maximum(live - 1, 0) * light, axis=0)
         return np.maximum(np.sum(heavy, axis=0), turn), n_h
 

@@ -291,8 +291,8 @@ class _Sim:
         attn = sum(2.0 * o * c + float(c) * c for _, c, o in chunks)
         s = int(self.comp[decodes].sum())
         o1 = chunks[0][2] if len(chunks) == 1 else 0
-        dt = float(em.cost(n, o1, len(decodes), s, attn, chunks=len(chunks),
-                           largest=max((c for _, c, _ in chunks), default=0)))
+        sizes = [c for _, c, _ in chunks if c > 0]
+        dt = float(em.cost(n, o1, len(decodes), s, attn, chunks=len(sizes), largest=max(sizes, default=0)))
         start, end = self.now, self.now + dt
         emitted = []
         for i, c, _ in chunks:
