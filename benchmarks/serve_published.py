@@ -24,7 +24,10 @@ Qwen3-235B-A22B's config (``benchmarks/data/published/qwen3-235b-a22b.json``); L
 the published and predicted output tokens/s and the error (predicted / published - 1); per table and overall the
 median and worst absolute error; wall time and peak RSS.
 
-Run: ``python benchmarks/serve_published.py [--requests-scale 0.2] [--tables 8b-h100,70b-h200]``.
+Run: ``python benchmarks/serve_published.py [--requests-scale 0.2] [--tables 8b-h100,70b-h200] [--ep-imbalance 2]``.
+``--ep-imbalance`` prices the MoE rows with that busiest-rank load (2026-11-28, four of the rows: H200 128/2048 and
+2048/128, H100 128/2048 and 5000/500 are +18 / +80 / +86 / +72% by default, +0 / +14 / +58 / +28% at 2.0: the
+prefill-heavy error follows the imbalance, the H100 decode-heavy one does not).
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ def main() -> None:
     ap.add_argument("--admission", default="reserve", choices=("reserve", "on-demand"))
     ap.add_argument("--runtime", default="tensorrt-llm")
     ap.add_argument("--activations-fp8", action="store_true", help="price every activation in fp8 (a bound)")
+    ap.add_argument("--ep-imbalance", type=float, default=None, help="the MoE rows' busiest EP rank's routed tokens "
+                    "over the mean (default: the multinomial maximum of uniform routing, about 1 here)")
     ap.add_argument("--tables", default="", help="comma-separated: 8b-h100, 8b-h200, 70b-h100, 70b-h200, "
                     "405b-h100, 405b-h200, a22b-h100, a22b-h200 (default all)")
     args = ap.parse_args()
@@ -120,6 +125,8 @@ def main() -> None:
         dp, ep = int(r["attention_dp"]), int(r["ep"])
         n = max(200, int(n * args.requests_scale))
         layout = dict(tp=tp // dp, dp=dp, ep=ep) if dp > 1 else dict(tp=tp)
+        if ep > 1 and args.ep_imbalance is not None:
+            layout["ep_imbalance"] = args.ep_imbalance
         pricing = Pricing(**layout, weights="fp8", activations="fp8" if args.activations_fp8 else None, kv="fp8",
                           gpu_mem_util=0.95, runtime=args.runtime)
         cfg = json.loads(CONFIGS[r["model"]].read_text(encoding="utf-8"))
