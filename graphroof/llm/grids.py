@@ -201,7 +201,10 @@ class KernelGrid:
             return interp(nodes, w)
         if all(m == mnks[0] for m in mnks[1:]):
             return nodes[0]
-        return replace(nodes[0], attrs={**nodes[0].attrs, "gemm_mnk": interp(mnks, w)})
+        # rounded as the tables' shapes are (_light rows above): a GEMM shape under expert parallelism follows the
+        # busiest rank's rows, which carry the multinomial maximum's sqrt term (graphroof.llm.ep), not a polynomial
+        mnk = tuple(int(v) for v in np.rint(np.asarray(w, dtype=float) @ np.asarray(mnks, dtype=float)))
+        return replace(nodes[0], attrs={**nodes[0].attrs, "gemm_mnk": mnk})
 
 
 class LiveGrid:
