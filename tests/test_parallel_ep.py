@@ -139,3 +139,47 @@ def test_ep_all_to_all_across_nodes_costs_more(cfg, tmp_path):
     # the kernel-level model prices the dispatch as an all-to-all (graphroof.timing.p2p), not as a collective
     kinds = {r["time_model"] for r in across.step("decode", 2, 8).kernel_rows if "comm.all_to_all" in r["op_keys"]}
     assert kinds == {"p2p:all_to_all"}
+
+
+@pytest.mark.parametrize("layout", [dict(dp=2, ep=2), dict(tp=2, ep=2)])
+def test_step_cost_under_ep_builds(cfg, layout):
+    """The serving step cost under expert parallelism (graphroof serve --dp / --ep): the busiest rank's expert GEMM
+    rows carry the multinomial maximum's sqrt term, not a polynomial of the step's tokens, and the grid's GEMM
+    shapes are rounded as its tables' are; this raised NotPolynomial (a traceback from graphroof serve) before."""
+    sc = _engine(cfg, **layout).step_cost(max_batch=16, max_context=256, max_chunk=128)
+    t = [float(sc(n, 0, m, 50 * m)) for n, m in ((0, 1), (0, 8), (64, 0), (64, 4))]
+    assert all(np.isfinite(t)) and all(x > 0 for x in t) and t[1] >= t[0] * (1 - 1e-3)  # launch-bound toy
+
+
+def test_experts_view_holds_the_expert_ops_alone(cfg):
+    eng = _engine(cfg, dp=2, ep=2)
+    g = eng.pipeline.stage_view(0).ep_view().counted("prefill", 1, 64).counted
+    ops = list(g.ops())
+    assert ops and all(op.attrs.get("ep") for op in ops)
+    assert sum(op.op == "aten._grouped_mm" for op in ops) == 2 * L  # gate+up and down per MoE layer
+    assert not any("attn" in op.scope or op.op == "comm.all_to_all" for op in ops)
+
+
+def test_a_lone_chunk_makes_a_heavy_dp_rank_under_ep(cfg):
+    """DP 2, EP 2, one 64-token chunk (ParallelStepCost's class doc): its rank runs the attention and dense layers
+    on all 64 tokens (attention work 64^2 = 4,096), while the expert ops follow the group's mean, 32 tokens a rank:
+    t(64) - t_experts(64) + t_experts(32).  The even spread (both ranks 32 tokens) was what it cost before; chunks no
+    larger than the even share keep it, and so do DP ranks without EP (not coupled)."""
+    sc = _engine(cfg, dp=2, ep=2).step_cost(max_batch=16, max_context=256, max_chunk=128)
+    st, ex = sc.stages[0], sc.experts()[0]
+    want = float(st._step(64, 0, 0, 0, 4096.0, False) - ex._step(64, 0, 0, 0, 4096.0, False)
+                 + ex._step(32, 0, 0, 0, 2048.0, False))
+    got = float(sc(64, 0, 0, 0, prefill_attention=4096.0, prefill_chunks=1, prefill_largest=64))
+    assert got == pytest.approx(want, rel=1e-9)
+    assert got != pytest.approx(float(sc(64, 0, 0, 0, prefill_attention=4096.0)), rel=1e-6)
+    # two chunks of 32: the even share, the old price
+    assert float(sc(64, 0, 0, 0, prefill_attention=2048.0, prefill_chunks=2, prefill_largest=32)) == pytest.approx(
+        float(sc(64, 0, 0, 0, prefill_attention=2048.0)), rel=1e-12)
+    # with 4 decodes beside it (2 a rank): the same rule at m = 2 per rank, 2 x 50 cached tokens
+    want = float(st._step(64, 0, 2, 100, 4096.0, False) - ex._step(64, 0, 2, 100, 4096.0, False)
+                 + ex._step(32, 0, 2, 100, 2048.0, False))
+    got = float(sc(64, 0, 4, 200, prefill_attention=4096.0, prefill_chunks=1, prefill_largest=64))
+    assert got == pytest.approx(want, rel=1e-9)
+    plain_dp = _engine(cfg, dp=2).step_cost(max_batch=16, max_context=256, max_chunk=128)
+    assert float(plain_dp(64, 0, 0, 0, prefill_chunks=1, prefill_largest=64)) == pytest.approx(
+        float(plain_dp(64, 0, 0, 0)), rel=1e-12)

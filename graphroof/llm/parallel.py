@@ -249,6 +249,7 @@ class ParallelPipeline(Pipeline):
         kw["plan"] = ep_plan(kw.get("plan", DEFAULT_PLAN), layout.ep)
         super().__init__(*args, **kw)
         self.layout, self.stage = layout, stage
+        self.experts_only = False  # ep_view: the stage's expert ops alone
 
     def prepare(self, graph: OpGraph, tp: int | None = None) -> OpGraph:
         lay = self.layout
@@ -261,6 +262,8 @@ class ParallelPipeline(Pipeline):
         if lay.pp > 1:
             stages = stage_of_ops(g, lay.pp)
             g = cut(g, {n for n, s in stages.items() if s == self.stage})
+        if self.experts_only:
+            g = cut(g, {op.name for op in g.ops() if op.attrs.get("ep")})
         return g
 
     def scale(self, graph: OpGraph) -> None:
@@ -293,5 +296,14 @@ class ParallelPipeline(Pipeline):
             return self
         other = copy.copy(self)
         other.stage = stage
+        other._cache, other._prepared, other._breakdowns = {}, {}, {}
+        return other
+
+    def ep_view(self) -> ParallelPipeline:
+        """This stage's expert ops alone (the ops :func:`~graphroof.llm.ep.insert_ep` marks, whose per-rank cost
+        follows the whole EP group's tokens, not this rank's), sharing the traces: the part of a step the
+        attention-DP step cost re-prices at the group's mean tokens (:class:`~graphroof.llm.pp.ParallelStepCost`)."""
+        other = copy.copy(self)
+        other.experts_only = True
         other._cache, other._prepared, other._breakdowns = {}, {}, {}
         return other

@@ -182,6 +182,14 @@ class ParallelStepCost:
     micro-batches in flight; the round is the longer of the heavy micro-batch's path and the busiest stage's turn over them all,
     ``max(sum_k t_k(heavy), max_k [t_k(heavy) + (live - 1) t_k(light)])`` (equal micro-batches: the rule above).
     A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above.
+    Under expert parallelism (``dp > 1``, ``ep > 1``) the attention-DP ranks meet at every expert layer, so a chunk
+    larger than the even share ``n_e = ceil(n / dp)`` makes a heavy DP rank: it holds ``n_r = min(n, max(n_e,
+    largest))`` prefill tokens (and the step's attention work in proportion), split over its micro-batches as
+    above, while its expert ops (the group's rows over the EP ranks) are priced at the group's mean, each
+    micro-batch's ``x`` prefill tokens as ``x n_e / n_r``: ``t(x) - t_experts(x) + t_experts(x n_e / n_r)``, with
+    ``t_experts`` the stage's expert ops alone (:meth:`experts`).  A lone prompt then costs its rank's attention and
+    dense layers at its whole length, not a ``dp``-th of it.  Without expert parallelism the DP ranks are not
+    coupled and the even spread stays.
     The runtime's per-sequence host floor (``host_per_sequence_s``, :class:`~graphroof.llm.stepcost.StepCost`) is
     the rank's scheduler's, paid once per round for the rank's ``ceil(m / dp)`` decode sequences, not per stage.
     """
@@ -197,6 +205,19 @@ class ParallelStepCost:
                                    spec=None)
             self.stages.append(StepCost(view, **kw))
         self.hw = engine.hw
+        self._kw = kw
+        self._experts: list | None = None  # the stages' expert ops alone, built when a step first needs them
+
+    def experts(self) -> list:
+        """Each stage's step cost of its expert ops alone (:meth:`~graphroof.llm.parallel.ParallelPipeline.ep_view`)."""
+        if self._experts is None:
+            from .stepcost import StepCost
+
+            eng = self.engine
+            self._experts = [StepCost(SimpleNamespace(source=eng.source, hw=eng.hw, spec=None,
+                                                      pipeline=eng.pipeline.stage_view(k).ep_view()), **self._kw)
+                             for k in range(self.layout.pp)]
+        return self._experts
 
     def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
                  decode_context: Any = 0, *, prefill_attention: Any = None, prefill_chunks: Any = None,
@@ -235,14 +256,27 @@ class ParallelStepCost:
                 or np.any((n == 0) & ((c > 0) | (big > 0)))):
             raise InputError("prefill_chunks / prefill_largest: a step with prefill tokens has >= 1 chunk, the "
                              "largest at least their mean and at most their sum; one without has none")
-        n_r = _ceil_div(n, lay.dp)
+        n_e = _ceil_div(n, lay.dp)  # a DP rank's even share
+        coupled = lay.dp > 1 and lay.ep > 1 and bool(np.any(big > n_e))
+        if coupled:  # the heavy DP rank holds the largest chunk; the expert layers wait for it (class doc)
+            n_r = np.minimum(n, np.maximum(n_e, big))
+            c_r = np.where(n > 0, np.maximum(_ceil_div(c, lay.dp), 1), 0)
+            a_r = attn / np.maximum(n, 1)
+        else:
+            n_r, c_r = n_e, _ceil_div(c, lay.dp)
+            a_r = attn / lay.dp / np.maximum(n_r, 1)
         n_h = np.minimum(n_r, np.maximum(_ceil_div(n_r, lay.pp), big))
-        live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + _ceil_div(c, lay.dp)),
+        live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + c_r),
                         np.minimum(lay.pp, _ceil_div(m, lay.dp)))
         n_l = _ceil_div(n_r - n_h, np.maximum(live - 1, 1))  # the rest over the other micro-batches in flight
-        a_r = attn / lay.dp / np.maximum(n_r, 1)
         heavy = np.stack([st._step(n_h, o, m_mb, s_mb, a_r * n_h, ideal) for st in self.stages])
         light = np.stack([st._step(n_l, o, m_mb, s_mb, a_r * n_l, ideal) for st in self.stages])
+        if coupled:  # expert ops at the group's mean tokens: the heavy rank's x prefill tokens -> x n_e / n_r
+            share = n_e / np.maximum(n_r, 1)
+            for x, t in ((n_h, heavy), (n_l, light)):
+                xe = np.rint(x * share).astype(np.int64)
+                t += np.stack([ex._step(xe, o, m_mb, s_mb, a_r * xe, ideal) - ex._step(x, o, m_mb, s_mb, a_r * x, ideal)
+                               for ex in self.experts()])
         turn = np.max(heavy + np.maximum(live - 1, 0) * light, axis=0)
         return np.maximum(np.sum(heavy, axis=0), turn), n_h
 
