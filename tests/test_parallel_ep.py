@@ -180,6 +180,14 @@ def test_a_lone_chunk_makes_a_heavy_dp_rank_under_ep(cfg):
                  + ex._step(32, 0, 2, 100, 2048.0, False))
     got = float(sc(64, 0, 4, 200, prefill_attention=4096.0, prefill_chunks=1, prefill_largest=64))
     assert got == pytest.approx(want, rel=1e-9)
+    # a vector of steps prices each as alone (the heavy rank is decided per step): 65 tokens in 2 chunks (largest 33,
+    # the even share) beside a lone 64-token chunk
+    steps = dict(prefill_attention=np.array([4225.0, 4096.0]), prefill_chunks=np.array([2, 1]),
+                 prefill_largest=np.array([33, 64]))
+    both = sc(np.array([65, 64]), 0, 0, 0, **steps)
+    alone = [float(sc(n, 0, 0, 0, prefill_attention=a, prefill_chunks=c, prefill_largest=b))
+             for n, a, c, b in zip((65, 64), *steps.values())]
+    assert both.tolist() == pytest.approx(alone, rel=1e-12)
     plain_dp = _engine(cfg, dp=2).step_cost(max_batch=16, max_context=256, max_chunk=128)
     assert float(plain_dp(64, 0, 0, 0, prefill_chunks=1, prefill_largest=64)) == pytest.approx(
         float(plain_dp(64, 0, 0, 0)), rel=1e-12)

@@ -183,10 +183,10 @@ class ParallelStepCost:
     ``max(sum_k t_k(heavy), max_k [t_k(heavy) + (live - 1) t_k(light)])`` (equal micro-batches: the rule above).
     A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above.
     Under expert parallelism (``dp > 1``, ``ep > 1``) the attention-DP ranks meet at every expert layer, so a chunk
-    larger than the even share ``n_e = ceil(n / dp)`` makes a heavy DP rank: it holds ``n_r = min(n, max(n_e,
-    largest))`` prefill tokens (and the step's attention work in proportion), split over its micro-batches as
-    above, while its expert ops (the group's rows over the EP ranks) are priced at the group's mean, each
-    micro-batch's ``x`` prefill tokens as ``x n_e / n_r``: ``t(x) - t_experts(x) + t_experts(x n_e / n_r)``, with
+    larger than the even share ``n_e = ceil(n / dp)`` makes a heavy DP rank: it holds that chunk, ``n_r = largest``
+    prefill tokens (a lower bound: it may hold more chunks), and the step's attention work in proportion, on one
+    micro-batch, while its expert ops (the group's rows over the EP ranks) are priced at the group's mean, its
+    ``x`` prefill tokens as ``x n_e / n_r``: ``t(x) - t_experts(x) + t_experts(x n_e / n_r)``, with
     ``t_experts`` the stage's expert ops alone (:meth:`experts`).  A lone prompt then costs its rank's attention and
     dense layers at its whole length, not a ``dp``-th of it.  Without expert parallelism the DP ranks are not
     coupled and the even spread stays.
@@ -257,22 +257,19 @@ class ParallelStepCost:
             raise InputError("prefill_chunks / prefill_largest: a step with prefill tokens has >= 1 chunk, the "
                              "largest at least their mean and at most their sum; one without has none")
         n_e = _ceil_div(n, lay.dp)  # a DP rank's even share
-        coupled = lay.dp > 1 and lay.ep > 1 and bool(np.any(big > n_e))
-        if coupled:  # the heavy DP rank holds the largest chunk; the expert layers wait for it (class doc)
-            n_r = np.minimum(n, np.maximum(n_e, big))
-            c_r = np.where(n > 0, np.maximum(_ceil_div(c, lay.dp), 1), 0)
-            a_r = attn / np.maximum(n, 1)
-        else:
-            n_r, c_r = n_e, _ceil_div(c, lay.dp)
-            a_r = attn / lay.dp / np.maximum(n_r, 1)
+        # per step: the heavy DP rank holds the largest chunk, and the expert layers wait for it (class doc)
+        heavy_rank = (big > n_e) if lay.dp > 1 and lay.ep > 1 else np.zeros(n.shape, dtype=bool)
+        n_r = np.where(heavy_rank, big, n_e)
+        c_r = _ceil_div(c, lay.dp)
+        a_r = np.where(heavy_rank, attn / np.maximum(n, 1), attn / lay.dp / np.maximum(n_e, 1))
         n_h = np.minimum(n_r, np.maximum(_ceil_div(n_r, lay.pp), big))
         live = np.where(n > 0, np.minimum(lay.pp, _ceil_div(m, lay.dp) + c_r),
                         np.minimum(lay.pp, _ceil_div(m, lay.dp)))
         n_l = _ceil_div(n_r - n_h, np.maximum(live - 1, 1))  # the rest over the other micro-batches in flight
         heavy = np.stack([st._step(n_h, o, m_mb, s_mb, a_r * n_h, ideal) for st in self.stages])
         light = np.stack([st._step(n_l, o, m_mb, s_mb, a_r * n_l, ideal) for st in self.stages])
-        if coupled:  # expert ops at the group's mean tokens: the heavy rank's x prefill tokens -> x n_e / n_r
-            share = n_e / np.maximum(n_r, 1)
+        if np.any(heavy_rank):  # expert ops at the group's mean tokens: the heavy rank's x prefill tokens -> x n_e / n_r
+            share = np.where(heavy_rank, n_e / np.maximum(n_r, 1), 1.0)
             for x, t in ((n_h, heavy), (n_l, light)):
                 xe = np.rint(x * share).astype(np.int64)
                 t += np.stack([ex._step(xe, o, m_mb, s_mb, a_r * xe, ideal) - ex._step(x, o, m_mb, s_mb, a_r * x, ideal)
