@@ -422,3 +422,31 @@ def test_system_file_errors_are_one_line(tmp_path):
     bad.write_text('name = "x"\ndevice = "h100-sxm"\ngpus_per_node = 8\n[scale_out]\nefficiency = 1.5\n')
     with pytest.raises(HardwareProfileError, match=r"scale_out.efficiency must be a number > 0 and <= 1"):
         load_system(str(bad))
+
+
+def test_the_simulator_keeps_chunks_whole_only_when_they_are_all_the_prefill_work():
+    """The simulator passes the step's chunks (ParallelStepCost keeps them whole on their micro-batches / DP ranks)
+    only when nothing else could be scheduled: nothing waiting, no running prompt left out.  With more work queued
+    its budget stands for every micro-batch's and rank's own, and the step is the even spread (no chunk arguments):
+    a saturated pipeline keeps every micro-batch busy with other prompts."""
+    from graphroof.serving.sim import EngineModel, simulate
+    from graphroof.serving.workload import Workload
+
+    calls = []
+
+    def step(n, o, m, s, *, prefill_attention=None, prefill_chunks=None, prefill_largest=None, ideal=False):
+        if np.ndim(n) == 0 and np.ndim(m) == 0:  # a general step (decode-only runs come as arrays)
+            calls.append((int(n), int(m), prefill_chunks, prefill_largest))
+        return np.full(np.broadcast(n, o, m, s).shape, 1e-3)
+
+    def run(k):  # k requests of 100 + 2 tokens at t = 0, a 256-token budget
+        calls.clear()
+        wl = Workload(np.zeros(k), np.full(k, 100), np.full(k, 2), np.zeros(k, dtype=np.int64))
+        simulate(EngineModel(step, 10**6, 16, 256, 8), wl)
+        return list(calls)
+
+    assert EngineModel(step, 10**6, 16, 256, 8).chunk_args
+    assert run(1)[0] == (100, 0, 1, 100)  # alone: one whole chunk
+    four = run(4)
+    assert four[0] == (256, 0, None, None)  # 100 + 100 + 56, the fourth request waiting: the even spread
+    assert four[1] == (144, 2, 2, 100)  # 2 decodes; the third's last 44 and the fourth's 100: all there is, whole

@@ -181,7 +181,9 @@ class ParallelStepCost:
     and the rest spread over the other ``live - 1`` of the ``live = min(pp, ceil(m / dp) + ceil(chunks / dp))``
     micro-batches in flight; the round is the longer of the heavy micro-batch's path and the busiest stage's turn over them all,
     ``max(sum_k t_k(heavy), max_k [t_k(heavy) + (live - 1) t_k(light)])`` (equal micro-batches: the rule above).
-    A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above.
+    A lone chunk with no decodes passes the stages one after the other.  Without them, the even spread above (what
+    the simulator asks for while more prefill work is queued: its token budget then stands for every micro-batch's
+    and rank's own, each busy with other prompts).
     Under expert parallelism (``dp > 1``, ``ep > 1``) the attention-DP ranks meet at every expert layer, so a chunk
     larger than the even share ``n_e = ceil(n / dp)`` makes a heavy DP rank: it holds that chunk, ``n_r = largest``
     prefill tokens (a lower bound: it may hold more chunks), and the step's attention work in proportion, on one

@@ -291,8 +291,13 @@ class _Sim:
         attn = sum(2.0 * o * c + float(c) * c for _, c, o in chunks)
         s = int(self.comp[decodes].sum())
         o1 = chunks[0][2] if len(chunks) == 1 else 0
+        # the chunks are all the prefill work there is (nothing waiting, no running prompt left out): they sit whole
+        # on their micro-batches / DP ranks (ParallelStepCost); with more work queued the step's budget stands for
+        # every micro-batch's and rank's own, the even spread
+        alone = not self.waiting and set(ids[~is_dec].tolist()) <= {i for i, _, _ in chunks}
         sizes = [c for _, c, _ in chunks if c > 0]
-        dt = float(em.cost(n, o1, len(decodes), s, attn, chunks=len(sizes), largest=max(sizes, default=0)))
+        dt = float(em.cost(n, o1, len(decodes), s, attn, chunks=len(sizes) if alone else None,
+                           largest=max(sizes, default=0) if alone else None))
         start, end = self.now, self.now + dt
         emitted = []
         for i, c, _ in chunks:
