@@ -294,16 +294,18 @@ class ParallelPipeline(Pipeline):
         """The pipeline of another stage, sharing this one's traces (and their interpolation grids)."""
         if stage == self.stage:
             return self
-        other = copy.copy(self)
-        other.stage = stage
-        other._cache, other._prepared, other._breakdowns = {}, {}, {}
-        return other
+        return self._view(stage=stage)
 
     def ep_view(self) -> ParallelPipeline:
         """This stage's expert ops alone (the ops :func:`~graphroof.llm.ep.insert_ep` marks, whose per-rank cost
         follows the whole EP group's tokens, not this rank's), sharing the traces: the part of a step the
         attention-DP step cost re-prices at the group's mean tokens (:class:`~graphroof.llm.pp.ParallelStepCost`)."""
+        return self._view(experts_only=True)
+
+    def _view(self, **changes: Any) -> ParallelPipeline:
+        """A copy with *changes* set, sharing the traces and their grids, with its own prepared / counted graphs."""
         other = copy.copy(self)
-        other.experts_only = True
+        for k, v in changes.items():
+            setattr(other, k, v)
         other._cache, other._prepared, other._breakdowns = {}, {}, {}
         return other

@@ -197,28 +197,29 @@ class ParallelStepCost:
     """
 
     def __init__(self, engine: Any, **kw: Any):
-        lay = self.layout = engine.layout
+        self.layout = engine.layout
         self.engine = engine
-        from .stepcost import StepCost
-
-        self.stages = []
-        for k in range(lay.pp):
-            view = SimpleNamespace(source=engine.source, pipeline=engine.pipeline.stage_view(k), hw=engine.hw,
-                                   spec=None)
-            self.stages.append(StepCost(view, **kw))
         self.hw = engine.hw
         self._kw = kw
+        self.stages = self._stage_costs(experts_only=False)
         self._experts: list | None = None  # the stages' expert ops alone, built when a step first needs them
+
+    def _stage_costs(self, experts_only: bool) -> list:
+        """One :class:`~graphroof.llm.stepcost.StepCost` per stage (of its expert ops alone with *experts_only*)."""
+        from .stepcost import StepCost
+
+        eng, out = self.engine, []
+        for k in range(self.layout.pp):
+            pipe = eng.pipeline.stage_view(k)
+            view = SimpleNamespace(source=eng.source, pipeline=pipe.ep_view() if experts_only else pipe, hw=eng.hw,
+                                   spec=None)
+            out.append(StepCost(view, **self._kw))
+        return out
 
     def experts(self) -> list:
         """Each stage's step cost of its expert ops alone (:meth:`~graphroof.llm.parallel.ParallelPipeline.ep_view`)."""
         if self._experts is None:
-            from .stepcost import StepCost
-
-            eng = self.engine
-            self._experts = [StepCost(SimpleNamespace(source=eng.source, hw=eng.hw, spec=None,
-                                                      pipeline=eng.pipeline.stage_view(k).ep_view()), **self._kw)
-                             for k in range(self.layout.pp)]
+            self._experts = self._stage_costs(experts_only=True)
         return self._experts
 
     def __call__(self, prefill_tokens: Any = 0, prefill_offset: Any = 0, decode_seqs: Any = 0,
