@@ -3,7 +3,8 @@ result without them.
 
 * per-profile memos (:mod:`graphroof.hardware.profile_cache`): ``HardwareProfile.peak``, ``matmul_peak``,
   ``gemm_ceiling``, the attention constants and head dims;
-* traced graphs and their re-typed forms shared by every pipeline on one source (:mod:`graphroof.llm.phases`);
+* traced graphs and their re-typed forms shared by every pipeline on one source, counted graphs by the pipelines
+  that differ only in the device (:mod:`graphroof.llm.shared`);
 * the evaluator's scalar loop and the vectorised kernel model computing only the terms a kind reads.
 """
 
@@ -17,6 +18,7 @@ import pytest
 
 import graphroof.hardware.profile as hw_profile
 import graphroof.llm.phases as phases
+import graphroof.llm.shared as shared_graphs
 import graphroof.timing.attention as attention
 import graphroof.timing.precision as precision
 import graphroof.timing.vectorized as vectorized
@@ -56,12 +58,20 @@ def _figures(hw: str, source=None, **pricing) -> np.ndarray:
     return np.concatenate(out)
 
 
-class _NoShare(phases._SharedGraphs):  # noqa: SLF001 - the uncached twin of the shared graphs
+class _NoShare(shared_graphs._SharedGraphs):  # noqa: SLF001 - the uncached twin of the shared graphs
     def traced(self, source, phase, batch, x):
         return source.decode_graph(batch, x) if phase == "decode" else source.prefill_graph(batch, x)
 
     def quantized(self, graph, quant):
         return requantize(mark_kv_cache(graph), quant), False
+
+
+class _NoCounted(shared_graphs._SharedCounted):  # noqa: SLF001 - nothing shared: every pipeline counts its own
+    def get(self, pipe, point):
+        return None
+
+    def put(self, pipe, point, counted, warned):
+        return None
 
 
 @pytest.fixture
@@ -71,13 +81,14 @@ def uncached(monkeypatch):
         for mod in (hw_profile, precision, attention, vectorized):
             monkeypatch.setattr(mod, "memo_of", lambda obj: {})
         monkeypatch.setattr(phases, "_SHARED", _NoShare())
+        monkeypatch.setattr(phases, "_COUNTED", _NoCounted())
     return off
 
 
 @pytest.mark.parametrize("hw", DEVICES)
 def test_step_costs_cached_equal_uncached(hw, uncached, monkeypatch):
     clear_memos()
-    monkeypatch.setattr(phases, "_SHARED", phases._SharedGraphs())  # noqa: SLF001
+    monkeypatch.setattr(phases, "_SHARED", shared_graphs._SharedGraphs())  # noqa: SLF001
     cached = _figures(hw, tp=2, weights="fp8")
     again = _figures(hw, tp=2, weights="fp8")            # warm memos
     uncached()
@@ -88,7 +99,7 @@ def test_step_costs_cached_equal_uncached(hw, uncached, monkeypatch):
 def test_shared_graphs_across_pipelines_equal_fresh_ones(uncached, monkeypatch):
     """Pipelines on one source share its traces and re-typed graphs (as the planner's TP / dtype groups do): the
     second pipeline's figures equal those of a pipeline that traced and re-typed everything itself."""
-    shared = phases._SharedGraphs()  # noqa: SLF001
+    shared = shared_graphs._SharedGraphs()  # noqa: SLF001
     monkeypatch.setattr(phases, "_SHARED", shared)
     src = toy_source(L=2, H=256, heads=4, kv_heads=2, I=512, V=1000)
     first = _figures("h100", source=src, tp=1, weights="fp8")
@@ -104,7 +115,7 @@ def test_shared_graphs_across_pipelines_equal_fresh_ones(uncached, monkeypatch):
 def test_shared_graph_is_never_handed_out_for_editing(monkeypatch):
     """At TP 1 the split returns its input: the pipeline then gets a copy, so a subclass editing the prepared graph
     in place (ParallelPipeline) cannot change the shared one."""
-    shared = phases._SharedGraphs()  # noqa: SLF001
+    shared = shared_graphs._SharedGraphs()  # noqa: SLF001
     monkeypatch.setattr(phases, "_SHARED", shared)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -266,6 +266,9 @@ class ParallelPipeline(Pipeline):
             g = cut(g, {op.name for op in g.ops() if op.attrs.get("ep")})
         return g
 
+    def count_key(self) -> tuple:
+        return (*super().count_key(), self.layout, self.stage, self.experts_only)
+
     def scale(self, graph: OpGraph) -> None:
         scale_costs(graph)
         if self.layout.ep > 1:

@@ -23,7 +23,7 @@ from ..counters.cost import Cost
 from ..counters.count import CountSummary, count
 from ..counters.registry import Rule
 from ..counters.settings import CountSettings
-from ..errors import FrontendError, GraphroofWarning, warn
+from ..errors import FrontendError, warn
 from ..frontends.source import LLMSource
 from ..fuse import Runtime, fuse, get_runtime
 from ..graph import BOUND, COST, OpGraph, OpNode
@@ -31,9 +31,9 @@ from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate, evaluate_graph
 from .evaluator import PhasePricer
 from .grids import FIELDS, KernelGrid
-from .kvcache import mark_kv_cache
 from .poly import GraphGrid, GridPlan, NotPolynomial, interp, poly_ok
-from .quant import Quant, requantize
+from .quant import Quant
+from .shared import _COUNTED, _SHARED, _replayed
 from .tp import DEFAULT_PLAN, TPPlan, scale_costs, shard
 
 __all__ = ["Counted", "Pipeline", "Phase"]
@@ -162,17 +162,36 @@ class Pipeline:
             self._prepared[key] = self._prepare_at(phase, batch, x)
         return self._prepared[key]
 
+    def count_key(self) -> tuple:
+        """What this pipeline's counted graphs depend on besides the source, the runtime, the rules and the point
+        (compared by value): everything but the device, which only prices them."""
+        return (type(self), self.quant, self.tp, self.plan, self.settings, self.strict)
+
     def counted(self, phase: str, batch: int, x: int) -> Counted:
-        """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached)."""
+        """The graph of *phase* (``prefill`` at seq=x, ``decode`` at past=x) for *batch*, counted (cached, and
+        shared with the pipelines that differ from this one only in the device: :class:`_SharedCounted`)."""
         key = (phase, batch, x)
         if key not in self._cache:
+            hit = _COUNTED.get(self, key)
+            if hit is not None:
+                self._prepared.pop(key, None)
+                if not self._warned:  # the count's warnings, as this pipeline's first count raises them
+                    for category, message in hit[1]:
+                        warn(message, category)
+                self._warned = True
+                self._cache[key] = hit[0]
+                return hit[0]
             g = self._prepared.pop(key, None) or self._prepare_at(phase, batch, x)
             c = g.map_ops(lambda op: op)
-            summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=not self._warned)
+            with warnings.catch_warnings(record=True) as rec:
+                warnings.simplefilter("always")
+                summary = count(c, rules=self.rules, strict=self.strict, settings=self.settings, warn=True)
+            ours = _replayed(rec, show=not self._warned)
             self._warned = True
             self.scale(c)
             k = fuse(c, self.runtime).as_opgraph(c)
             self._cache[key] = Counted(g, c, summary, k)
+            _COUNTED.put(self, key, self._cache[key], ours)
         return self._cache[key]
 
     def phase(self, name: str, graph_phase: str, batch: int, lo: int, hi: int, degree: int,
@@ -267,63 +286,6 @@ class Pipeline:
                     kg.set(n, BOUND, replace(b, t_realistic_s=b.t_realistic_s - b.t_launch_s, t_launch_s=0.0))
         return Analysis(g, self.hw, c.summary, depth=self.depth, kernels=kg, runtime=self.runtime.name,
                         step_launch_s=self.step_launch_s(phase))
-
-
-class _SharedGraphs:
-    """Traced graphs, and their KV-marked and requantized forms, shared by every :class:`Pipeline` on the same
-    source object (the planner's pipeline groups, a sweep's TP degrees and dtypes): tracing (or reading a stored
-    trace) and re-typing do not depend on the device, the TP degree or the runtime, and the graphs are never edited
-    in place (each stage returns a new graph).  Only the latest source's graphs are kept, at most
-    :attr:`MAX_GRAPHS` of each kind; the warnings a trace raised are raised again on every hit, as a fresh trace
-    raises them."""
-
-    MAX_GRAPHS = 64
-
-    def __init__(self) -> None:
-        self.source: object | None = None
-        self.raw: dict[tuple, tuple[OpGraph, list]] = {}
-        self.quant: dict[tuple, tuple[OpGraph, OpGraph]] = {}   # (id(raw), quant) -> (raw, prepared minus TP)
-
-    def traced(self, source: LLMSource, phase: str, batch: int, x: int) -> OpGraph:
-        if self.source is not source:
-            self.source, self.raw, self.quant = source, {}, {}
-        key = (phase, batch, x)
-        hit = self.raw.get(key)
-        if hit is not None:
-            for category, message in hit[1]:
-                warn(message, category)
-            return hit[0]
-        with warnings.catch_warnings(record=True) as rec:
-            warnings.simplefilter("always")
-            g = source.decode_graph(batch, x) if phase == "decode" else source.prefill_graph(batch, x)
-        ours = []
-        for w in rec:  # raised again outside the recorder: the caller's filters decide
-            if issubclass(w.category, GraphroofWarning):
-                ours.append((w.category, str(w.message)))
-                warn(str(w.message), w.category)
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        if len(self.raw) >= self.MAX_GRAPHS:
-            self.raw.clear()
-            self.quant.clear()
-        self.raw[key] = (g, ours)
-        return g
-
-    def quantized(self, graph: OpGraph, quant: Quant) -> tuple[OpGraph, bool]:
-        """``requantize(mark_kv_cache(graph), quant)`` and whether it is a shared graph (only graphs of
-        :meth:`traced` are shared)."""
-        if not any(g is graph for g, _ in self.raw.values()):
-            return requantize(mark_kv_cache(graph), quant), False
-        key = (id(graph), quant)
-        hit = self.quant.get(key)
-        if hit is None or hit[0] is not graph:
-            if len(self.quant) >= self.MAX_GRAPHS:
-                self.quant.clear()
-            hit = self.quant[key] = (graph, requantize(mark_kv_cache(graph), quant))
-        return hit[1], True
-
-
-_SHARED = _SharedGraphs()
 
 
 def _priced_view(counted: list, which: str, grid: KernelGrid, priced: tuple, w: list[float],
