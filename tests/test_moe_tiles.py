@@ -29,6 +29,21 @@ def test_group_m_tiles_by_hand():
     assert list(group_m_tiles(np.array([65536.0, 2.0]), np.array([128.0, 2.0]), 128)) == [535.0, 2.0]
 
 
+def test_plain_numbers_and_arrays_count_the_same_tiles():
+    # plain numbers take a numpy-free path (the tile search calls it for every tile height of every GEMM): the
+    # same operations in the same order, so the same tile count as the array path, spread or not, clustered or not
+    ms = [0, 1, 2, 7.5, 100, 513, 2048, 65536, 99999]
+    gs = [0.5, 1, 2, 8, 37.5, 128, 256]
+    for tm in (16, 64, 128, 256):
+        for cluster in (1, 2):
+            for spread in (True, False):
+                arr = group_m_tiles(np.array([float(m) for m in ms for _ in gs]), np.array([float(g) for _ in ms
+                                    for g in gs]), tm, cluster, spread)
+                one = [group_m_tiles(m, g, tm, cluster, spread) for m in ms for g in gs]
+                assert all(type(v) is int for v in one)
+                assert one == [int(v) for v in arr]
+
+
 def test_grouped_gemm_pays_the_spread_tiles():
     hw = load_hardware("h100-sxm")
     # 65,536 rows over 128 experts, N = 1536, K = 2048 fp8: the grouped GEMM has at least the tiles of 128

@@ -248,14 +248,25 @@ def _load_path(path: Path) -> HardwareProfile:
     return _CACHE[key]
 
 
+#: the name / alias index of the shipped profiles, per (folder, its profile files): a file added or removed is a
+#: new key (a file's content is read once per process anyway: ``_CACHE``)
+_INDEX: dict[tuple, dict[str, Path]] = {}
+
+
 def _index() -> dict[str, Path]:
-    idx: dict[str, Path] = {}
-    for p in sorted(profile_dir().glob("*.toml")):
-        idx[p.stem.lower()] = p
-    for p in sorted(profile_dir().glob("*.toml")):
-        for a in _load_path(p).aliases:
-            idx.setdefault(a, p)
-    return idx
+    folder = profile_dir()
+    files = sorted(folder.glob("*.toml"))
+    key = (str(folder), tuple(p.name for p in files))
+    if key not in _INDEX:
+        idx: dict[str, Path] = {}
+        for p in files:
+            idx[p.stem.lower()] = p
+        for p in files:
+            for a in _load_path(p).aliases:
+                idx.setdefault(a, p)
+        _INDEX.clear()
+        _INDEX[key] = idx
+    return dict(_INDEX[key])
 
 
 def load_hardware(name: str | Path | HardwareProfile) -> HardwareProfile:

@@ -92,8 +92,11 @@ def requantize_op(op: OpNode, q: Quant) -> OpNode:
     attrs = op.attrs
     if q.activations and attrs.get("compute_dtype"):
         attrs = {**attrs, "compute_dtype": None}
-    return replace(op, inputs=tuple(_retype(t, q) for t in op.inputs),
-                   outputs=tuple(_retype_spec(t, q) for t in op.outputs), attrs=attrs)
+    ins = tuple(_retype(t, q) for t in op.inputs)
+    outs = tuple(_retype_spec(t, q) for t in op.outputs)
+    if attrs is op.attrs and all(a is b for a, b in zip(ins, op.inputs)) and all(a is b for a, b in zip(outs, op.outputs)):
+        return op  # nothing re-typed (OpNode is frozen: the same op)
+    return replace(op, inputs=ins, outputs=outs, attrs=attrs)
 
 
 def requantize(graph: OpGraph, q: Quant) -> OpGraph:

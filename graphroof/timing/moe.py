@@ -56,6 +56,7 @@ Floats or numpy arrays alike.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -155,6 +156,8 @@ def group_m_tiles(m: Any, groups: Any, tm: Any, cluster: int = 1, spread: bool =
     CUTLASS grouped kernel: :data:`TORCH_GROUPED_CLUSTER_M`): the same formula in units of ``cluster * tm`` rows,
     times *cluster*.  *spread* False: the rows are split evenly (a benchmark's fixed split, node attr
     ``moe_balanced``), ``ceil(mu / tm)`` tiles per expert."""
+    if type(m) in (int, float) and type(groups) in (int, float) and type(tm) in (int, float):
+        return _group_m_tiles_scalar(float(m), float(groups), tm * cluster, cluster, spread)
     g = np.maximum(np.asarray(groups, dtype=float), 1.0)
     mu = np.asarray(m, dtype=float) / g
     unit = tm * cluster
@@ -162,3 +165,15 @@ def group_m_tiles(m: Any, groups: Any, tm: Any, cluster: int = 1, spread: bool =
     per = np.maximum(1.0, (1.0 - w) * np.ceil(mu / unit) + w * (mu / unit + 0.5))
     out = np.where(g > 1.0, np.ceil(g * per), np.ceil(mu / unit)) * cluster
     return int(out) if np.ndim(out) == 0 else out
+
+
+def _group_m_tiles_scalar(m: float, groups: float, unit: float, cluster: int, spread: bool) -> int:
+    """:func:`group_m_tiles` of plain numbers: the same operations in the same order without numpy's per-call
+    cost (the GEMM tile search calls it for every tile height of every GEMM priced)."""
+    g = max(groups, 1.0)
+    mu = m / g
+    if g <= 1.0:
+        return int(math.ceil(mu / unit) * cluster)
+    w = min(1.0, 2.0 * math.sqrt(mu) / unit) if spread else 0.0
+    per = max(1.0, (1.0 - w) * math.ceil(mu / unit) + w * (mu / unit + 0.5))
+    return int(math.ceil(g * per) * cluster)

@@ -57,11 +57,31 @@ def _regime(tokens: int) -> str:
     return "tokens <= 512 (expert weights streamed)" if tokens <= 512 else "tokens > 512 (compute)"
 
 
+def _plan(eng: Any, tokens: set[int]) -> None:
+    """The engine's prefill graphs on a grid of three token counts of the shape's rows (the ends and the middle):
+    the graph at any other count is interpolated from those traces, as ``graphroof llm`` samples its grids
+    (:meth:`graphroof.llm.phases.Pipeline.plan_grid`; every dim of the one-layer model is of degree <= 2 in the
+    tokens, so the interpolation is the trace itself: tests/test_triton_moe_kernel.py compares an interpolated row
+    with ``graphroof analyze``).  Three or fewer counts: each traced."""
+    from ..llm.poly import DEGREE, GridPlan, grid_points
+
+    # one token is traced on its own: its attention runs without the causal flag (nothing to mask) and a view
+    # keeps its -1 elsewhere, so its graph is no point of the others' polynomial
+    many = {t for t in tokens if t > 1}
+    if len(many) > DEGREE["prefill"] + 1 and "prefill" not in eng.pipeline.plans:
+        eng.pipeline.plan_grid("prefill", GridPlan((1,), grid_points(many, DEGREE["prefill"]), DEGREE["prefill"]))
+
+
 def moe_rows(ctx: Context) -> list[Row]:
     from ..llm.engine import Pricing
 
     out: list[Row] = []
-    for where, r in ctx.rows("fused_moe_triton.csv"):
+    rows = list(ctx.rows("fused_moe_triton.csv"))
+    tokens: dict[str, set[int]] = {}  # per expert shape, every token count its rows ask for
+    for _, r in rows:
+        key = config_name(*(int(r[c]) for c in ("experts", "hidden", "n_per_gpu", "top_k")))
+        tokens.setdefault(key, set()).add(int(r["tokens"]))
+    for where, r in rows:
         prof, dtype = r["graphroof_hw"], r["dtype"]
         e, h, n, k, t = (int(r[c]) for c in ("experts", "hidden", "n_per_gpu", "top_k", "tokens"))
         model = config_name(e, h, n, k)
@@ -78,6 +98,7 @@ def moe_rows(ctx: Context) -> list[Row]:
             config = str(DATA_DIR / "models" / model / "config.json")
             weights = "fp8" if dtype == "fp8" else None
             eng = ctx.engine(config, prof, Pricing(runtime=PRESET, weights=weights), dtype="bf16")
+            _plan(eng, tokens[model])
             row.predicted = moe_block_time_s(eng.step("prefill", 1, t))
             row.vendor = eng.hw.vendor
             row.command = (f"Engine('graphroof/validate/data/models/{model}/config.json', hw='{prof}', "

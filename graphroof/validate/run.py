@@ -67,10 +67,10 @@ def parse_datasets(datasets: str | Sequence[str] | None) -> list[str]:
     return [d for d in DATASETS if d in names]
 
 
-#: about how long each dataset takes (CPU seconds, nothing stored, this 2-core machine, 2026-11-27): the longest
-#: start first
-COST_S = {"gptfast": 40.0, "llamacpp": 30.0, "trtllm": 35.0, "nim": 25.0, "vision": 23.0, "torch_gpu": 20.0, "vidur_ops": 15.0, "fused_moe": 17.0, "kernels": 2.0,
-          "vidur_allreduce": 1.0}
+#: about how long each dataset takes (seconds on this 2-core machine, nothing stored, the datasets one after the
+#: other in one process: ``graphroof validate -j 1``, 2026-11-28): the longest start first
+COST_S = {"torch_gpu": 76.0, "gptfast": 47.0, "trtllm": 37.0, "vision": 34.0, "vidur_ops": 19.0, "fused_moe": 11.0,
+          "nim": 16.0, "llamacpp": 13.0, "vidur_allreduce": 0.4, "kernels": 0.1}
 #: what the forked workers of :func:`_in_workers` read (set before the pool forks, cleared after)
 _WORK: dict[str, Any] = {}
 

@@ -188,7 +188,7 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
         if not row.excluded:
             kw: dict[str, Any] = {"seq": seq} if seq else {}
             a = analyze(target, hw=hw_name, batch=b, dtype="fp16", runtime=runtime, **kw)
-            row.predicted = float(a.to_dict()["totals"]["time_realistic_s"])
+            row.predicted = float(a.totals.t_realistic_s)  # the JSON's totals.time_realistic_s
             row.vendor = ctx.hw(hw_name).vendor
         out.append(row)
     return out
