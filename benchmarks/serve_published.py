@@ -18,7 +18,8 @@ admitted only with KV blocks for its whole output; ``--admission on-demand`` is 
 recompute).  The MoE rows run as the source runs MoE models (attention data-parallel over the 8 GPUs, experts
 expert-parallel; the source does not give the EP degree: 8 assumed, the CSV's ``attention_dp`` / ``ep``): graphroof
 prices them with ``Pricing(tp=1, dp=8, ep=8)``, trtllm-bench's caps (from its TP 8 mapping, as its tuning computes
-them) taken per attention-DP rank (each rank schedules its own batch), so the replica's caps are 8x those.  Models:
+them) taken per attention-DP rank (each rank schedules its own batch: ``graphroof serve`` takes ``max_num_seqs`` /
+``max_batched_tokens`` as a DP rank's), so the replica's caps are 8x those and a prompt's chunk at most one rank's.  Models:
 Qwen3-235B-A22B's config (``benchmarks/data/published/qwen3-235b-a22b.json``); Llama 3.1's configs (131,072 positions, llama3 rope scaling; 8B and 70B from
 ``graphroof/validate/data/models``, 405B from ``benchmarks/data/published/llama-3.1-405b.json``).  Printed: per row
 the published and predicted output tokens/s and the error (predicted / published - 1); per table and overall the
@@ -131,7 +132,7 @@ def main() -> None:
                           gpu_mem_util=0.95, runtime=args.runtime)
         cfg = json.loads(CONFIGS[r["model"]].read_text(encoding="utf-8"))
         bs, tok = bench_caps(cfg, tp, isl, osl, load_hardware(r["gpu"]).mem_capacity_bytes / 1024 ** 3)
-        bs, tok = bs * dp, tok * dp  # per attention-DP rank: each rank schedules its own batch
+        # the caps are an attention-DP rank's: graphroof serve gives each of the dp ranks its own scheduler
         res = serve(str(CONFIGS[r["model"]]), hw=r["gpu"], rate=[1e6], arrival="constant", requests=n,
                     prompt_len=f"fixed:{isl}", gen_len=f"fixed:{osl}", max_batched_tokens=tok, max_num_seqs=bs,
                     pricing=pricing, admission=args.admission)

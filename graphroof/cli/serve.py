@@ -96,8 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", default="0", help="random seed of arrivals and lengths (default 0)")
     p.add_argument("--mode", default="continuous", help="batching: continuous (default) or static")
     p.add_argument("--max-batched-tokens", default="8192", help="token budget of one engine step (chunked "
-                   "prefill; default 8192)")
-    p.add_argument("--max-num-seqs", default="256", help="sequences running at once at most (default 256)")
+                   "prefill; a DP rank's under --dp; default 8192)")
+    p.add_argument("--max-num-seqs", default="256", help="sequences running at once at most (a DP "
+                   "rank's under --dp; default 256)")
     p.add_argument("--policy", default="decode-first", help="scheduling policy (default decode-first)")
     p.add_argument("--admission", default="on-demand",
                    help="KV admission: on-demand (vLLM: blocks as tokens are computed, preemption by recompute) or "

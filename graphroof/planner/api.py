@@ -132,8 +132,8 @@ def plan(model: Any, *, hw: Any, rate: Any, slo_ttft_s: float | None = None, slo
                   slo_tpot_s=chk["tpot"], slo_percentile=chk["pct"], tolerance=chk["tolerance"], policy=policy,
                   admission=admission, runtime=runtime, gpu_mem_util=float(gpu_mem_util), kv_block=int(kv_block),
                   activations=activations, prices=_prices(chk["profiles"], usd_per_hour), gpu_budget=chk["budget"],
-                  base=pricing, run_id=f"{os.getpid()}-{time.time_ns()}", grid_seqs=max(2, *(c.max_num_seqs for c in configs)),
-                  grid_tokens=max(2, *(c.max_batched_tokens for c in configs)))
+                  base=pricing, run_id=f"{os.getpid()}-{time.time_ns()}", grid_seqs=max(2, *(c.max_num_seqs * c.dp for c in configs)),
+                  grid_tokens=max(2, *(c.max_batched_tokens * c.dp for c in configs)))
     try:
         src = _open(st, configs, progress)
         groups = _groups(configs, jobs)

@@ -52,7 +52,9 @@ class Simulator:
                  request_s: float = 0.0):
         from ..serving.sim import EngineModel
 
-        self.em = EngineModel(sc, blocks, st.kv_block, c.max_batched_tokens, c.max_num_seqs, policy=st.policy,
+        # each DP rank schedules its own max_num_seqs / max_batched_tokens (serving.api._engine_model)
+        self.em = EngineModel(sc, blocks, st.kv_block, c.max_batched_tokens * c.dp, c.max_num_seqs * c.dp,
+                              chunk_max=c.max_batched_tokens, policy=st.policy,
                               ideal=ideal, attention_arg=attn, admission=st.admission,
                               request_s=0.0 if ideal else float(request_s))
         self.c, self.st, self.d = c, st, d

@@ -99,10 +99,17 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
             raise InputError(f"{eng.source.name} on {eng.hw.name}: the weights and one chunk's activations leave no "
                              "room for KV blocks; raise gpu_mem_util, use tp > 1 or quantize the weights")
     longest = max(int(d.prompt.max()) + int(d.gen.max()), 2)
-    sc = eng.step_cost(max_batch=max(2, s["max_num_seqs"]), max_context=longest, max_chunk=max(2, mbt))
+    dp = p.layout.dp  # each DP rank is an engine core with its own scheduler: the limits are a rank's
+    seqs = s["max_num_seqs"] * dp
+    sc = eng.step_cost(max_batch=max(2, seqs), max_context=longest, max_chunk=max(2, mbt * dp))
     attn = "prefill_attention" in inspect.signature(sc.__call__).parameters
     spec = getattr(eng, "spec", None)
-    em = EngineModel(sc, blocks, block, mbt, s["max_num_seqs"], s["policy"], p.ideal, attention_arg=attn,
+    if dp > 1:
+        notes.append(f"attention data parallelism: each of the {dp} DP ranks schedules its own max_num_seqs "
+                     f"({s['max_num_seqs']}) and max_batched_tokens ({mbt}), as vLLM runs one engine core per DP rank: "
+                     f"the replica runs up to {seqs} sequences and {mbt * dp} tokens a step, a prompt's chunk at "
+                     f"most {mbt} tokens")
+    em = EngineModel(sc, blocks, block, mbt * dp, seqs, s["policy"], p.ideal, attention_arg=attn, chunk_max=mbt,
                      admission=s["admission"], tokens=spec.tokens if spec is not None else 1.0,
                      request_s=0.0 if p.ideal else float(eng.runtime.request_overhead_s))
     if spec is not None:
@@ -162,7 +169,7 @@ def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int
     def run(rate: float) -> tuple[Any, dict[str, np.ndarray], list[str]]:
         wl = workload_at(d, rate, s["prefix_share"], em.block)
         if s["mode"] == "static":
-            out, extra = simulate_static(eng, wl, s["max_num_seqs"], em.blocks, em.block)
+            out, extra = simulate_static(eng, wl, em.max_seqs, em.blocks, em.block)  # a batch per DP rank
             return out, records_of(out, wl), extra
         out = simulate(em, wl, progress) if replicas == 1 else simulate_replicas(em, wl, replicas, progress)[0]
         return out, records_of(out, wl), []

@@ -58,8 +58,8 @@ class EngineModel:
     step: Callable[..., Any]  # (prefill_tokens, offset, decode_seqs, decode_context, **kw) -> seconds
     blocks: int               # KV blocks of the replica (beside weights and one chunk's activations)
     block: int                # tokens per block
-    budget: int               # max_batched_tokens
-    max_seqs: int             # max_num_seqs
+    budget: int               # max_batched_tokens of the replica (a DP rank's times dp: each rank schedules its own)
+    max_seqs: int             # max_num_seqs of the replica (likewise a DP rank's times dp)
     policy: str = "decode-first"
     ideal: bool = False
     #: ``on-demand`` (vLLM): a request takes blocks as its tokens are computed, preempted when they run out;
@@ -75,8 +75,13 @@ class EngineModel:
     #: the step cost takes prefill_chunks / prefill_largest (a pipelined step keeps each chunk on one micro-batch);
     #: None: read from its signature
     chunk_args: bool | None = None
+    #: the largest chunk of one prompt in a step: the budget of the scheduler that runs it (a DP rank's
+    #: max_batched_tokens under attention DP, where *budget* is the replica's); 0: *budget*
+    chunk_max: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 < self.chunk_max <= self.budget:
+            self.chunk_max = self.budget
         if self.chunk_args is None:
             try:
                 self.chunk_args = "prefill_chunks" in inspect.signature(self.step).parameters
@@ -173,7 +178,7 @@ class _Sim:
         them (equal requests sent together would stay in step, every prefill landing in the same steps)."""
         em, wl = self.em, self.wl
         p, g = int(np.median(wl.prompt[:users])), int(np.median(wl.gen[:users]))
-        chunk = max(1, min(p, em.budget))
+        chunk = max(1, min(p, em.chunk_max))
         m = max(1, min(users, em.max_seqs))
         pre = float(em.cost(chunk, 0, 0, 0, chunks=1, largest=chunk)) * -(-p // chunk)
         dec = float(em.cost(0, 0, m, m * (p + g // 2))) * max(g - 1, 0) / max(em.tokens, 1e-9)
@@ -189,7 +194,7 @@ class _Sim:
         if not self.waiting or len(self.running) >= self.em.max_seqs or budget <= 0:
             return False
         h = self.waiting[0]
-        chunk = min(int(self.known[h] - self.comp[h]), budget)
+        chunk = min(int(self.known[h] - self.comp[h]), budget, self.em.chunk_max)
         return self._blocks_for(h, self._hold(h, int(self.comp[h]) + chunk)) <= self.free
 
     def _hold(self, i: int, tokens: int) -> int:
@@ -250,14 +255,14 @@ class _Sim:
                 break
             if i in self.gone:
                 continue
-            c = min(int(self.known[i] - self.comp[i]), budget)
+            c = min(int(self.known[i] - self.comp[i]), budget, self.em.chunk_max)
             if not self._grab(i, int(self.comp[i]) + c):
                 break
             chunks.append((i, c, int(self.comp[i])))
             budget -= c
         while not self.gone and self._head_admissible(budget):  # no admission in a step that preempted (vLLM)
             h = self.waiting.popleft()
-            c = min(int(self.known[h] - self.comp[h]), budget)
+            c = min(int(self.known[h] - self.comp[h]), budget, self.em.chunk_max)
             self._grab(h, self._hold(h, int(self.comp[h]) + c))
             bisect.insort(self.running, h)
             if np.isnan(self.sched[h]):
