@@ -140,8 +140,9 @@ def test_validation_row_equals_the_cli(tmp_path, capsys):
     s = r.per_dataset()[0]["stats"]
     # regression guard (not the target): 2026-11-28, 48 scored rows, median 4.6%, worst 19.1%
     assert s["n"] >= 48 and s["median_abs"] <= 0.06 and s["worst_abs"] <= 0.22
-    # 1536 tokens: a point the shape's rows are traced at (2, 1024, 1536); 96: interpolated from those traces
-    for tokens in (1536, 96):
+    # 1536 tokens: a point the shape's rows are traced at (2, 1024, 1536); 96: interpolated from those traces; 1: a
+    # one-token prefill, outside their polynomial (no causal flag), traced on its own
+    for tokens in (1536, 96, 1):
         row = next(x for x in r.rows if x.gpu == "h100-sxm" and x.inputs["tokens"] == tokens)
         out = tmp_path / f"a{tokens}.json"
         rc = main(["analyze", str(DATA_DIR / "models" / row.family / "config.json"), "--hw", "h100-sxm", "--seq",

@@ -175,6 +175,7 @@ class Pipeline:
             hit = _COUNTED.get(self, key)
             if hit is not None:
                 self._prepared.pop(key, None)
+                self.raw(phase, batch, x)  # its trace's warnings and the grid's notes, as a fresh count has them
                 if not self._warned:  # the count's warnings, as this pipeline's first count raises them
                     for category, message in hit[1]:
                         warn(message, category)

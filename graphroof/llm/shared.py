@@ -102,7 +102,12 @@ class _SharedCounted:
 
     @staticmethod
     def _key(pipe: Any, point: tuple) -> tuple | None:
-        key = (id(pipe.source), id(pipe.runtime), id(pipe.rules), pipe.count_key(), point)
+        # a point the pipeline's grid interpolates (a virtual trace) is keyed by that grid: exact where the graph is
+        # polynomial, and a graph extrapolated from one grid is not handed to a pipeline that would trace the point
+        plan = pipe.plans.get(point[0])
+        virtual = plan if plan is not None and tuple(point[1:]) not in plan.points and plan.covers(*point[1:]) \
+            else None
+        key = (id(pipe.source), id(pipe.runtime), id(pipe.rules), pipe.count_key(), virtual, point)
         try:
             hash(key)
         except TypeError:  # an unhashable setting: not shared

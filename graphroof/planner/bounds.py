@@ -49,7 +49,9 @@ def memory_of(eng: Any, d: Any, c: Config, block: int) -> dict[str, Any]:
     ref = key[1]
     mbt = c.max_batched_tokens
     usable, weights = mem["usable_bytes"], mem["weight_bytes"]
-    act = mem["activation_peak_bytes"] * mbt / min(ref, mbt)  # one chunk of mbt tokens (serve's sizing)
+    # one chunk of mbt tokens (serve's sizing); the peak was priced at the engine's own chunk, min(ref, its budget)
+    grid = eng.pricing.max_batched_tokens or ref
+    act = mem["activation_peak_bytes"] * mbt / min(ref, grid)
     out: dict[str, Any] = {"weight_bytes": weights, "activation_bytes": act, "usable_bytes": usable,
                            "capacity_bytes": mem.get("capacity_bytes"), "kv_bytes_per_token": kv_tok,
                            "kv_blocks": None, "kv_bytes": None, "reject": None}
@@ -109,8 +111,9 @@ def engine_bounds(sc: Any, d: Any, c: Config, mem: dict[str, Any], block: int) -
     sizes = np.minimum(mbt, ref - starts)
     ttft1 = float(cost(sizes, starts, np.zeros_like(sizes), np.zeros_like(sizes)).sum())
     kv_seq_blocks = -(-(ref + int(round(gen))) // block)
-    fit = mem["kv_blocks"] // max(1, kv_seq_blocks) if mem["kv_blocks"] else 0
-    b = int(max(1, min(c.max_num_seqs, fit)))
+    # each DP rank holds the KV of its own sequences and schedules its own max_num_seqs (serving.api._engine_model)
+    fit = mem["kv_blocks"] * c.dp // max(1, kv_seq_blocks) if mem["kv_blocks"] else 0
+    b = int(max(1, min(c.max_num_seqs * c.dp, fit)))
     step_b = float(cost(0, 0, b, int(round(b * ctx))).reshape(-1)[0])
     upper = b / (gen * step_b)
     pre = float(cost(min(ref, mbt), 0, 0, 0).reshape(-1)[0]) * ref / min(ref, mbt)

@@ -65,19 +65,20 @@ def _plan(eng: Any, tokens: set[int]) -> None:
     with ``graphroof analyze``).  Three or fewer counts: each traced."""
     from ..llm.poly import DEGREE, GridPlan, grid_points
 
-    # one token is traced on its own: its attention runs without the causal flag (nothing to mask) and a view
-    # keeps its -1 elsewhere, so its graph is no point of the others' polynomial
+    # one token is priced on an engine of its own (moe_rows): its attention runs without the causal flag (nothing
+    # to mask) and a view keeps its -1 elsewhere, so its graph is no point of the others' polynomial
     many = {t for t in tokens if t > 1}
     if len(many) > DEGREE["prefill"] + 1 and "prefill" not in eng.pipeline.plans:
         eng.pipeline.plan_grid("prefill", GridPlan((1,), grid_points(many, DEGREE["prefill"]), DEGREE["prefill"]))
 
 
 def moe_rows(ctx: Context) -> list[Row]:
-    from ..llm.engine import Pricing
+    from ..llm.engine import Engine, Pricing
 
     out: list[Row] = []
     rows = list(ctx.rows("fused_moe_triton.csv"))
     tokens: dict[str, set[int]] = {}  # per expert shape, every token count its rows ask for
+    alone: dict[tuple, Any] = {}      # the one-token rows' engines (no grid)
     for _, r in rows:
         key = config_name(*(int(r[c]) for c in ("experts", "hidden", "n_per_gpu", "top_k")))
         tokens.setdefault(key, set()).add(int(r["tokens"]))
@@ -97,8 +98,15 @@ def moe_rows(ctx: Context) -> list[Row]:
         if not row.excluded and not row.not_covered:
             config = str(DATA_DIR / "models" / model / "config.json")
             weights = "fp8" if dtype == "fp8" else None
-            eng = ctx.engine(config, prof, Pricing(runtime=PRESET, weights=weights), dtype="bf16")
-            _plan(eng, tokens[model])
+            pricing = Pricing(runtime=PRESET, weights=weights)
+            eng = ctx.engine(config, prof, pricing, dtype="bf16")
+            if t > 1:
+                _plan(eng, tokens[model])
+            else:  # outside the grid's polynomial: the model's own one-token trace, on an engine without the grid
+                one = (config, prof, pricing)
+                if one not in alone:
+                    alone[one] = Engine(ctx.source(config, dtype="bf16"), hw=ctx.hw(prof), pricing=pricing)
+                eng = alone[one]
             row.predicted = moe_block_time_s(eng.step("prefill", 1, t))
             row.vendor = eng.hw.vendor
             row.command = (f"Engine('graphroof/validate/data/models/{model}/config.json', hw='{prof}', "

@@ -80,3 +80,21 @@ def test_an_entry_lives_while_a_pipeline_keeps_its_graph():
     assert shared._COUNTED.get(b.pipeline, ("decode", 1, 10))[0] is again
     c = _engine(src, "h200")
     assert c.pipeline.counted("decode", 1, 10) is again
+
+
+def test_a_point_a_grid_interpolates_is_shared_only_under_that_grid():
+    # a graph counted from a virtual trace (interpolated, or extrapolated, from a pipeline's grid) is not handed to
+    # a pipeline that would trace the point itself; pipelines with the same grid share it
+    from graphroof.llm.poly import GridPlan
+
+    src = toy_source(**_SRC)
+    plan = GridPlan((1,), (20, 60, 100), 2)
+    a, b, plain = _engine(src, "a100"), _engine(src, "h100"), _engine(src, "h200")
+    a.pipeline.plan_grid("prefill", plan)
+    b.pipeline.plan_grid("prefill", plan)
+    virtual = a.pipeline.counted("prefill", 1, 40)
+    assert b.pipeline.counted("prefill", 1, 40) is virtual
+    assert plain.pipeline.counted("prefill", 1, 40) is not virtual
+    outside = a.pipeline.counted("prefill", 1, 5)  # extrapolated below the grid
+    assert plain.pipeline.counted("prefill", 1, 5) is not outside
+    assert plain.pipeline.counted("prefill", 1, 20) is a.pipeline.counted("prefill", 1, 20)  # a traced grid point
