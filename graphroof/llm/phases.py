@@ -127,9 +127,16 @@ class Pipeline:
             self.plans[phase] = plan
             self._grids.pop(phase, None)
 
-    def _virtual(self, phase: str, batch: int, x: int) -> OpGraph | None:
+    def virtual_plan(self, phase: str, batch: int, x: int) -> GridPlan | None:
+        """The grid that makes the graph at ``(batch, x)`` (a virtual trace), or None when it is traced."""
         plan = self.plans.get(phase)
         if plan is None or (batch, x) in plan.points or not plan.covers(batch, x):
+            return None
+        return plan
+
+    def _virtual(self, phase: str, batch: int, x: int) -> OpGraph | None:
+        plan = self.virtual_plan(phase, batch, x)
+        if plan is None:
             return None
         if phase not in self._grids:
             try:

@@ -17,6 +17,19 @@ from .quant import Quant, requantize
 __all__: list[str] = []
 
 
+def _replayed(rec: list, show: bool = True) -> list[tuple[type[Warning], str]]:
+    """graphroof's warnings among *rec* (recorded), raised again when *show*; others raised again as they were."""
+    ours = []
+    for w in rec:
+        if issubclass(w.category, GraphroofWarning):
+            ours.append((w.category, str(w.message)))
+            if show:
+                warn(str(w.message), w.category)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return ours
+
+
 class _SharedGraphs:
     """Traced graphs, and their KV-marked and requantized forms, shared by every :class:`Pipeline` on the same
     source object (the planner's pipeline groups, a sweep's TP degrees and dtypes): tracing (or reading a stored
@@ -44,13 +57,7 @@ class _SharedGraphs:
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
             g = source.decode_graph(batch, x) if phase == "decode" else source.prefill_graph(batch, x)
-        ours = []
-        for w in rec:  # raised again outside the recorder: the caller's filters decide
-            if issubclass(w.category, GraphroofWarning):
-                ours.append((w.category, str(w.message)))
-                warn(str(w.message), w.category)
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        ours = _replayed(rec)  # raised again outside the recorder: the caller's filters decide
         if len(self.raw) >= self.MAX_GRAPHS:
             self.raw.clear()
             self.quant.clear()
@@ -74,19 +81,6 @@ class _SharedGraphs:
 _SHARED = _SharedGraphs()
 
 
-def _replayed(rec: list, show: bool = True) -> list[tuple[type[Warning], str]]:
-    """graphroof's warnings among *rec* (recorded), raised again when *show*; others raised again as they were."""
-    ours = []
-    for w in rec:
-        if issubclass(w.category, GraphroofWarning):
-            ours.append((w.category, str(w.message)))
-            if show:
-                warn(str(w.message), w.category)
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return ours
-
-
 class _SharedCounted:
     """Counted graphs shared by pipelines that differ only in the device: the count, the TP / EP split and the
     fuse stage read the graph, the dtypes, the layout and the runtime preset, never the hardware profile, so
@@ -104,10 +98,7 @@ class _SharedCounted:
     def _key(pipe: Any, point: tuple) -> tuple | None:
         # a point the pipeline's grid interpolates (a virtual trace) is keyed by that grid: exact where the graph is
         # polynomial, and a graph extrapolated from one grid is not handed to a pipeline that would trace the point
-        plan = pipe.plans.get(point[0])
-        virtual = plan if plan is not None and tuple(point[1:]) not in plan.points and plan.covers(*point[1:]) \
-            else None
-        key = (id(pipe.source), id(pipe.runtime), id(pipe.rules), pipe.count_key(), virtual, point)
+        key = (id(pipe.source), id(pipe.runtime), id(pipe.rules), pipe.count_key(), pipe.virtual_plan(*point), point)
         try:
             hash(key)
         except TypeError:  # an unhashable setting: not shared

@@ -52,11 +52,10 @@ class Simulator:
                  request_s: float = 0.0):
         from ..serving.sim import EngineModel
 
-        # each DP rank schedules its own max_num_seqs / max_batched_tokens (serving.api._engine_model)
-        self.em = EngineModel(sc, blocks, st.kv_block, c.max_batched_tokens * c.dp, c.max_num_seqs * c.dp,
-                              chunk_max=c.max_batched_tokens, policy=st.policy,
-                              ideal=ideal, attention_arg=attn, admission=st.admission,
-                              request_s=0.0 if ideal else float(request_s))
+        # *blocks*: one DP rank's; each rank schedules its own max_num_seqs / max_batched_tokens
+        self.em = EngineModel.of_ranks(sc, blocks, st.kv_block, c.max_batched_tokens, c.max_num_seqs, c.dp,
+                                       policy=st.policy, ideal=ideal, attention_arg=attn, admission=st.admission,
+                                       request_s=0.0 if ideal else float(request_s))
         self.c, self.st, self.d = c, st, d
         self.memo: dict[float, dict[str, Any]] = {}
         self.missed: set[float] = set()  # rates whose trial stopped early on the TTFT SLO (no figures)

@@ -135,7 +135,7 @@ def run_group(st: Settings, configs: list[Config], refine: bool = True) -> list[
         if why:
             out.append(_record(c, "pruned", why, memory=mem, bounds=b.as_dict()))
             continue
-        sim = Simulator(sc, attn, c, mem["kv_blocks"] * c.dp, st, d, eng.pricing.ideal, eng.runtime.request_overhead_s)
+        sim = Simulator(sc, attn, c, mem["kv_blocks"], st, d, eng.pricing.ideal, eng.runtime.request_overhead_s)
         res = search_config(sim, b, st)
         why = res.pop("reason", None)
         out.append(_record(c, "simulated", why, memory=mem, bounds=b.as_dict(), **res))
@@ -177,7 +177,7 @@ def _refine(st: Settings, rec: dict[str, Any], p: dict[str, Any]) -> None:
         p["full"] = None
         p["full_reason"] = mem["reject"]
         return
-    sim = Simulator(sc, attn, c, mem["kv_blocks"] * c.dp, st, d, eng.pricing.ideal, eng.runtime.request_overhead_s)
+    sim = Simulator(sc, attn, c, mem["kv_blocks"], st, d, eng.pricing.ideal, eng.runtime.request_overhead_s)
     pt = sim.point(p["rate_rps"], p["replicas"])
     for r in range(p["replicas"] + 1, p["replicas"] + 5):
         if pt["meets_slo"]:

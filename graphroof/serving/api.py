@@ -94,12 +94,11 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
     else:
         act_chunk = mem["activation_peak_bytes"] * mbt / min(ref, mbt)  # the chunk of the peak scaled to mbt tokens
         blocks = int(math.floor((mem["usable_bytes"] - mem["weight_bytes"] - act_chunk) / (kv_tok * block) + 1e-9))
-        blocks *= p.layout.dp  # attention data parallel: each DP rank holds the KV of its own sequences
         if blocks < 1:
             raise InputError(f"{eng.source.name} on {eng.hw.name}: the weights and one chunk's activations leave no "
                              "room for KV blocks; raise gpu_mem_util, use tp > 1 or quantize the weights")
     longest = max(int(d.prompt.max()) + int(d.gen.max()), 2)
-    dp = p.layout.dp  # each DP rank is an engine core with its own scheduler: the limits are a rank's
+    dp = p.layout.dp  # each DP rank is an engine core with its own scheduler: the limits are a rank's (of_ranks)
     seqs = s["max_num_seqs"] * dp
     sc = eng.step_cost(max_batch=max(2, seqs), max_context=longest, max_chunk=max(2, mbt * dp))
     attn = "prefill_attention" in inspect.signature(sc.__call__).parameters
@@ -109,9 +108,10 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
                      f"({s['max_num_seqs']}) and max_batched_tokens ({mbt}), as vLLM runs one engine core per DP rank: "
                      f"the replica runs up to {seqs} sequences and {mbt * dp} tokens a step, a prompt's chunk at "
                      f"most {mbt} tokens")
-    em = EngineModel(sc, blocks, block, mbt * dp, seqs, s["policy"], p.ideal, attention_arg=attn, chunk_max=mbt,
-                     admission=s["admission"], tokens=spec.tokens if spec is not None else 1.0,
-                     request_s=0.0 if p.ideal else float(eng.runtime.request_overhead_s))
+    em = EngineModel.of_ranks(sc, blocks, block, mbt, s["max_num_seqs"], dp, policy=s["policy"], ideal=p.ideal,
+                              attention_arg=attn, admission=s["admission"],
+                              tokens=spec.tokens if spec is not None else 1.0,
+                              request_s=0.0 if p.ideal else float(eng.runtime.request_overhead_s))
     if spec is not None:
         notes.append(f"speculative decoding: a decode step emits E = {spec.tokens:.4g} tokens per sequence on average "
                      "(the expected value, carried as whole tokens; no random acceptance draws) and costs the verify "

@@ -79,6 +79,14 @@ class EngineModel:
     #: max_batched_tokens under attention DP, where *budget* is the replica's); 0: *budget*
     chunk_max: int = 0
 
+    @classmethod
+    def of_ranks(cls, step: Callable[..., Any], rank_blocks: int, block: int, rank_budget: int, rank_seqs: int,
+                 dp: int, **kw: Any) -> EngineModel:
+        """A replica of *dp* attention-DP ranks, each an engine core with its own scheduler (vLLM deploys one per DP
+        rank) and the KV of its own sequences: *dp* times one rank's KV blocks, max_batched_tokens and max_num_seqs,
+        and one prompt's chunk at most a rank's budget."""
+        return cls(step, rank_blocks * dp, block, rank_budget * dp, rank_seqs * dp, chunk_max=rank_budget, **kw)
+
     def __post_init__(self) -> None:
         if not 0 < self.chunk_max <= self.budget:
             self.chunk_max = self.budget
