@@ -163,14 +163,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-stages", action="store_true", help="time the estimate without stage wrappers")
     ap.add_argument("--cli-gc", action="store_true",
-                    help="the garbage-collector threshold the CLI sets while a command runs (graphroof.cli."
+                    help="the garbage-collector thresholds the CLI sets while a command runs (graphroof.cli."
                          "GC_THRESHOLD) instead of Python's default")
     a = ap.parse_args()
     if a.cli_gc:
         from graphroof.cli import GC_THRESHOLD
 
         old = gc.get_threshold()
-        gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+        gc.set_threshold(*(max(x, y) for x, y in zip(old, GC_THRESHOLD)))
 
     import graphroof.llm as llm
     from graphroof.llm.estimate import open_source

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -11,9 +12,13 @@ import pytest
 os.environ["GRAPHROOF_CACHE"] = "off"
 # a model argument shaped like a Hugging Face id ("org/name") is looked up in the hub cache: never the network here
 os.environ["HF_HUB_OFFLINE"] = "1"
-
+from graphroof.cli import GC_THRESHOLD
 from graphroof.graph import OpNode, Role, TensorSpec
 from graphroof.hardware import HardwareProfile
+
+# the suite's process holds every test module's models and engines: the collector thresholds a graphroof command
+# runs under, not Python's defaults that walk that heap every few thousand allocations
+gc.set_threshold(*GC_THRESHOLD)
 
 
 def T(dtype: str, *shape, role: Role | str = Role.ACTIVATION) -> TensorSpec:

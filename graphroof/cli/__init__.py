@@ -68,8 +68,9 @@ def _global_flags(p: argparse.ArgumentParser, default: object) -> None:
                    "it off)")
 
 
-#: allocations between young-generation collections while a command runs (Python's default: 700)
-GC_THRESHOLD = 10_000
+#: the collector's thresholds while a command runs (Python's defaults: 700, 10, 10): allocations between
+#: young-generation collections, young collections between middle ones, middle ones between full ones
+GC_THRESHOLD = (10_000, 50, 1_000)
 
 
 def _warn_line(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
@@ -106,9 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("always", GraphroofWarning)
     old = gc.get_threshold()
     # a traced model holds ~1e5-1e6 live objects (modules, fake tensors, graph nodes): the default thresholds
-    # walk them all every few thousand allocations (measured on `llm deepseek-v3 --tp 8`: 700 -> 10,000 saves
-    # ~15% of the CPU time at the same peak RSS; 50,000 saves ~23% but holds ~115 MB more garbage)
-    gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+    # walk them all every few thousand allocations (measured on `llm deepseek-v3 --tp 8`: 700 -> 10,000 young
+    # saves ~15% of the CPU time at the same peak RSS; 50,000 saves ~23% but holds ~115 MB more garbage).  A full
+    # collection walks the whole heap (~0.6 s once the traces of 70B models are held) each time it grew a quarter:
+    # 3-6 of them in a run.  Rare middle and full collections (2026-11-28, this 2-core machine): `validate` with
+    # nothing stored 120 -> 105 s (224 -> 196 s of CPU), `llm deepseek-v3 --tp 8` 3.2 -> 1.4 s collecting, the
+    # same peak RSS in both and in `serve llama-3-8b` (cyclic garbage is young: fake tensors die within a trace)
+    gc.set_threshold(*(max(a, b) for a, b in zip(old, GC_THRESHOLD)))
     from .stdout import guarded
 
     stdout = sys.stdout
