@@ -152,19 +152,28 @@ def _step_module(model):
     return CachedStep(model)
 
 
-def _meta_probe(step, probe: dict) -> bool:
+def _meta_probe(step, probe: dict, fold: bool = True) -> bool:
     """Run the one-token probe step as a plain forward on meta tensors (no capture: the probe only reads the
-    shapes the cache receives); False when the model is not on the meta device or the forward fails there
+    shapes the cache receives); *fold*: one block per group of identical layers runs (:mod:`.probe`), and on any
+    failure the whole forward.  False when the model is not on the meta device or the forward fails there
     (data-dependent ops), so the caller traces the probe instead."""
     import torch
+
+    from .probe import skipped_blocks
 
     try:
         if any(p.device.type != "meta" for p in step.lm.parameters()):
             return False
         with torch.no_grad():
-            step(torch.zeros((1, 1), dtype=torch.long, device="meta"))
-    except Exception:  # noqa: BLE001 - any failure: the traced probe decides
-        return False
+            x = torch.zeros((1, 1), dtype=torch.long, device="meta")
+            if not fold:
+                step(x)
+            else:
+                with skipped_blocks(step.lm, probe):
+                    step(x)
+    except Exception:  # noqa: BLE001 - any failure: the whole forward, then the traced probe decides
+        probe.clear()
+        return _meta_probe(step, probe, False) if fold else False
     return bool(probe)
 
 
@@ -277,7 +286,7 @@ class HFSource(LLMSource):
             probe: dict = {}
             self._step.probe = probe
             try:
-                if not _meta_probe(self._step, probe):  # a plain meta forward; else a traced step
+                if not _meta_probe(self._step, probe, self.fold):  # a plain meta forward; else a traced step
                     probe.clear()
                     self._trace({"input_ids": ((1, 1), "int64")}, (), self._step, True, "cache-layout probe")
             except Exception:  # noqa: BLE001 - no probe: the config's layout (a real trace then reports)
