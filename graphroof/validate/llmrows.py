@@ -70,14 +70,23 @@ class Batch:
         self.jobs.setdefault(key, []).append((row, b, p, g, value))
 
     def run(self, ctx: Context, dataset: str) -> None:
+        """Each engine prices the points of every row of its model, so the engines of one model (devices, TP
+        degrees, dtypes) sample the same grid: its traces are traced once and its counted graphs shared across
+        devices (a point's figures do not depend on the other points the grid was placed for)."""
+        points: dict[str, list[tuple[int, int, int]]] = {}
+        for (model, *_), jobs in self.jobs.items():
+            pts = points.setdefault(model, [])
+            pts += [pt for pt in dict.fromkeys((b, p, g) for _, b, p, g, _ in jobs) if pt not in pts]
         for (model, prof, pricing, dtype), jobs in self.jobs.items():
             eng = ctx.engine(model, prof, pricing, dtype=dtype)
-            b, p, g = ([j[i] for j in jobs] for i in (1, 2, 3))
+            pts = points[model]
+            b, p, g = ([pt[i] for pt in pts] for i in (0, 1, 2))
             figs = [("", eng.price(b, p, g))]
             held = ctx.holdout_hw(prof, dataset)
             if held is not None and ctx.holdout:
                 figs.append((ctx.holdout, price_on(eng, held, b, p, g)))
-            for i, (row, *_, value) in enumerate(jobs):
+            for row, rb, rp, rg, value in jobs:
+                i = pts.index((rb, rp, rg))
                 row.vendor = eng.hw.vendor
                 for kind, fig in figs:
                     v = value(fig, i)

@@ -69,8 +69,8 @@ def parse_datasets(datasets: str | Sequence[str] | None) -> list[str]:
 
 #: about how long each dataset takes (seconds on this 2-core machine, nothing stored, the datasets one after the
 #: other in one process: ``graphroof validate -j 1``, 2026-11-28): the longest start first
-COST_S = {"torch_gpu": 76.0, "gptfast": 47.0, "trtllm": 37.0, "vision": 34.0, "vidur_ops": 19.0, "fused_moe": 11.0,
-          "nim": 16.0, "llamacpp": 13.0, "vidur_allreduce": 0.4, "kernels": 0.1}
+COST_S = {"torch_gpu": 51.0, "gptfast": 35.0, "vision": 27.0, "trtllm": 21.0, "vidur_ops": 15.0, "nim": 9.0,
+          "llamacpp": 8.0, "fused_moe": 5.0, "vidur_allreduce": 0.2, "kernels": 0.1}
 #: what the forked workers of :func:`_in_workers` read (set before the pool forks, cleared after)
 _WORK: dict[str, Any] = {}
 

@@ -134,15 +134,14 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     return out
 
 
-def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
-    from ..llm.engine import Pricing
-
+def _llm(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, str, str, int, int]]) -> list[Row]:
+    """The session's LLM rows; each live one is added to *todo* as ``(row, model, runtime, profile, batch, prompt)``
+    and priced by :func:`_price_llm` once every session's rows are known."""
     out: list[Row] = []
     dec = [(w, r) for w, r in ctx.rows(f"{folder}/decode.csv")]
     pre = [(w, r) for w, r in ctx.rows(f"{folder}/models.csv") if r["model"].startswith("llama")]
     pre += _optional_rows(ctx, folder, "moe_models.csv")  # whole MoE models' eager prefill (zoo configs)
     for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
-        live: dict[str, list[tuple[Row, int, int]]] = {}
         for where, r in rows:
             model = r["model"].removesuffix("-shaped")  # e.g. llama-3-8b-shaped: the zoo's llama-3-8b
             b = int(r["batch"])
@@ -158,14 +157,32 @@ def _llm(ctx: Context, folder: str, hw_name: str) -> list[Row]:
                            f"{runtime} --dtype bf16 -f json: configs[0].{'tpot_s' if figure == 'tpot' else 'ttft_s'}")
             out.append(row)
             if not row.excluded:
-                live.setdefault(model, []).append((row, b, prompt))
-        for model, group in live.items():
-            eng = ctx.engine(model, hw_name, Pricing(runtime=runtime), dtype="bf16")
-            figs = eng.price([x[1] for x in group], [x[2] for x in group], [2] * len(group))
-            vals = figs.tpot_s if figure == "tpot" else figs.ttft_s
-            for i, (row, _, _) in enumerate(group):
-                row.predicted, row.vendor = float(vals[i]), eng.hw.vendor
+                todo.append((row, model, runtime, hw_name, b, prompt))
     return out
+
+
+def _price_llm(ctx: Context, todo: list[tuple[Row, str, str, str, int, int]]) -> None:
+    """Price the LLM rows of every session: each (model, runtime, profile) engine prices the points of all the
+    model's rows, so the engines of one model sample the same grid (:class:`~graphroof.llm.price.PricedModel`):
+    its traces are shared by both runtimes and its counted graphs by both devices (the values at a point do not
+    depend on which other points the grid was placed for: it interpolates polynomials exactly)."""
+    from ..llm.engine import Pricing
+
+    points: dict[str, list[tuple[int, int]]] = {}
+    for _, model, _, _, b, p in todo:
+        points.setdefault(model, [])
+        if (b, p) not in points[model]:
+            points[model].append((b, p))
+    groups: dict[tuple[str, str, str], list[tuple[Row, int]]] = {}
+    for row, model, runtime, hw_name, b, p in todo:
+        groups.setdefault((model, runtime, hw_name), []).append((row, points[model].index((b, p))))
+    for (model, runtime, hw_name), rows in groups.items():
+        eng = ctx.engine(model, hw_name, Pricing(runtime=runtime), dtype="bf16")
+        pts = points[model]
+        figs = eng.price([b for b, _ in pts], [p for _, p in pts], [2] * len(pts))
+        for row, i in rows:
+            vals = figs.tpot_s if row.figure == "tpot" else figs.ttft_s
+            row.predicted, row.vendor = float(vals[i]), eng.hw.vendor
 
 
 def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
@@ -196,11 +213,13 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
 
 def torch_gpu_rows(ctx: Context) -> list[Row]:
     out: list[Row] = []
+    todo: list[tuple[Row, str, str, str, int, int]] = []
     for folder, hw in SESSIONS.items():
         ctx.progress(f"{hw}: kernels")
         out += _kernels(ctx, folder, hw)
-        ctx.progress(f"{hw}: llama-3-8b")
-        out += _llm(ctx, folder, hw)
+        out += _llm(ctx, folder, hw, todo)
         ctx.progress(f"{hw}: resnet-50 / bert-base")
         out += _vision(ctx, folder, hw)
+    ctx.progress("LLM rows (llama-3-8b, llama-2-13b, MoE prefill)")
+    _price_llm(ctx, todo)
     return out
