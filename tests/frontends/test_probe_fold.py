@@ -71,20 +71,29 @@ def test_a_group_without_one_layer_number_is_not_skipped():
 
 
 @pytest.mark.parametrize("model", ["gemma-3-1b", "deepseek-v2-lite", "mixtral-8x7b"])
-def test_folded_probe_layout_equals_the_whole_forward(model):
+def test_folded_probe_layout_equals_the_whole_forward(model, monkeypatch):
     # gemma-3-1b: 5 sliding layers per full one (two groups); deepseek-v2-lite: MLA latent cache, a dense first
     # layer beside 26 MoE layers; mixtral: MoE, GQA
     from graphroof.llm import open_source
     from graphroof.options import Options
 
-    got = []
+    got, ran = [], []
     for fold in (True, False):
         src = open_source(model, options=Options(fold=fold))
         while hasattr(src, "_src"):
             src = src._src
+        cls = type(src._step.lm.model.layers[0])
+        real = cls.forward
+        monkeypatch.setattr(cls, "forward", lambda self, *a, real=real, fold=fold, **k: ran.append(fold) or real(self, *a, **k))
         got.append((src.kv_layout(), src.spec.kv_elems_per_token, list(src.notes)))
+        monkeypatch.undo()
     assert got[0] == got[1]
-    assert len(got[0][0]) == {"gemma-3-1b": 26, "deepseek-v2-lite": 27, "mixtral-8x7b": 32}[model]
+    n = {"gemma-3-1b": 26, "deepseek-v2-lite": 27, "mixtral-8x7b": 32}[model]
+    assert len(got[0][0]) == n
+    # the whole forward runs every layer; the folded one a first block per group (gemma: 2; deepseek: the dense
+    # layer, which groups with nothing, and the first MoE layer; mixtral: 1)
+    assert ran.count(False) == n
+    assert ran.count(True) == {"gemma-3-1b": 2, "deepseek-v2-lite": 2, "mixtral-8x7b": 1}[model]
 
 
 def test_folded_probe_runs_one_block_per_group(monkeypatch):
@@ -112,3 +121,32 @@ def test_folded_probe_runs_one_block_per_group(monkeypatch):
         step.probe = None
     assert ran == [0]  # 31 of the 32 layers returned layer 0's output without running
     assert sorted(probe) == list(range(32)) and len(set(probe.values())) == 1
+
+
+def test_a_block_in_two_containers_gets_its_own_forward_back():
+    probe: dict = {}
+    calls: list = []
+    m = Stack(6, probe, calls)
+    m.tail = torch.nn.ModuleList(list(m.layers)[1:6])  # the same blocks again: wrapped twice, restored last first
+    with skipped_blocks(m, probe):
+        m(torch.zeros(2, 4, device="meta"))
+    assert not any("forward" in vars(b) for b in m.layers)
+    assert sorted(probe) == list(range(6))
+
+
+def test_a_failure_while_installing_restores_the_blocks_already_wrapped(monkeypatch):
+    probe: dict = {}
+    m = Stack(6, probe, [])
+    m.other = torch.nn.ModuleList(Block(10 + i, probe, []) for i in range(4))
+
+    real = torch.nn.Module.__setattr__
+
+    def refuse(self, name, value):
+        if name == "forward" and getattr(self, "layer_idx", 0) == 12:
+            raise AttributeError("read-only forward")
+        real(self, name, value)
+
+    monkeypatch.setattr(Block, "__setattr__", refuse)
+    with pytest.raises(AttributeError), skipped_blocks(m, probe):
+        pass
+    assert not any("forward" in vars(b) for b in (*m.layers, *m.other))

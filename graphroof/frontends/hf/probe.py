@@ -77,22 +77,22 @@ def skipped_blocks(root: Any, probe: dict) -> Iterator[list[int]]:
             return state.out
         return forward
 
-    for g in fold_groups(root, {}):
-        first = _layer_of(g.members[0].index)
-        if first is None:
-            continue
-        state = _Group(first)
-        for i, m in enumerate(g.members):
-            mod = m.module
-            had, fwd = "forward" in vars(mod), mod.forward
-            mod.forward = first_forward(state, fwd) if i == 0 else later_forward(state, _layer_of(m.index), fwd)
-            installed.append((mod, had, fwd))
-    try:
+    try:  # installed inside: a failure part-way restores what was installed
+        for g in fold_groups(root, {}):
+            first = _layer_of(g.members[0].index)
+            if first is None:
+                continue
+            state = _Group(first)
+            for i, m in enumerate(g.members):
+                mod = m.module
+                had, fwd = "forward" in vars(mod), mod.forward
+                mod.forward = first_forward(state, fwd) if i == 0 else later_forward(state, _layer_of(m.index), fwd)
+                installed.append((mod, had, fwd))
         yield skipped
         for layer, src in copies:
             probe.setdefault(layer, probe[src])
     finally:
-        for mod, had, fwd in installed:
+        for mod, had, fwd in reversed(installed):  # last first: a block wrapped twice gets its own forward back
             if had:
                 mod.forward = fwd
             else:
