@@ -122,11 +122,12 @@ def _engine_model(eng: Any, s: dict[str, Any], d: Draws) -> tuple[EngineModel, l
 def _check_fits(em: EngineModel, d: Draws, prefix_share: float) -> None:
     wl = workload_at(d, 1.0, prefix_share, em.block)
     need = -(-(wl.prompt + wl.gen) // em.block) - wl.prefix // em.block
-    room = em.blocks - int((wl.prefix // em.block).max())
+    room = em.rank_blocks - int((wl.prefix // em.block).max())  # a request lives on one DP rank
     if int(need.max()) > room:
         i = int(np.argmax(need))
+        who = "a DP rank of the replica holds" if em.rank_blocks < em.blocks else "the replica holds"
         raise InputError(f"a request of {int(wl.prompt[i])} + {int(wl.gen[i])} tokens needs {int(need[i])} KV blocks; "
-                         f"the replica holds {room}: raise gpu_mem_util, use tp > 1, or shorten prompt_len / gen_len")
+                         f"{who} {room}: raise gpu_mem_util, use tp > 1, or shorten prompt_len / gen_len")
 
 
 def serve_one(model: Any, *, hw: Any = "a100", rate: Any = (1.0,), requests: int = 1000, arrival: str = "poisson",

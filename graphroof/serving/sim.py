@@ -78,6 +78,9 @@ class EngineModel:
     #: the largest chunk of one prompt in a step: the budget of the scheduler that runs it (a DP rank's
     #: max_batched_tokens under attention DP, where *budget* is the replica's); 0: *budget*
     chunk_max: int = 0
+    #: the KV blocks one request can hold: a DP rank's (a sequence lives on one rank) where *blocks* is the
+    #: replica's; 0: *blocks*
+    rank_blocks: int = 0
 
     @classmethod
     def of_ranks(cls, step: Callable[..., Any], rank_blocks: int, block: int, rank_budget: int, rank_seqs: int,
@@ -85,11 +88,14 @@ class EngineModel:
         """A replica of *dp* attention-DP ranks, each an engine core with its own scheduler (vLLM deploys one per DP
         rank) and the KV of its own sequences: *dp* times one rank's KV blocks, max_batched_tokens and max_num_seqs,
         and one prompt's chunk at most a rank's budget."""
-        return cls(step, rank_blocks * dp, block, rank_budget * dp, rank_seqs * dp, chunk_max=rank_budget, **kw)
+        return cls(step, rank_blocks * dp, block, rank_budget * dp, rank_seqs * dp, chunk_max=rank_budget,
+                   rank_blocks=rank_blocks, **kw)
 
     def __post_init__(self) -> None:
         if not 0 < self.chunk_max <= self.budget:
             self.chunk_max = self.budget
+        if not 0 < self.rank_blocks <= self.blocks:
+            self.rank_blocks = self.blocks
         if self.chunk_args is None:
             try:
                 self.chunk_args = "prefill_chunks" in inspect.signature(self.step).parameters

@@ -8,11 +8,14 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
+from graphroof.errors import InputError
 from graphroof.llm import Pricing
 from graphroof.serving import serve
+from graphroof.serving.api import _check_fits
 from graphroof.serving.sim import EngineModel, simulate
-from graphroof.serving.workload import Workload
+from graphroof.serving.workload import Draws, Workload
 from tests.llm.toy import RULES, toy_source
 
 
@@ -75,3 +78,20 @@ def test_static_batches_are_max_num_seqs_per_rank(tmp_path):
     rows = [(0, 32, 8)] * 8
     assert _waves(_serve(tmp_path, 1, rows, max_num_seqs=2, mode="static")) == 4
     assert _waves(_serve(tmp_path, 2, rows, max_num_seqs=2, mode="static")) == 2
+
+
+def test_a_request_must_fit_one_dp_rank():
+    # two ranks of 10 blocks of 16 tokens: a 200-token request needs 13 blocks, more than its rank holds although
+    # the replica's 20 would take it; 160 tokens (10 blocks) fit
+    em = EngineModel.of_ranks(lambda *a, **k: 0.0, 10, 16, 256, 8, 2)
+    assert (em.blocks, em.rank_blocks) == (20, 10)
+
+    def draws(prompt):
+        return Draws(np.array([prompt]), np.array([1]), np.zeros(1), None)
+
+    with pytest.raises(InputError, match="needs 13 KV blocks; a DP rank of the replica holds 10"):
+        _check_fits(em, draws(199), 0.0)
+    _check_fits(em, draws(159), 0.0)
+    one = EngineModel(lambda *a, **k: 0.0, 20, 16, 256, 8)  # no DP: the replica's blocks
+    assert one.rank_blocks == 20
+    _check_fits(one, draws(199), 0.0)
