@@ -13,7 +13,7 @@ from ..frontends.source import SharedTraces
 from ..hardware import HardwareProfile
 from .data import Exclusion, exclusions, read_rows
 
-__all__ = ["Context", "price_on", "preset"]
+__all__ = ["Context", "price_on", "preset", "shares_grid"]
 
 
 def preset(name: str, fallback: str) -> str:
@@ -106,6 +106,18 @@ class Context:
             self.progress(f"engine {model} on {hw} (tp {pricing.tp}, {rt}" + (f", {dt}" if dt else "") + ")")
             self._engines[key] = Engine(self.source(model, **frontend), hw=self.hw(hw), pricing=pricing)
         return self._engines[key]
+
+
+def shares_grid(eng: Any) -> bool:
+    """Whether *eng* prices points from grids it interpolates (:class:`~graphroof.llm.price.PricedModel`), so it
+    may price the union of its model's rows' points at the cost of its own (a dataset's engines of one model then
+    share traces and counted graphs); else (sliding windows, state-space layers, speculative decoding, a parallel
+    layout) each point of the union would be traced for every engine: it prices its own rows' points only."""
+    from ..llm.poly import poly_ok
+
+    src = eng.source
+    return bool(poly_ok(src) and not getattr(src.spec, "state_layers", None) and eng.spec is None
+                and eng.layout.plain)
 
 
 def price_on(eng: Any, hw: HardwareProfile, batch: Any, prompt: Any, gen: Any) -> Any:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import Context
+from .context import Context, shares_grid
 from .data import DATA_DIR, excluded_reason
 from .kernels import attention_graph, attention_time_s, grouped_mm_time_s, matmul_time_s
 from .result import Row
@@ -179,10 +179,12 @@ def _price_llm(ctx: Context, todo: list[tuple[Row, str, str, str, int, int]]) ->
     for (model, runtime, hw_name), rows in groups.items():
         eng = ctx.engine(model, hw_name, Pricing(runtime=runtime), dtype="bf16")
         pts = points[model]
+        if not shares_grid(eng):  # it would trace every point of the union: its own rows' points only
+            pts = list(dict.fromkeys(pts[i] for _, i in rows))
         figs = eng.price([b for b, _ in pts], [p for _, p in pts], [2] * len(pts))
         for row, i in rows:
             vals = figs.tpot_s if row.figure == "tpot" else figs.ttft_s
-            row.predicted, row.vendor = float(vals[i]), eng.hw.vendor
+            row.predicted, row.vendor = float(vals[pts.index(points[model][i])]), eng.hw.vendor
 
 
 def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
