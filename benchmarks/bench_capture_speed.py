@@ -42,11 +42,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode
 from graphroof.frontends import hf, zoo
-model, cfg, _ = hf.build_model(hf.read_config(zoo.config_path(sys.argv[1])))
+from graphroof.frontends.hf.build import build_model, eager_prompt
+model, cfg, _ = build_model(hf.read_config(zoo.config_path(sys.argv[1])))
 fake = FakeTensorMode(allow_non_fake_inputs=True)
 with fake:
     ids = torch.zeros(1, 1024, dtype=torch.long, device="meta")
-with hf.eager_prompt(), torch.no_grad(), fake, FlopCounterMode(display=False) as fc:
+with eager_prompt(), torch.no_grad(), fake, FlopCounterMode(display=False) as fc:
     model(input_ids=ids, use_cache=False)
 json.dump({"flops": fc.get_total_flops(), "s": time.perf_counter() - t0}, open(sys.argv[2], "w"))
 """

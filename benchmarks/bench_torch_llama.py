@@ -40,13 +40,14 @@ if mode in ("reference", "reference-eager"):
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode
     from graphroof.frontends import hf, zoo
+    from graphroof.frontends.hf.build import build_model, eager_prompt
     data = hf.read_config(zoo.config_path("llama-2-7b"))
     t0 = time.perf_counter()
-    model, cfg, _ = hf.build_model(data)
+    model, cfg, _ = build_model(data)
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     with fake:
         ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
-    path = hf.eager_prompt() if mode == "reference-eager" else contextlib.nullcontext()
+    path = eager_prompt() if mode == "reference-eager" else contextlib.nullcontext()
     with path, torch.no_grad(), fake, FlopCounterMode(display=False) as fc:
         model(input_ids=ids, use_cache=False)
     work = time.perf_counter() - t0
