@@ -34,9 +34,9 @@ def _layer_of(index: dict) -> int | None:
 
 
 def _keys(args: tuple, kwargs: dict) -> tuple:
-    from ..torch.recording import leaf_key, tree_leaves
+    from ..torch.recording import leaf_keys, tree_leaves
 
-    return tuple((p, leaf_key(v)) for p, v in tree_leaves((args, kwargs)))
+    return leaf_keys(tree_leaves((args, kwargs)))
 
 
 class _Group:

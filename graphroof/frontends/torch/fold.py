@@ -37,7 +37,7 @@ from .recording import (
     Recording,
     cache_at,
     cache_objects,
-    leaf_key,
+    leaf_keys,
     rebuild_tree,
     take_snapshot,
     tree_leaves,
@@ -171,7 +171,7 @@ class Folder:
         cap = self.cap
         graph = cap.b.graph
         leaves = list(tree_leaves((args, kwargs)))
-        in_keys = tuple((p, leaf_key(v)) for p, v in leaves)
+        in_keys = leaf_keys(leaves)
         caches = [v for _, v in cache_objects(leaves)]
         for c in caches:
             self._hook_cache(c)
@@ -194,7 +194,7 @@ class Folder:
             said = {a[2] if len(a) > 2 else k.get("layer_idx") for cc, a, k in updates if cc is c}
             if top0 != top1 or len(lay0) != len(lay1) or not touched <= said:
                 reason = reason or "the block changes its cache beyond its updates"
-        if tuple((p, leaf_key(v)) for p, v in leaves) != in_keys:
+        if leaf_keys(leaves) != in_keys:
             reason = reason or "the block changes its inputs' shapes in place"
         names = list(islice(graph.nx.nodes, n0, None))
         return out, Recording(self, m, leaves, in_keys, names, out, updates, unk0, reason)
@@ -209,7 +209,7 @@ class Folder:
         assert t is not None and t.final is not None
         cap = self.cap
         leaves = list(tree_leaves((args, kwargs)))
-        if tuple((p, leaf_key(v)) for p, v in leaves) != t.in_keys:
+        if leaf_keys(leaves) != t.in_keys:
             raise NotReplicable
         plan = t.plan()
         at = dict(leaves)

@@ -6,7 +6,7 @@ group from folding)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 import torch
@@ -80,6 +80,11 @@ def leaf_key(v: Any) -> Any:
     if _is_cache(v):
         return ("cache", type(v))
     return ("opaque", id(v))
+
+
+def leaf_keys(leaves: Iterable[tuple[tuple, Any]]) -> tuple:
+    """``(path, leaf_key)`` of every leaf (:func:`tree_leaves`): equal for two calls that stand for each other."""
+    return tuple((p, leaf_key(v)) for p, v in leaves)
 
 
 def take_snapshot(mods: list[torch.nn.Module], caches: list[Any]) -> tuple[list[tuple], list[tuple[tuple, list[tuple]]]]:
