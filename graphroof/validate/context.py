@@ -3,7 +3,7 @@ slow part), the hold-out profiles, the exclusions and the progress line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from ..frontends.source import SharedTraces
 from ..hardware import HardwareProfile
 from .data import Exclusion, exclusions, read_rows
 
-__all__ = ["Context", "price_on", "preset", "shares_grid"]
+__all__ = ["Context", "price_on", "preset", "priced_points", "shares_grid"]
 
 
 def preset(name: str, fallback: str) -> str:
@@ -118,6 +118,12 @@ def shares_grid(eng: Any) -> bool:
     src = eng.source
     return bool(poly_ok(src) and not getattr(src.spec, "state_layers", None) and eng.spec is None
                 and eng.layout.plain)
+
+
+def priced_points(eng: Any, model_points: Iterable[tuple], own_points: Iterable[tuple]) -> list[tuple]:
+    """The points *eng* prices, once each in first-seen order: its model's rows' points (*model_points*) where it
+    shares their grid (:func:`shares_grid`), else its own rows' (*own_points*)."""
+    return list(dict.fromkeys(model_points if shares_grid(eng) else own_points))
 
 
 def price_on(eng: Any, hw: HardwareProfile, batch: Any, prompt: Any, gen: Any) -> Any:

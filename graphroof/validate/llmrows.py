@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .context import Context, preset, price_on, shares_grid
+from .context import Context, preset, price_on, priced_points
 from .data import DATA_DIR, excluded_reason, profile_or_none
 from .result import Row
 
@@ -73,14 +73,13 @@ class Batch:
         """Each engine prices the points of every row of its model, so the engines of one model (devices, TP
         degrees, dtypes) sample the same grid: its traces are traced once and its counted graphs shared across
         devices (a point's figures do not depend on the other points the grid was placed for); an engine that does
-        not interpolate (:func:`~.context.shares_grid`) prices its own rows' points."""
+        not interpolate (:func:`~.context.priced_points`) prices its own rows' points."""
         points: dict[str, list[tuple[int, int, int]]] = {}
         for (model, *_), jobs in self.jobs.items():
-            pts = points.setdefault(model, [])
-            pts += [pt for pt in dict.fromkeys((b, p, g) for _, b, p, g, _ in jobs) if pt not in pts]
+            points.setdefault(model, []).extend((b, p, g) for _, b, p, g, _ in jobs)
         for (model, prof, pricing, dtype), jobs in self.jobs.items():
             eng = ctx.engine(model, prof, pricing, dtype=dtype)
-            pts = points[model] if shares_grid(eng) else list(dict.fromkeys((b, p, g) for _, b, p, g, _ in jobs))
+            pts = priced_points(eng, points[model], ((b, p, g) for _, b, p, g, _ in jobs))
             b, p, g = ([pt[i] for pt in pts] for i in (0, 1, 2))
             figs = [("", eng.price(b, p, g))]
             held = ctx.holdout_hw(prof, dataset)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import Context, shares_grid
+from .context import Context, priced_points
 from .data import DATA_DIR, excluded_reason
 from .kernels import attention_graph, attention_time_s, grouped_mm_time_s, matmul_time_s
 from .result import Row
@@ -169,22 +169,17 @@ def _price_llm(ctx: Context, todo: list[tuple[Row, str, str, str, int, int]]) ->
     from ..llm.engine import Pricing
 
     points: dict[str, list[tuple[int, int]]] = {}
-    for _, model, _, _, b, p in todo:
-        points.setdefault(model, [])
-        if (b, p) not in points[model]:
-            points[model].append((b, p))
-    groups: dict[tuple[str, str, str], list[tuple[Row, int]]] = {}
+    groups: dict[tuple[str, str, str], list[tuple[Row, tuple[int, int]]]] = {}
     for row, model, runtime, hw_name, b, p in todo:
-        groups.setdefault((model, runtime, hw_name), []).append((row, points[model].index((b, p))))
+        points.setdefault(model, []).append((b, p))
+        groups.setdefault((model, runtime, hw_name), []).append((row, (b, p)))
     for (model, runtime, hw_name), rows in groups.items():
         eng = ctx.engine(model, hw_name, Pricing(runtime=runtime), dtype="bf16")
-        pts = points[model]
-        if not shares_grid(eng):  # it would trace every point of the union: its own rows' points only
-            pts = list(dict.fromkeys(pts[i] for _, i in rows))
+        pts = priced_points(eng, points[model], (pt for _, pt in rows))
         figs = eng.price([b for b, _ in pts], [p for _, p in pts], [2] * len(pts))
-        for row, i in rows:
+        for row, pt in rows:
             vals = figs.tpot_s if row.figure == "tpot" else figs.ttft_s
-            row.predicted, row.vendor = float(vals[pts.index(points[model][i])]), eng.hw.vendor
+            row.predicted, row.vendor = float(vals[pts.index(pt)]), eng.hw.vendor
 
 
 def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
