@@ -167,10 +167,9 @@ def main() -> None:
                          "GC_THRESHOLD) instead of Python's default")
     a = ap.parse_args()
     if a.cli_gc:
-        from graphroof.cli import GC_THRESHOLD
+        from graphroof.cli import gc_thresholds
 
-        old = gc.get_threshold()
-        gc.set_threshold(*(max(x, y) for x, y in zip(old, GC_THRESHOLD)))
+        gc.set_threshold(*gc_thresholds(gc.get_threshold()))
 
     import graphroof.llm as llm
     from graphroof.llm.estimate import open_source

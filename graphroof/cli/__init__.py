@@ -33,7 +33,7 @@ from . import (
     zoo,
 )
 
-__all__ = ["main", "build_parser", "entry", "COMMANDS"]
+__all__ = ["main", "build_parser", "entry", "COMMANDS", "GC_THRESHOLD", "gc_thresholds"]
 
 #: Sub-command name -> its module.
 COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot, compare, diff, llm, sweep, serve,
@@ -71,6 +71,12 @@ def _global_flags(p: argparse.ArgumentParser, default: object) -> None:
 #: the collector's thresholds while a command runs (Python's defaults: 700, 10, 10): allocations between
 #: young-generation collections, young collections between middle ones, middle ones between full ones
 GC_THRESHOLD = (10_000, 50, 1_000)
+
+
+def gc_thresholds(old: Sequence[int]) -> tuple[int, ...]:
+    """The collector's thresholds a command runs under: each of *old* raised to :data:`GC_THRESHOLD`'s (a
+    caller's higher one is kept)."""
+    return tuple(max(a, b) for a, b in zip(old, GC_THRESHOLD))
 
 
 def _warn_line(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
@@ -113,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 3-6 of them in a run.  Rare middle and full collections (2026-11-28, this 2-core machine): `validate` with
     # nothing stored 120 -> 105 s (224 -> 196 s of CPU), `llm deepseek-v3 --tp 8` 3.2 -> 1.4 s collecting, the
     # same peak RSS in both and in `serve llama-3-8b` (cyclic garbage is young: fake tensors die within a trace)
-    gc.set_threshold(*(max(a, b) for a, b in zip(old, GC_THRESHOLD)))
+    gc.set_threshold(*gc_thresholds(old))
     from .stdout import guarded
 
     stdout = sys.stdout
