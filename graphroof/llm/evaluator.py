@@ -163,7 +163,8 @@ class PhasePricer:
                 return v
         n = c.shape[-1]
         out = np.empty(n)
-        memo: dict[tuple, float] = {}
+        # keyed by the node's identity: each entry keeps its node alive, so no later node can reuse that id
+        memo: dict[tuple, tuple[float, Any]] = {}
         cols = np.asarray(c, dtype=float).T.tolist()  # the same doubles as float(c[f, j]), converted in one pass
         shapes = None if mnk is None else list(zip(*(np.asarray(m).tolist() for m in mnk)))
         for j in range(n):
@@ -171,13 +172,13 @@ class PhasePricer:
             shape = None if shapes is None else tuple(int(v) for v in shapes[j])
             nd = node_of(gi, j)
             key = (vals, shape, id(nd))
-            if key not in memo:
-                if shape is not None:
-                    nd = replace(nd, attrs={**nd.attrs, "gemm_mnk": shape})
+            hit = memo.get(key)
+            if hit is None:
+                at = nd if shape is None else replace(nd, attrs={**nd.attrs, "gemm_mnk": shape})
                 cost = Cost(**{f: v for f, v in zip(FIELDS, vals)})  # type: ignore[arg-type]
-                b = evaluate(cost, self.hw, self.dtypes[gi], node=nd, runtime=self.runtime)
-                memo[key] = b.t_realistic_s - b.t_launch_s
-            out[j] = memo[key]
+                b = evaluate(cost, self.hw, self.dtypes[gi], node=at, runtime=self.runtime)
+                hit = memo[key] = (b.t_realistic_s - b.t_launch_s, nd)
+            out[j] = hit[0]
         return out
 
     # -- decode-style ranges: per-batch curves over the context ------------------------------------------------

@@ -27,7 +27,10 @@ from .poly import GridPlan, NotPolynomial, interp
 FIELDS = ("matrix_flops", "vector_flops", "weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes",
           "kv_write_bytes", "net_bytes")
 
-__all__ = ["FIELDS", "KernelGrid", "LiveGrid", "ScalarGrid", "lattice", "recounter", "step_launch_s"]
+#: how many interpolated kernel nodes a :class:`KernelGrid` keeps (:meth:`KernelGrid.node_at`)
+NODE_CACHE = 4096
+
+__all__ = ["FIELDS", "NODE_CACHE", "KernelGrid", "LiveGrid", "ScalarGrid", "lattice", "recounter", "step_launch_s"]
 
 
 def _signature(nodes: Sequence[OpNode]) -> tuple:
@@ -115,6 +118,7 @@ class KernelGrid:
             self._light.append(None if full else mnks)
         self.estimated = [any(kg.get(names[i], COST).estimated for kg in kgs) for i in reps]
         self.names = [[names[i] for i in m] for m in self.members]  # kernel names of each group
+        self._at: dict[tuple[int, int, int], OpNode] = {}           # node_at's nodes, by (group, b, x)
 
     def _irregular(self, op_y: list[np.ndarray], check: Sequence[tuple[int, int]]) -> set[int]:
         """Op groups whose rule, run on the interpolated nodes at the *check* points, does not give the
@@ -191,8 +195,17 @@ class KernelGrid:
         return np.maximum(vals, 0.0), mnks
 
     def node_at(self, gi: int, b: int, x: int) -> OpNode:
-        """Group *gi*'s kernel node at ``(b, x)`` (its tensors interpolated)."""
-        return self._node(gi, self.plan.weights(b, x))
+        """Group *gi*'s kernel node at ``(b, x)`` (its tensors interpolated), the same object on every call for
+        the same point: the evaluator asks for a group's node once per step it prices (a decode range at one
+        batch asks for the node at its first context as many times as the range has steps), and its memo of
+        kernel times is keyed by the node's identity.  The last :data:`NODE_CACHE` nodes are kept."""
+        key = (gi, b, x)
+        hit = self._at.get(key)
+        if hit is None:
+            if len(self._at) >= NODE_CACHE:
+                self._at.clear()
+            hit = self._at[key] = self._node(gi, self.plan.weights(b, x))
+        return hit
 
     def _node(self, gi: int, w: Sequence[float]) -> OpNode:
         mnks = self._light[gi]

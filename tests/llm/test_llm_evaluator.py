@@ -76,6 +76,20 @@ def test_many_points_at_once_equal_one_at_a_time(round_hw):
         assert one.t_realistic_s[0] == pytest.approx(together.t_realistic_s[i], rel=1e-12)
 
 
+def test_node_at_is_one_object_per_point(monkeypatch):
+    """The evaluator keys its kernel-time memo by the node's identity: a grid gives the same interpolated node for
+    the same point, the right tensors at every point, also once its cache has been emptied."""
+    from graphroof.llm import grids
+
+    grid = _grid((10, 200), lambda x: [(_attn_step(x), _attn_cost(_attn_step(x)))])
+    a = grid.node_at(0, 4, 50)
+    assert grid.node_at(0, 4, 50) is a
+    assert a.inputs[1].shape == (4, 51, 512)          # past 50: 51 cached tokens
+    monkeypatch.setattr(grids, "NODE_CACHE", 2)
+    for past in (60, 70, 80, 50):                     # the cache is emptied when full
+        assert grid.node_at(0, 4, past).inputs[1].shape == (4, past + 1, 512)
+
+
 def test_weight_only_op_is_constant(round_hw):
     op = node("my.lin", [T("bf16", 1, 64), W("bf16", 64, 64)], [T("bf16", 1, 64)])
     c = Cost(matrix_flops=2 * 64 * 64, weight_bytes=64 * 64 * 2, act_read_bytes=128, act_write_bytes=128)
