@@ -37,6 +37,8 @@ from graphroof.hardware import load_hardware  # noqa: E402
 from graphroof.timing import CollectiveParams, KernelTiming, collective_time_with, gemm_time_with  # noqa: E402
 from graphroof.timing.gemm import schedule_of  # noqa: E402
 from graphroof.timing.precision import gemm_ceiling  # noqa: E402
+from graphroof.validate.refit import STREAM_KINDS, nelder_mead  # noqa: E402,F401 (nelder_mead: fit_collectives)
+from graphroof.validate.refit import unit_eff as _eff  # noqa: E402
 
 TILES = [(128, 128), (128, 256), (256, 128)]
 TILE_M_MIN = [16, 64]
@@ -44,42 +46,7 @@ SPLIT_K_MIN = [256, 1024]
 L2_RIDGE = [0, 24, 32, 48, 64, 96]
 POLICIES = ["best", "cover_m"]
 OVERLAP = [None, 2.0, 3.0, 4.0, 6.0]  # p of the compute / memory p-norm (None: max)  # FLOP/B: the L2 bandwidth as peak / ridge (0: no L2 limit)
-STREAM_KINDS = ["norm", "rotary", "act_mul", "elementwise", "gather"]
 
-
-def nelder_mead(f, x0, step=0.3, iters=400, tol=1e-7):
-    """Minimise f over R^n (plain Nelder-Mead; parameters are passed in log space by the callers)."""
-    n = len(x0)
-    pts = [np.array(x0, float)] + [np.array(x0, float) + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
-    for _ in range(iters):
-        order = np.argsort(vals)
-        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
-        if abs(vals[-1] - vals[0]) < tol:
-            break
-        c = np.mean(pts[:-1], axis=0)
-        xr = c + (c - pts[-1]); fr = f(xr)
-        if fr < vals[0]:
-            xe = c + 2 * (c - pts[-1]); fe = f(xe)
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = c + 0.5 * (pts[-1] - c); fc = f(xc)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = xc, fc
-            else:
-                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-    i = int(np.argmin(vals))
-    return pts[i], vals[i]
-
-
-def _eff(x):  # log-space parameter -> efficiency in (0, 1]
-    return min(1.0, math.exp(x))
-
-
-# -- GEMM ----------------------------------------------------------------------------------------------------
 
 def gemm_rows(rows):
     return [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]

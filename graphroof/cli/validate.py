@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"datasets to score (default all): {', '.join(DATASET_NAMES)}")
     p.add_argument("--holdout", default=None, metavar="gpu|engine|model",
                    help="also score each group with constants not fitted on it (gpu: a fitted GPU's [timing] / "
-                   "[collectives] constants transferred from the other fitted GPUs)")
+                   "[collectives] constants transferred from the other fitted GPUs; engine: without the constants "
+                   "fitted on an engine's rows; model: the A100 / H100 kernel constants refit without the row's "
+                   "model)")
     p.add_argument("--rows", default=None, metavar="PATH", help="write one CSV line per measured row (inputs, "
                    "measured, predicted, error, the equivalent command)")
     p.add_argument("--bands", default=None, metavar="PATH", help="write the error bands per regime as JSON "

@@ -69,16 +69,18 @@ class Context:
             self._hw[name] = load_hardware(name)
         return self._hw[name]
 
-    def holdout_hw(self, name: str, dataset: str = "") -> HardwareProfile | None:
-        """Profile *name* without the constants fitted on the held-out group of a *dataset* row (the same object
-        when nothing was fitted on it), or None when no hold-out is scored (:mod:`graphroof.validate.holdout`)."""
+    def holdout_hw(self, name: str, dataset: str = "", model: str = "") -> HardwareProfile | None:
+        """Profile *name* without the constants fitted on the held-out group of a *dataset* row of *model* (the
+        same object when nothing was fitted on it), or None when no hold-out is scored
+        (:mod:`graphroof.validate.holdout`)."""
         if self.holdout is None:
             return None
-        key = (name, self.holdout, dataset if self.holdout == "engine" else "")
+        key = (name, self.holdout, dataset if self.holdout == "engine" else "",
+               model if self.holdout == "model" else "")
         if key not in self._held:
             from .holdout import held_out_profile
 
-            held = held_out_profile(name, self.holdout, dataset)
+            held = held_out_profile(name, self.holdout, dataset, model)
             self._held[key] = self.hw(name) if held == self.hw(name) else held  # unchanged: the same object
         return self._held[key]
 

@@ -36,9 +36,9 @@ it is; the runtime-preset constants fitted on an engine's rows (TensorRT-LLM's p
 and PyTorch eager's host costs) and the sustained rates fitted on one engine's vision row of a GPU are replaced for
 that engine's rows by :mod:`.holdout_engine`, which prices them again.
 Every other fitted constant came from the Vidur rows, the only engine with kernel-level data, so no other engine's
-fit exists to transfer: the Vidur rows stay in-sample.  ``model``: no constant is fitted per model; the
-GPU constants were fitted on all Vidur Llama-2 rows of that GPU, so the Vidur rows of the A100 / H100 are
-in-sample in the plain score -- the gpu hold-out is the out-of-sample check for them.
+fit exists to transfer: the Vidur rows stay in-sample.  ``model``: the A100 / H100 GEMM and streaming constants,
+fitted on the Vidur Llama-2-7B and 70B rows (and the H100's on GEMMs of five more models), are refit without the
+row's model (:mod:`.holdout_model`, :mod:`.refit`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from typing import Any
 from ..errors import InputError
 from ..hardware import HardwareProfile, list_profiles, load_hardware, profiles_replaced
 from ..timing.collectives import ring_channel_bw
+from .holdout_model import model_held_profile, model_notes
 from .holdout_rates import achievable_held_out as _achievable_held_out
 from .holdout_rates import rate_notes
 
@@ -97,11 +98,15 @@ def _med(values: list) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def held_out_profile(name: str | HardwareProfile, kind: str = "gpu", dataset: str = "") -> HardwareProfile:
-    """Profile *name* without the constants fitted on the held-out group (*kind* ``gpu``: the device); unchanged
-    when nothing was fitted on that group (every profile under ``engine`` / ``model``: the engine-fitted rates are
-    held out by :mod:`.holdout_engine`, per row engine; *dataset* is kept for the callers)."""
+def held_out_profile(name: str | HardwareProfile, kind: str = "gpu", dataset: str = "",
+                     model: str = "") -> HardwareProfile:
+    """Profile *name* without the constants fitted on the held-out group (*kind* ``gpu``: the device; ``model``:
+    the row's *model*, :mod:`.holdout_model`); unchanged when nothing was fitted on that group (every profile under
+    ``engine``: the engine-fitted rates are held out by :mod:`.holdout_engine`, per row engine; *dataset* is kept
+    for the callers)."""
     hw = load_hardware(name) if not isinstance(name, HardwareProfile) else name
+    if kind == "model":
+        return model_held_profile(hw, model) if model else hw
     if kind != "gpu":  # engine: the engine-fitted rates and presets are held out per row by holdout_engine
         return hw
     return _achievable_held_out(_gpu_held_out(hw))
@@ -184,10 +189,7 @@ def holdout_notes(kind: str | None) -> list[str]:
 
         return engine_notes()
     if kind == "model":
-        return ["model hold-out: no constant is fitted per model; the A100 / H100 kernel constants were fitted on "
-                "the Vidur Llama-2-7B and 70B rows together, so those rows are in-sample in the plain score (no "
-                "per-model refit is done here: the fit lives in benchmarks/fit_kernel_model.py); the held-out "
-                "score equals the plain score -- use --holdout gpu for an out-of-sample check"]
+        return model_notes()
     return []
 
 

@@ -82,7 +82,7 @@ class Batch:
             pts = priced_points(eng, points[model], ((b, p, g) for _, b, p, g, _ in jobs))
             b, p, g = ([pt[i] for pt in pts] for i in (0, 1, 2))
             figs = [("", eng.price(b, p, g))]
-            held = ctx.holdout_hw(prof, dataset)
+            held = ctx.holdout_hw(prof, dataset, model)
             if held is not None and ctx.holdout:
                 figs.append((ctx.holdout, price_on(eng, held, b, p, g)))
             for row, rb, rp, rg, value in jobs:

@@ -13,6 +13,7 @@ from ..errors import InputError
 from .context import Context
 from .holdout import check_holdout, gpu_holdout, holdout_notes
 from .holdout_engine import engine_holdout
+from .holdout_model import model_holdout
 from .result import Row, ValidationResult
 
 __all__ = ["validate", "DATASETS", "parse_datasets"]
@@ -86,13 +87,15 @@ def _one(name: str) -> tuple[str, list[Row]]:
 def _priced(name: str, ctx: Context) -> list[Row]:
     """Dataset *name*'s rows priced in *ctx*; under the engine hold-out, the rows of an engine whose preset
     constants were fitted on its rows priced again without them (:func:`.holdout_engine.engine_holdout`); under the
-    gpu hold-out, rows the adapter gave no held-out figure priced again on their held-out profile
-    (:func:`.holdout.gpu_holdout`)."""
+    gpu and model hold-outs, rows the adapter gave no held-out figure priced again on their held-out profile
+    (:func:`.holdout.gpu_holdout`, :func:`.holdout_model.model_holdout`)."""
     rows = DATASETS[name][0](ctx)
     if ctx.holdout == "engine":
         engine_holdout(name, rows, DATASETS[name][0], ctx.sharing)
     if ctx.holdout == "gpu":  # an adapter that prices by profile name (torch_gpu): its rows priced again
         gpu_holdout(rows, DATASETS[name][0], lambda ids: ctx.sharing(ids, share_profiles=False))
+    if ctx.holdout == "model":  # likewise, per (device, model)
+        model_holdout(rows, DATASETS[name][0], lambda ids: ctx.sharing(ids, share_profiles=False))
     return rows
 
 

@@ -99,7 +99,7 @@ def ops_rows(ctx: Context) -> list[Row]:
                     continue
                 tokens = [int(r["num_tokens"]) for _, r in mine]
                 hw = eng.hw if prof == first else ctx.hw(prof)
-                held = ctx.holdout_hw(prof, "vidur_ops")
+                held = ctx.holdout_hw(prof, "vidur_ops", model)
                 hws = [hw] + ([held] if held is not None else [])
                 ctx.progress(f"vidur {model} tp {tp} on {prof}: {len(tokens)} token counts")
                 times = layer_kernel_times(eng, tokens, hws)

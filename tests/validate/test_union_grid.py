@@ -49,7 +49,7 @@ class _Ctx:
     def engine(self, model, prof, pricing, dtype=None):
         return self.engines[(model, prof)]
 
-    def holdout_hw(self, prof, dataset):
+    def holdout_hw(self, prof, dataset, model=""):
         return None
 
 

@@ -1,0 +1,116 @@
+"""``--holdout model``: each model's rows priced with kernel constants not fitted on that model.
+
+Constants fitted on one model's rows (module :mod:`.refit` says which and how):
+
+* ``a100-80gb-sxm``: GEMM and streaming constants on Vidur's Llama-2-7B and Llama-2-70B layer rows;
+* ``h100-sxm``: the same on its Vidur rows, the GEMM constants also on our 2026 H100 GEMMs of five models' layers
+  (benchmarks/data/h100_2026-11-27/measure_gemm.csv: Llama-2-13B, Llama-3-8B, Llama-3-70B at TP 8, Phi-3-mini,
+  Qwen2.5-7B).
+
+A row of one of those models on that GPU (the Vidur layers, gpt-fast, TensorRT-LLM, the torch_gpu session's decode,
+prefill and GEMM rows) is priced again with the GEMM and streaming constants refit on the Vidur rows of the *other*
+Llama-2 models alone (:func:`.refit.refit_profile`; for a model outside Llama-2: both Llama-2 models' rows).  Every
+other row keeps its plain figure: no constant was fitted on its model.  Not refit, so still in-sample for their own
+rows: the Triton fused-MoE rate (``triton_mma_efficiency``, two expert shapes of fused_moe_triton.csv), the
+sustained rates fitted on one vision row per GPU and the engine presets' host constants (``--holdout engine`` holds
+those out), the attention constants (fitted on attention shapes, not on a model).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+from functools import lru_cache
+from typing import Any
+
+from ..hardware import HardwareProfile, load_hardware, profiles_replaced
+from .data import read_rows
+from .refit import OpsRow, ops_row, refit_profile
+
+__all__ = ["FITTED_MODELS", "VIDUR_FILES", "model_key", "model_held_profile", "model_holdout", "model_notes"]
+
+#: Vidur layer files per (profile, Llama-2 model)
+VIDUR_FILES = {("a100-80gb-sxm", "llama-2-7b"): ("a100", "vidur_a100_Llama-2-7b-hf_ops.csv"),
+               ("a100-80gb-sxm", "llama-2-70b"): ("a100", "vidur_a100_Llama-2-70b-hf_ops.csv"),
+               ("h100-sxm", "llama-2-7b"): ("h100", "vidur_h100_Llama-2-7b-hf_ops.csv"),
+               ("h100-sxm", "llama-2-70b"): ("h100", "vidur_h100_Llama-2-70b-hf_ops.csv")}
+#: the models each fitted profile's kernel constants saw rows of (module doc)
+FITTED_MODELS = {"a100-80gb-sxm": ("llama-2-7b", "llama-2-70b"),
+                 "h100-sxm": ("llama-2-7b", "llama-2-70b", "llama-2-13b", "llama-3-8b", "llama-3-70b", "phi-3-mini",
+                              "qwen2.5-7b")}
+_SPELLINGS = {"llama3": "llama-3", "llama2": "llama-2"}
+
+
+def model_key(name: str) -> str:
+    """A model name as :data:`FITTED_MODELS` spells it: the last path part, lower case, ``llama3`` -> ``llama-3``,
+    a ``-tp8`` / ``-instruct`` / ``-hf`` suffix and a ``.gate_up``-style GEMM name dropped."""
+    s = re.split(r"[\\/]", name.strip())[-1].lower()
+    s = s.split(".")[0] if re.match(r"^[a-z0-9-]+\.[a-z_]+$", s) else s
+    for a, b in _SPELLINGS.items():
+        if s.startswith(a):
+            s = b + s[len(a):]
+    return re.sub(r"-(tp\d+|instruct|hf)$", "", s)
+
+
+def _row_model(row: Any) -> str:
+    """The model a priced row measures: its family, or for a GEMM row the model its shape came from."""
+    if row.family in ("gemm", "grouped-gemm"):
+        shape = str((row.inputs or {}).get("shape", ""))
+        return model_key(shape) if shape else ""
+    return model_key(str(row.family or ""))
+
+
+@lru_cache(maxsize=None)
+def _vidur_rows(profile: str, model: str) -> tuple[OpsRow, ...]:
+    gpu, name = VIDUR_FILES[(profile, model)]
+    return tuple(x for _, r in read_rows(name) if (x := ops_row(gpu, model, r)) is not None)
+
+
+@lru_cache(maxsize=None)
+def _refit(profile: str, left_out: str) -> HardwareProfile:
+    rows = [r for (p, m) in VIDUR_FILES if p == profile and m != left_out for r in _vidur_rows(p, m)]
+    return refit_profile(load_hardware(profile), rows)
+
+
+def model_held_profile(hw: HardwareProfile, model: str) -> HardwareProfile:
+    """*hw* without the kernel constants fitted on *model*'s rows (module doc); *hw* itself when none was."""
+    key = model_key(model)
+    if key not in FITTED_MODELS.get(hw.name, ()):
+        return hw
+    return _refit(hw.name, key)
+
+
+def model_holdout(rows: list[Any], adapter: Callable[[Any], list[Any]],
+                  context: Callable[[Collection[str]], Any]) -> None:
+    """Set ``row.holdout["model"]`` of the priced rows the adapter left without one (an adapter that prices by
+    profile name: torch_gpu) whose model's rows the profile was fitted on: priced again by *adapter* in a fresh
+    ``context(only=row ids)`` where the profile's name loads :func:`model_held_profile`, one (device, model) at a
+    time."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in rows:
+        if r.gpu and r.predicted is not None and "model" not in r.holdout:
+            m = _row_model(r)
+            if m in FITTED_MODELS.get(r.gpu, ()):
+                groups.setdefault((r.gpu, m), []).append(r)
+    for (gpu, m), mine in sorted(groups.items()):
+        held = model_held_profile(load_hardware(gpu), m)
+        with profiles_replaced([held]):
+            again = {r.row_id: r.predicted for r in adapter(context({r.row_id for r in mine}))}
+        for r in mine:
+            if again.get(r.row_id) is not None:
+                r.holdout["model"] = again[r.row_id]
+
+
+def model_notes() -> list[str]:
+    """What the model hold-out refits, in words."""
+    fitted = "; ".join(f"{p}: {', '.join(ms)}" for p, ms in FITTED_MODELS.items())
+    return ["model hold-out: the GEMM and streaming kernel constants of the fitted GPUs (gemm_matrix_efficiency, "
+            "gemm_mem_bw_efficiency, gemm_latency_s, stream_latency_s, stream_bw_efficiency) are refit, for each "
+            "model whose rows they were fitted on, on the Vidur layer rows of the other Llama-2 models alone "
+            "(graphroof.validate.refit: the fitter's shapes and loss, the profile's tiles, split-K floor, tile policy "
+            "and overlap exponent kept), and that model's rows priced with them; models fitted on per GPU: "
+            f"{fitted}; every other row keeps its plain figure (nothing was fitted on its model)",
+            "not refit (in-sample for their own rows): the Triton fused-MoE rate (two expert shapes), the sustained "
+            "rates fitted on one vision row per GPU and the presets' host constants (--holdout engine holds those "
+            "out); the H100's refit leaves out its 2026 GEMM rows of all five models, a stricter check than one "
+            "model"]
