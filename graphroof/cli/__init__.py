@@ -12,6 +12,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from ..errors import GraphroofError, sanitize_terminal
 from . import (
@@ -40,10 +41,20 @@ COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (analyze, hw, rules, plot,
                                                        plan, zoo, runtimes, calibrate, profile, cache, validate)}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error convention: a usage error (an unknown flag, a missing required one, a bad
+    choice) is one line naming the problem and where the flags are listed, exit code 1 -- as every other bad
+    input -- instead of argparse's usage block and exit code 2.  Sub-command parsers are of this class too
+    (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
 
-    p = argparse.ArgumentParser(prog="graphroof", description="Roofline analysis of real model graphs: "
+    p = _Parser(prog="graphroof", description="Roofline analysis of real model graphs: "
                                 "FLOPs, bytes, bound and time per op and layer.")
     p.add_argument("--version", action="version", version=f"graphroof {__version__}")
     _global_flags(p, None)
@@ -100,7 +111,11 @@ def _ours(category: type[Warning], filename: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named after the sub-command whose flags they are not (argparse names the top-level parser)
+        prog = f"graphroof {args.cmd}" if getattr(args, "cmd", None) else "graphroof"
+        print(f"{prog}: error: unrecognized arguments: {' '.join(extra)}; see `{prog} --help`", file=sys.stderr)
+        return 1
     if not args.cmd:
         parser.print_help()
         return 1
