@@ -37,7 +37,7 @@ from graphroof.hardware import load_hardware  # noqa: E402
 from graphroof.timing import CollectiveParams, KernelTiming, collective_time_with, gemm_time_with  # noqa: E402
 from graphroof.timing.gemm import schedule_of  # noqa: E402
 from graphroof.timing.precision import gemm_ceiling  # noqa: E402
-from graphroof.validate.refit import STREAM_KINDS, nelder_mead  # noqa: E402,F401 (nelder_mead: fit_collectives)
+from graphroof.validate.refit import gemm_rows, nelder_mead, refit_stream  # noqa: E402 (nelder_mead: also fit_collectives)
 from graphroof.validate.refit import unit_eff as _eff  # noqa: E402
 
 TILES = [(128, 128), (128, 256), (256, 128)]
@@ -46,10 +46,6 @@ SPLIT_K_MIN = [256, 1024]
 L2_RIDGE = [0, 24, 32, 48, 64, 96]
 POLICIES = ["best", "cover_m"]
 OVERLAP = [None, 2.0, 3.0, 4.0, 6.0]  # p of the compute / memory p-norm (None: max)  # FLOP/B: the L2 bandwidth as peak / ridge (0: no L2 limit)
-
-
-def gemm_rows(rows):
-    return [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]
 
 
 def h100_gemm_rows(data=None):
@@ -123,21 +119,10 @@ def fit_gemm(rows, hw, sm_count, extra=None, schedules=("auto", "auto"), grid=No
 # -- streaming kernels -----------------------------------------------------------------------------------------
 
 def fit_stream(rows, hw):
-    s = [(k.stream_kind, k.stream_bytes, r.measured_s[c]) for r in rows for c, k in r.kernels.items()
-         if k.stream_kind and c in r.measured_s]
-    kinds = np.array([STREAM_KINDS.index(k) for k, _, _ in s])
-    nbytes = np.array([b for _, b, _ in s]); meas = np.array([m for _, _, m in s])
-    bw = hw.mem_bw_bytes_per_s
-
-    def loss(x):
-        eff = np.minimum(1.0, np.exp(x[1:]))[kinds]
-        pred = math.exp(x[0]) + nbytes / (bw * eff)
-        return float(np.mean(np.abs(np.log(pred / meas))))
-
-    x, v = nelder_mead(loss, [math.log(2e-6)] + [math.log(0.6)] * len(STREAM_KINDS), iters=2000)
-    x, v = nelder_mead(loss, x, step=0.1, iters=2000)
-    return dict(stream_latency_s=float(f"{math.exp(x[0]):.3g}"),
-                stream_bw_efficiency={k: round(_eff(x[1 + i]), 3) for i, k in enumerate(STREAM_KINDS)}), v
+    """Streaming constants on *rows* (graphroof.validate.refit.refit_stream: no cap below 1), rounded for the TOML."""
+    d, v = refit_stream(hw, rows, cap=1.0)
+    return dict(stream_latency_s=float(f"{d['stream_latency_s']:.3g}"),
+                stream_bw_efficiency={k: round(e, 3) for k, e in d["stream_bw_efficiency"].items()}), v
 
 
 # -- weight-only GEMMs and attention (our H100 measurements, benchmarks/data/h100_2026-11-27) -------------------

@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
     (``add_subparsers`` makes its parsers of the parent's class)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(1, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+        self.exit(1, f"{self.prog}: error: {sanitize_terminal(message)}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # named after the sub-command whose flags they are not (argparse names the top-level parser)
         prog = f"graphroof {args.cmd}" if getattr(args, "cmd", None) else "graphroof"
-        print(f"{prog}: error: unrecognized arguments: {' '.join(extra)}; see `{prog} --help`", file=sys.stderr)
+        print(f"{prog}: error: unrecognized arguments: {sanitize_terminal(' '.join(extra))}; see `{prog} --help`",
+              file=sys.stderr)
         return 1
     if not args.cmd:
         parser.print_help()

@@ -198,7 +198,8 @@ class KernelGrid:
         """Group *gi*'s kernel node at ``(b, x)`` (its tensors interpolated), the same object on every call for
         the same point: the evaluator asks for a group's node once per step it prices (a decode range at one
         batch asks for the node at its first context as many times as the range has steps), and its memo of
-        kernel times is keyed by the node's identity.  The last :data:`NODE_CACHE` nodes are kept."""
+        kernel times is keyed by the node's identity.  At most :data:`NODE_CACHE` nodes are kept (the cache is emptied
+        when full)."""
         key = (gi, b, x)
         hit = self._at.get(key)
         if hit is None:

@@ -7,10 +7,13 @@ Constants fitted on one model's rows (module :mod:`.refit` says which and how):
   (benchmarks/data/h100_2026-11-27/measure_gemm.csv: Llama-2-13B, Llama-3-8B, Llama-3-70B at TP 8, Phi-3-mini,
   Qwen2.5-7B).
 
-A row of one of those models on that GPU (the Vidur layers, gpt-fast, TensorRT-LLM, the torch_gpu session's decode,
-prefill and GEMM rows) is priced again with the GEMM and streaming constants refit on the Vidur rows of the *other*
-Llama-2 models alone (:func:`.refit.refit_profile`; for a model outside Llama-2: both Llama-2 models' rows).  Every
-other row keeps its plain figure: no constant was fitted on its model.  Not refit, so still in-sample for their own
+A row of one of those models on that GPU (the Vidur layers, gpt-fast, TensorRT-LLM, NIM, the torch_gpu session's
+decode, prefill and GEMM rows) is priced again with the GEMM and streaming constants refit on the Vidur rows of the
+*other* Llama-2 models alone (:func:`.refit.refit_profile`; for a model outside Llama-2: both Llama-2 models' rows).
+An NVIDIA profile derived from a fitted one (H200 and H100 PCIe from the H100; L40S, T4, A10, V100 ... from the A100:
+:func:`fitted_parent`) took those constants by copy or clock scaling: its rows of the parent's models are priced with
+each constant moved by the refit's ratio to the parent's fit (:func:`_transferred`).  Every other row keeps its
+plain figure: no constant was fitted on its model.  Not refit, so still in-sample for their own
 rows: the Triton fused-MoE rate (``triton_mma_efficiency``, two expert shapes of fused_moe_triton.csv), the
 sustained rates fitted on one vision row per GPU and the engine presets' host constants (``--holdout engine`` holds
 those out), the attention constants (fitted on attention shapes, not on a model).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -39,16 +43,24 @@ FITTED_MODELS = {"a100-80gb-sxm": ("llama-2-7b", "llama-2-70b"),
                  "h100-sxm": ("llama-2-7b", "llama-2-70b", "llama-2-13b", "llama-3-8b", "llama-3-70b", "phi-3-mini",
                               "qwen2.5-7b")}
 _SPELLINGS = {"llama3": "llama-3", "llama2": "llama-2"}
+#: the refit fields (:func:`.refit.refit_profile`)
+_FIELDS = ("gemm_matrix_efficiency", "gemm_mem_bw_efficiency", "gemm_latency_s", "stream_latency_s")
 
 
 def model_key(name: str) -> str:
-    """A model name as :data:`FITTED_MODELS` spells it: the last path part, lower case, ``llama3`` -> ``llama-3``,
-    a ``-tp8`` / ``-instruct`` / ``-hf`` suffix and a ``.gate_up``-style GEMM name dropped."""
-    s = re.split(r"[\\/]", name.strip())[-1].lower()
-    s = s.split(".")[0] if re.match(r"^[a-z0-9-]+\.[a-z_]+$", s) else s
+    """A model name as :data:`FITTED_MODELS` spells it: a ``config.json`` path's folder name, else the last path
+    part; lower case; ``llama3`` -> ``llama-3``, Llama 3.1 / 3.3 -> ``llama-3`` (the same layer shapes); a
+    ``-tp8`` / ``-instruct`` / ``-hf`` suffix and a GEMM name (``llama3-8b.qkv``) dropped."""
+    parts = [p for p in re.split(r"[\\/]", name.strip()) if p]
+    if len(parts) > 1 and parts[-1].lower().endswith(".json"):
+        parts = parts[:-1]
+    s = parts[-1].lower() if parts else ""
+    m = re.match(r"^(.+)\.([a-z_]+)$", s)
+    s = m.group(1) if m else s
     for a, b in _SPELLINGS.items():
         if s.startswith(a):
             s = b + s[len(a):]
+    s = re.sub(r"^llama-3\.[13]-", "llama-3-", s)
     return re.sub(r"-(tp\d+|instruct|hf)$", "", s)
 
 
@@ -60,24 +72,65 @@ def _row_model(row: Any) -> str:
     return model_key(str(row.family or ""))
 
 
+def fitted_parent(hw: HardwareProfile) -> str:
+    """The fitted profile whose kernel constants *hw*'s come from: itself when fitted, else, for an NVIDIA profile
+    derived from one, the first fitted profile its ``sources.timing`` names (it copies their constants or scales
+    them by a clock ratio); '' for none (the other vendors' profiles are derived from datasheets with a few
+    constants borrowed: not transferred)."""
+    if hw.name in FITTED_MODELS:
+        return hw.name
+    if hw.vendor != "NVIDIA":  # AMD / TPU / Gaudi / CPU: derived from datasheets, a few constants borrowed
+        return ""
+    text = hw.sources.get("timing", "")
+    found = [(text.find(p), p) for p in FITTED_MODELS if p in text]
+    return min(found)[1] if found and text.lstrip().lower().startswith("derived") else ""
+
+
 @lru_cache(maxsize=None)
 def _vidur_rows(profile: str, model: str) -> tuple[OpsRow, ...]:
     gpu, name = VIDUR_FILES[(profile, model)]
     return tuple(x for _, r in read_rows(name) if (x := ops_row(gpu, model, r)) is not None)
 
 
-@lru_cache(maxsize=None)
-def _refit(profile: str, left_out: str) -> HardwareProfile:
-    rows = [r for (p, m) in VIDUR_FILES if p == profile and m != left_out for r in _vidur_rows(p, m)]
-    return refit_profile(load_hardware(profile), rows)
+_REFITS: dict[tuple[str, str], tuple[HardwareProfile, HardwareProfile]] = {}
+
+
+def _refit(parent: HardwareProfile, left_out: str) -> HardwareProfile:
+    """*parent* refit on its Vidur rows of every Llama-2 model but *left_out*, memoised per (profile, model) for
+    this exact *parent* (a replaced or edited profile is refit afresh)."""
+    key = (parent.name, left_out)
+    hit = _REFITS.get(key)
+    if hit is None or hit[0] != parent:
+        rows = [r for (p, m) in VIDUR_FILES if p == parent.name and m != left_out for r in _vidur_rows(p, m)]
+        hit = _REFITS[key] = (parent, refit_profile(parent, rows))
+    return hit[1]
+
+
+def _transferred(hw: HardwareProfile, parent: HardwareProfile, refit: HardwareProfile) -> HardwareProfile:
+    """*hw* (derived from *parent*) with each refit constant moved by the refit's ratio to the parent's fit: a
+    copied constant becomes the refit's, a clock-scaled one keeps its scale; efficiencies at most 1."""
+    t, pt, rt = hw.timing, parent.timing, refit.timing
+    assert t is not None and pt is not None and rt is not None
+    kw: dict[str, Any] = {}
+    for f in _FIELDS:
+        v = getattr(t, f) * getattr(rt, f) / getattr(pt, f)
+        kw[f] = min(1.0, v) if "efficiency" in f else v
+    kw["stream_bw_efficiency"] = {k: min(1.0, e * rt.stream_bw_efficiency[k] / pt.stream_bw_efficiency[k])
+                                  if k in pt.stream_bw_efficiency and k in rt.stream_bw_efficiency else e
+                                  for k, e in t.stream_bw_efficiency.items()}
+    return replace(hw, timing=replace(t, **kw))
 
 
 def model_held_profile(hw: HardwareProfile, model: str) -> HardwareProfile:
-    """*hw* without the kernel constants fitted on *model*'s rows (module doc); *hw* itself when none was."""
-    key = model_key(model)
-    if key not in FITTED_MODELS.get(hw.name, ()):
+    """*hw* without the kernel constants fitted on *model*'s rows (module doc); *hw* itself when none was: a
+    fitted profile refit without the model, a profile derived from one moved by the same ratios."""
+    key, parent_name = model_key(model), fitted_parent(hw)
+    if not parent_name or key not in FITTED_MODELS[parent_name] or hw.timing is None:
         return hw
-    return _refit(hw.name, key)
+    if parent_name == hw.name:
+        return _refit(hw, key)
+    parent = load_hardware(parent_name)
+    return _transferred(hw, parent, _refit(parent, key))
 
 
 def model_holdout(rows: list[Any], adapter: Callable[[Any], list[Any]],
@@ -90,7 +143,7 @@ def model_holdout(rows: list[Any], adapter: Callable[[Any], list[Any]],
     for r in rows:
         if r.gpu and r.predicted is not None and "model" not in r.holdout:
             m = _row_model(r)
-            if m in FITTED_MODELS.get(r.gpu, ()):
+            if m in FITTED_MODELS.get(fitted_parent(load_hardware(r.gpu)), ()):
                 groups.setdefault((r.gpu, m), []).append(r)
     for (gpu, m), mine in sorted(groups.items()):
         held = model_held_profile(load_hardware(gpu), m)
@@ -108,8 +161,10 @@ def model_notes() -> list[str]:
             "gemm_mem_bw_efficiency, gemm_latency_s, stream_latency_s, stream_bw_efficiency) are refit, for each "
             "model whose rows they were fitted on, on the Vidur layer rows of the other Llama-2 models alone "
             "(graphroof.validate.refit: the fitter's shapes and loss, the profile's tiles, split-K floor, tile policy "
-            "and overlap exponent kept), and that model's rows priced with them; models fitted on per GPU: "
-            f"{fitted}; every other row keeps its plain figure (nothing was fitted on its model)",
+            "and overlap exponent kept, Nelder-Mead from the fitter's starting point), and that model's rows priced "
+            "with them; NVIDIA profiles derived from a fitted one (H200, L40S, T4, ...) move each of those constants "
+            f"by the refit's ratio to the fit; models fitted on per GPU: {fitted}; every other row keeps its plain "
+            "figure (nothing was fitted on its model)",
             "not refit (in-sample for their own rows): the Triton fused-MoE rate (two expert shapes), the sustained "
             "rates fitted on one vision row per GPU and the presets' host constants (--holdout engine holds those "
             "out); the H100's refit leaves out its 2026 GEMM rows of all five models, a stricter check than one "

@@ -8,7 +8,8 @@ rows with these constants refit on the *other* model's rows alone (:func:`refit_
 method: each measured kernel's shape from the CSV's model columns (:func:`kernels_of`), its time by
 :func:`graphroof.timing.gemm_time_with` at unit efficiencies under the profile's discrete constants (CTA tile,
 smallest tile height, split-K floor, tile policy, L2 bandwidth, overlap exponent ``p``: facts of the device's GEMM
-library, kept), then Nelder-Mead on the mean ``|log(predicted / measured)|``::
+library, kept), then Nelder-Mead on the mean ``|log(predicted / measured)|`` from the fitter's own starting point
+(never the profile's constants, which saw the left-out model)::
 
     gemm:   t = ((t_c / e)^p + (t_m / e_bw)^p)^(1/p) + L          (max(t_c / e, t_m / e_bw) without p)
     stream: t = L_s + bytes / (mem_bw * e_kind)                    e_kind <= the profile's elementwise efficiency
@@ -33,7 +34,7 @@ from ..timing import gemm_time_with
 from ..timing.precision import gemm_ceiling
 
 __all__ = ["Kernel", "OpsRow", "OPS_COLUMNS", "STREAM_KINDS", "kernels_of", "ops_row", "nelder_mead", "unit_eff",
-           "refit_gemm", "refit_stream", "refit_profile"]
+           "gemm_rows", "refit_gemm", "refit_stream", "refit_profile"]
 
 FP16 = 2      # bytes per element: every Vidur kernel is fp16
 ID_BYTES = 8  # int64 token ids / positions
@@ -105,7 +106,7 @@ def ops_row(gpu: str, model: str, r: dict[str, str]) -> OpsRow | None:
     return OpsRow(gpu, model, t, tp, ks, meas)
 
 
-def nelder_mead(f: Callable[[np.ndarray], float], x0: Sequence[float], step: float = 0.3, iters: int = 400,
+def nelder_mead(f: Callable[[np.ndarray], float], x0: Sequence[float] | np.ndarray, step: float = 0.3, iters: int = 400,
                 tol: float = 1e-7) -> tuple[np.ndarray, float]:
     """Minimise *f* over R^n (plain Nelder-Mead; callers pass parameters in log space)."""
     n = len(x0)
@@ -142,12 +143,18 @@ def unit_eff(x: float) -> float:
     return min(1.0, math.exp(x))
 
 
+def gemm_rows(rows: Sequence[OpsRow]) -> list[tuple[tuple[int, int, int], float]]:
+    """((M, N, K), measured s) of every GEMM kernel of *rows*."""
+    return [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]
+
+
 def refit_gemm(hw: HardwareProfile, rows: Sequence[OpsRow]) -> tuple[dict, float]:
     """(``gemm_matrix_efficiency``, ``gemm_mem_bw_efficiency``, ``gemm_latency_s``) refit on *rows*' GEMMs, the
-    profile's discrete constants and overlap exponent kept (module doc); and the fit's mean |log error|."""
+    profile's discrete constants and overlap exponent kept (module doc), from benchmarks/fit_kernel_model.py's
+    starting point (0.75, 0.8, 4 us), not the profile's own fit; and the fit's mean |log error|."""
     t = hw.timing
     assert t is not None
-    g = [(k.gemm, r.measured_s[c]) for r in rows for c, k in r.kernels.items() if k.gemm and c in r.measured_s]
+    g = gemm_rows(rows)
     unit = replace(t, gemm_matrix_efficiency=1.0, gemm_mem_bw_efficiency=1.0, gemm_latency_s=0.0)
     peak = hw.matrix_peak_flops_per_s["fp16"]
     ceiling = gemm_ceiling(hw, peak, "matrix.fp16")[0]
@@ -164,15 +171,16 @@ def refit_gemm(hw: HardwareProfile, rows: Sequence[OpsRow]) -> tuple[dict, float
         both = np.maximum(a, b) if p is None else (a ** p + b ** p) ** (1 / p)
         return float(np.mean(np.abs(np.log((both + math.exp(x[2])) / meas))))
 
-    x0 = [math.log(t.gemm_matrix_efficiency), math.log(t.gemm_mem_bw_efficiency), math.log(t.gemm_latency_s)]
-    x, v = nelder_mead(loss, x0, step=0.1)
+    x, v = nelder_mead(loss, [math.log(0.75), math.log(0.8), math.log(4e-6)])
     return {"gemm_matrix_efficiency": unit_eff(x[0]), "gemm_mem_bw_efficiency": unit_eff(x[1]),
             "gemm_latency_s": math.exp(x[2])}, v
 
 
-def refit_stream(hw: HardwareProfile, rows: Sequence[OpsRow]) -> tuple[dict, float]:
-    """``stream_latency_s`` and ``stream_bw_efficiency`` (each kind at most the profile's elementwise efficiency,
-    the copy ceiling) refit on *rows*' streaming kernels; and the fit's mean |log error|."""
+def refit_stream(hw: HardwareProfile, rows: Sequence[OpsRow], cap: float | None = None) -> tuple[dict, float]:
+    """``stream_latency_s`` and ``stream_bw_efficiency`` per kind refit on *rows*' streaming kernels, each kind at
+    most *cap* (None: the profile's elementwise efficiency, the copy ceiling; benchmarks/fit_kernel_model.py
+    passes 1.0), from the fitter's starting point (2 us, 0.6 each; a second, finer pass); and the mean |log
+    error|."""
     t = hw.timing
     assert t is not None
     s = [(k.stream_kind, k.stream_bytes, r.measured_s[c]) for r in rows for c, k in r.kernels.items()
@@ -180,17 +188,16 @@ def refit_stream(hw: HardwareProfile, rows: Sequence[OpsRow]) -> tuple[dict, flo
     kinds = np.array([STREAM_KINDS.index(k) for k, _, _ in s])
     nbytes = np.array([b for _, b, _ in s])
     meas = np.array([m for _, _, m in s])
-    cap = min(1.0, t.stream_bw_efficiency.get("elementwise", 1.0))
+    top = min(1.0, t.stream_bw_efficiency.get("elementwise", 1.0)) if cap is None else cap
     bw = hw.mem_bw_bytes_per_s
 
     def loss(x: np.ndarray) -> float:
-        eff = np.minimum(cap, np.exp(x[1:]))[kinds]
+        eff = np.minimum(top, np.exp(x[1:]))[kinds]
         return float(np.mean(np.abs(np.log((math.exp(x[0]) + nbytes / (bw * eff)) / meas))))
 
-    x0 = [math.log(t.stream_latency_s)] + [math.log(min(cap, t.stream_bw_efficiency.get(k, cap)))
-                                           for k in STREAM_KINDS]
-    x, v = nelder_mead(loss, x0, step=0.1, iters=2000)
-    effs = {k: min(cap, math.exp(x[1 + i])) for i, k in enumerate(STREAM_KINDS)}
+    x, v = nelder_mead(loss, [math.log(2e-6)] + [math.log(0.6)] * len(STREAM_KINDS), iters=2000)
+    x, v = nelder_mead(loss, x, step=0.1, iters=2000)
+    effs = {k: min(top, math.exp(x[1 + i])) for i, k in enumerate(STREAM_KINDS)}
     return {"stream_latency_s": math.exp(x[0]), "stream_bw_efficiency": effs}, v
 
 

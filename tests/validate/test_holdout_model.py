@@ -72,7 +72,10 @@ def test_model_names_as_the_fitted_sets_spell_them():
     assert model_key("Llama-2-70b-hf") == "llama-2-70b"
     assert model_key("llama3-8b.qkv") == "llama-3-8b"          # a torch_gpu GEMM row's shape
     assert model_key("llama-3-70b-tp8") == "llama-3-70b"        # measure_gemm.csv's model column
-    assert model_key("graphroof/validate/data/models/llama-3.3-70b") == "llama-3.3-70b"
+    # NIM's rows name a bundled config: its folder; Llama 3.1 / 3.3 have Llama 3's layer shapes
+    assert model_key("graphroof/validate/data/models/llama-3.3-70b/config.json") == "llama-3-70b"
+    assert model_key("qwen2.5-7b.qkv") == "qwen2.5-7b"
+    assert model_key("llama-3.2-1b") == "llama-3.2-1b"          # other shapes: not Llama 3's
     assert model_key("odd.5120x3000") == "odd.5120x3000"
 
 
@@ -93,22 +96,35 @@ def test_held_out_profile_per_model():
     h100 = load_hardware("h100-sxm")
     assert "llama-3-8b" in FITTED_MODELS["h100-sxm"]                             # the H100's 2026 GEMM rows
     assert model_held_profile(h100, "llama-3-8b") != h100
+    # a profile derived from a fitted one moves by the refit's ratios: the H200 copies the H100's constants, the
+    # L40S scales the A100's latency by its clock; an AMD profile borrows a few constants only: unchanged
+    h200, held_h100 = load_hardware("h200-sxm"), model_held_profile(h100, "llama-2-7b")
+    assert model_held_profile(h200, "llama-2-7b").timing.gemm_latency_s == pytest.approx(
+        held_h100.timing.gemm_latency_s, rel=1e-12)
     l40s = load_hardware("l40s-48gb-pcie")
-    assert held_out_profile(l40s, "model", "trtllm", "llama-2-7b") is l40s
+    held_l40s = held_out_profile(l40s, "model", "trtllm", "llama-2-7b")
+    assert held_l40s.timing.gemm_latency_s / l40s.timing.gemm_latency_s == pytest.approx(
+        model_held_profile(a100, "llama-2-7b").timing.gemm_latency_s / a100.timing.gemm_latency_s, rel=1e-12)
+    mi300x = load_hardware("mi300x-192gb-oam")
+    assert held_out_profile(mi300x, "model", "trtllm", "llama-2-7b") is mi300x
 
 
 def test_validate_holdout_model_reprices_the_fitted_models_rows():
     """Through graphroof validate's own path: a Llama-2-7B TensorRT-LLM row on the A100 (its GEMM constants saw
-    the 7B Vidur rows) and an H100 GEMM of Llama-3-8B's QKV (the H100's saw our Llama-3-8B GEMMs; priced by profile
-    name, so priced again: model_holdout) move under --holdout model; the L40S row (a derived profile) does not."""
+    the 7B Vidur rows) and on the L40S (derived from the A100's), a NIM Llama-3.1-8B row on the H100 (whose GEMM
+    fit saw our Llama-3-8B GEMMs) and an H100 GEMM of Llama-3-8B's QKV (priced by profile name, so priced again:
+    model_holdout) all move under --holdout model."""
     from graphroof.validate import validate
 
     a100_7b, l40s_7b = "trtllm_v05_v061_static.csv:23", "trtllm_v05_v061_static.csv:21"
     r = validate("trtllm", holdout="model", only={a100_7b, l40s_7b})
     by = {row.row_id: row for row in r.rows if row.predicted is not None}
     assert set(by) == {a100_7b, l40s_7b}
-    assert by[a100_7b].holdout["model"] != pytest.approx(by[a100_7b].predicted, rel=1e-6)
-    assert by[l40s_7b].holdout["model"] == by[l40s_7b].predicted
+    for row in by.values():
+        assert row.holdout["model"] != pytest.approx(row.predicted, rel=1e-6)
+    r = validate("nim", holdout="model", only={"nim_llm_h100.csv:2"})
+    (row,) = [x for x in r.rows if x.predicted is not None]
+    assert row.holdout["model"] != pytest.approx(row.predicted, rel=1e-6)
     qkv = "h100_session/gemm.csv:16"          # llama3-8b.qkv, bf16, M 128
     r = validate("torch_gpu", holdout="model", only={qkv})
     (row,) = [x for x in r.rows if x.predicted is not None]
