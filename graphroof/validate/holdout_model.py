@@ -10,13 +10,16 @@ Constants fitted on one model's rows (module :mod:`.refit` says which and how):
 A row of one of those models on that GPU (the Vidur layers, gpt-fast, TensorRT-LLM, NIM, the torch_gpu session's
 decode, prefill and GEMM rows) is priced again with the GEMM and streaming constants refit on the Vidur rows of the
 *other* Llama-2 models alone (:func:`.refit.refit_profile`; for a model outside Llama-2: both Llama-2 models' rows).
-An NVIDIA profile derived from a fitted one (H200 and H100 PCIe from the H100; L40S, T4, A10, V100 ... from the A100:
+An NVIDIA profile derived from a fitted one (H200 from the H100; L40S, T4, A10, V100 ... from the A100:
 :func:`fitted_parent`) took those constants by copy or clock scaling: its rows of the parent's models are priced with
-each constant moved by the refit's ratio to the parent's fit (:func:`_transferred`).  Every other row keeps its
-plain figure: no constant was fitted on its model.  Not refit, so still in-sample for their own
+each constant moved by the refit's ratio to the parent's fit (:func:`_transferred`); the H100 PCIe, B200 and A30 copy
+an older fit, made on the Vidur Llama-2 rows alone: their Llama-2 rows move by the refit's ratio to the same refit on
+both Llama-2 models, their other rows stay.  Every other row keeps its plain figure: no constant was fitted on its
+model.  Not refit, so still in-sample for their own
 rows: the Triton fused-MoE rate (``triton_mma_efficiency``, two expert shapes of fused_moe_triton.csv), the
 sustained rates fitted on one vision row per GPU and the engine presets' host constants (``--holdout engine`` holds
-those out), the attention constants (fitted on attention shapes, not on a model).
+those out), the attention constants (fitted on attention shapes, not on a model), the A40's sustained bf16 rate
+(fitted on Vidur's A40 Llama-2-7B rows; no dataset has A40 rows).
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ def model_key(name: str) -> str:
         if s.startswith(a):
             s = b + s[len(a):]
     s = re.sub(r"^llama-3\.[13]-", "llama-3-", s)
-    return re.sub(r"-(tp\d+|instruct|hf)$", "", s)
+    s = re.sub(r"-(tp\d+|instruct|hf)$", "", s)
+    return re.sub(r"-\d+k$", "", s)  # phi-3-mini-4k(-instruct): the context length is not the shape
 
 
 def _row_model(row: Any) -> str:
@@ -106,31 +110,51 @@ def _refit(parent: HardwareProfile, left_out: str) -> HardwareProfile:
     return hit[1]
 
 
-def _transferred(hw: HardwareProfile, parent: HardwareProfile, refit: HardwareProfile) -> HardwareProfile:
-    """*hw* (derived from *parent*) with each refit constant moved by the refit's ratio to the parent's fit: a
-    copied constant becomes the refit's, a clock-scaled one keeps its scale; efficiencies at most 1."""
-    t, pt, rt = hw.timing, parent.timing, refit.timing
-    assert t is not None and pt is not None and rt is not None
-    kw: dict[str, Any] = {}
-    for f in _FIELDS:
-        v = getattr(t, f) * getattr(rt, f) / getattr(pt, f)
-        kw[f] = min(1.0, v) if "efficiency" in f else v
-    kw["stream_bw_efficiency"] = {k: min(1.0, e * rt.stream_bw_efficiency[k] / pt.stream_bw_efficiency[k])
-                                  if k in pt.stream_bw_efficiency and k in rt.stream_bw_efficiency else e
+def _transferred(hw: HardwareProfile, base: HardwareProfile, refit: HardwareProfile) -> HardwareProfile:
+    """*hw* (derived from the fit *base*) with each refit constant moved by the refit's ratio to *base*: a copied
+    constant becomes the refit's, a clock-scaled one keeps its scale; efficiencies at most 1 (a constant whose
+    base is 0 is kept)."""
+    t, bt, rt = hw.timing, base.timing, refit.timing
+    assert t is not None and bt is not None and rt is not None
+
+    def moved(v: float, b: float, r: float, efficiency: bool) -> float:
+        out = v * r / b if b else v
+        return min(1.0, out) if efficiency else out
+
+    kw: dict[str, Any] = {f: moved(getattr(t, f), getattr(bt, f), getattr(rt, f), "efficiency" in f)
+                          for f in _FIELDS}
+    kw["stream_bw_efficiency"] = {k: moved(e, bt.stream_bw_efficiency[k], rt.stream_bw_efficiency[k], True)
+                                  if k in bt.stream_bw_efficiency and k in rt.stream_bw_efficiency else e
                                   for k, e in t.stream_bw_efficiency.items()}
     return replace(hw, timing=replace(t, **kw))
 
 
+def _current_copy(hw: HardwareProfile, parent: HardwareProfile) -> bool:
+    """Whether derived *hw* took its parent's current fit: its ``gemm_mem_bw_efficiency``, which derived profiles
+    copy unscaled, is the parent's.  The H100 PCIe, B200 and A30 keep an older fit of their parent's, made on the
+    Vidur Llama-2 rows alone (H100 0.914, A100 0.806), before the H100's took our 2026 GEMMs in."""
+    assert hw.timing is not None and parent.timing is not None
+    return hw.timing.gemm_mem_bw_efficiency == parent.timing.gemm_mem_bw_efficiency
+
+
 def model_held_profile(hw: HardwareProfile, model: str) -> HardwareProfile:
     """*hw* without the kernel constants fitted on *model*'s rows (module doc); *hw* itself when none was: a
-    fitted profile refit without the model, a profile derived from one moved by the same ratios."""
+    fitted profile refit without the model; a profile derived from one moved by the refit's ratios to the fit it
+    copies -- the parent's current one (the parent's models), or, for an older copy (:func:`_current_copy`), the
+    same refit on every Llama-2 model (the Llama-2 models only)."""
     key, parent_name = model_key(model), fitted_parent(hw)
-    if not parent_name or key not in FITTED_MODELS[parent_name] or hw.timing is None:
+    if not parent_name or hw.timing is None:
         return hw
     if parent_name == hw.name:
-        return _refit(hw, key)
+        return _refit(hw, key) if key in FITTED_MODELS[parent_name] else hw
     parent = load_hardware(parent_name)
-    return _transferred(hw, parent, _refit(parent, key))
+    if _current_copy(hw, parent):
+        if key not in FITTED_MODELS[parent_name]:
+            return hw
+        return _transferred(hw, parent, _refit(parent, key))
+    if (parent_name, key) not in VIDUR_FILES:
+        return hw
+    return _transferred(hw, _refit(parent, ""), _refit(parent, key))
 
 
 def model_holdout(rows: list[Any], adapter: Callable[[Any], list[Any]],
@@ -163,8 +187,9 @@ def model_notes() -> list[str]:
             "(graphroof.validate.refit: the fitter's shapes and loss, the profile's tiles, split-K floor, tile policy "
             "and overlap exponent kept, Nelder-Mead from the fitter's starting point), and that model's rows priced "
             "with them; NVIDIA profiles derived from a fitted one (H200, L40S, T4, ...) move each of those constants "
-            f"by the refit's ratio to the fit; models fitted on per GPU: {fitted}; every other row keeps its plain "
-            "figure (nothing was fitted on its model)",
+            "by the refit's ratio to the fit they copy (H100 PCIe, B200, A30: an older Vidur-only fit, so their "
+            f"Llama-2 rows only); models fitted on per GPU: {fitted}; every other row keeps its plain figure "
+            "(nothing was fitted on its model)",
             "not refit (in-sample for their own rows): the Triton fused-MoE rate (two expert shapes), the sustained "
             "rates fitted on one vision row per GPU and the presets' host constants (--holdout engine holds those "
             "out); the H100's refit leaves out its 2026 GEMM rows of all five models, a stricter check than one "

@@ -76,6 +76,7 @@ def test_model_names_as_the_fitted_sets_spell_them():
     assert model_key("graphroof/validate/data/models/llama-3.3-70b/config.json") == "llama-3-70b"
     assert model_key("qwen2.5-7b.qkv") == "qwen2.5-7b"
     assert model_key("llama-3.2-1b") == "llama-3.2-1b"          # other shapes: not Llama 3's
+    assert model_key("phi-3-mini-4k-instruct") == "phi-3-mini"
     assert model_key("odd.5120x3000") == "odd.5120x3000"
 
 
@@ -105,6 +106,15 @@ def test_held_out_profile_per_model():
     held_l40s = held_out_profile(l40s, "model", "trtllm", "llama-2-7b")
     assert held_l40s.timing.gemm_latency_s / l40s.timing.gemm_latency_s == pytest.approx(
         model_held_profile(a100, "llama-2-7b").timing.gemm_latency_s / a100.timing.gemm_latency_s, rel=1e-12)
+    # every moved constant, efficiencies and streaming kinds included, keeps its ratio to the parent
+    held_h200 = model_held_profile(h200, "llama-2-7b")
+    assert held_h200.timing.gemm_matrix_efficiency == pytest.approx(held_h100.timing.gemm_matrix_efficiency)
+    assert held_h200.timing.stream_bw_efficiency == pytest.approx(held_h100.timing.stream_bw_efficiency)
+    # the H100 PCIe copies an older, Vidur-only H100 fit: its Llama-2 rows move (by the refit's ratio to the same
+    # refit on both Llama-2 models), its Llama-3 rows, which that fit never saw, do not
+    pcie = load_hardware("h100-pcie")
+    assert model_held_profile(pcie, "llama-3-8b") is pcie
+    assert model_held_profile(pcie, "llama-2-7b").timing.gemm_latency_s != pcie.timing.gemm_latency_s
     mi300x = load_hardware("mi300x-192gb-oam")
     assert held_out_profile(mi300x, "model", "trtllm", "llama-2-7b") is mi300x
 
