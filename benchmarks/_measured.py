@@ -13,10 +13,6 @@ from pathlib import Path
 
 from graphroof.validate.refit import OPS_COLUMNS, Kernel, OpsRow, kernels_of, ops_row  # noqa: F401 (re-exported)
 
-#: one decoder layer: column -> how many times it runs (the embedding is per model, not per layer)
-LAYER = {"input_layernorm_ms": 1, "attn_pre_proj_ms": 1, "attn_rope_ms": 1, "attn_post_proj_ms": 1,
-         "post_attention_layernorm_ms": 1, "mlp_up_proj_ms": 1, "mlp_act_ms": 1, "mlp_down_proj_ms": 1,
-         "add_ms": 2}
 GPU_PROFILE = {"a100": "a100-80gb-sxm", "h100": "h100-sxm"}
 
 

@@ -33,14 +33,13 @@ from typing import Any
 from ..hardware import HardwareProfile, load_hardware, profiles_replaced
 from .data import read_rows
 from .refit import OpsRow, ops_row, refit_profile
+from .vidur import GPU_PROFILE, MODELS
 
 __all__ = ["FITTED_MODELS", "VIDUR_FILES", "model_key", "model_held_profile", "model_holdout", "model_notes"]
 
-#: Vidur layer files per (profile, Llama-2 model)
-VIDUR_FILES = {("a100-80gb-sxm", "llama-2-7b"): ("a100", "vidur_a100_Llama-2-7b-hf_ops.csv"),
-               ("a100-80gb-sxm", "llama-2-70b"): ("a100", "vidur_a100_Llama-2-70b-hf_ops.csv"),
-               ("h100-sxm", "llama-2-7b"): ("h100", "vidur_h100_Llama-2-7b-hf_ops.csv"),
-               ("h100-sxm", "llama-2-70b"): ("h100", "vidur_h100_Llama-2-70b-hf_ops.csv")}
+#: Vidur layer files per (profile, Llama-2 model): (the file's GPU, its name), as the Vidur adapter reads them
+VIDUR_FILES = {(prof, model): (gpu, f"vidur_{gpu}_{src}_ops.csv")
+               for gpu, prof in GPU_PROFILE.items() for src, model in MODELS.items()}
 #: the models each fitted profile's kernel constants saw rows of (module doc)
 FITTED_MODELS = {"a100-80gb-sxm": ("llama-2-7b", "llama-2-70b"),
                  "h100-sxm": ("llama-2-7b", "llama-2-70b", "llama-2-13b", "llama-3-8b", "llama-3-70b", "phi-3-mini",
@@ -164,10 +163,11 @@ def model_holdout(rows: list[Any], adapter: Callable[[Any], list[Any]],
     ``context(only=row ids)`` where the profile's name loads :func:`model_held_profile`, one (device, model) at a
     time."""
     groups: dict[tuple[str, str], list[Any]] = {}
+    parents = {g: fitted_parent(load_hardware(g)) for g in {r.gpu for r in rows if r.gpu}}
     for r in rows:
         if r.gpu and r.predicted is not None and "model" not in r.holdout:
             m = _row_model(r)
-            if m in FITTED_MODELS.get(fitted_parent(load_hardware(r.gpu)), ()):
+            if m in FITTED_MODELS.get(parents[r.gpu], ()):
                 groups.setdefault((r.gpu, m), []).append(r)
     for (gpu, m), mine in sorted(groups.items()):
         held = model_held_profile(load_hardware(gpu), m)
