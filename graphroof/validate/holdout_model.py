@@ -32,8 +32,7 @@ from typing import Any
 
 from ..hardware import HardwareProfile, load_hardware, profiles_replaced
 from .data import read_rows
-from .refit import OpsRow, ops_row, refit_profile
-from .vidur import GPU_PROFILE, MODELS
+from .refit import GPU_PROFILE, MODELS, OpsRow, ops_row, refit_profile
 
 __all__ = ["FITTED_MODELS", "VIDUR_FILES", "model_key", "model_held_profile", "model_holdout", "model_notes"]
 

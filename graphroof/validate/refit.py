@@ -33,7 +33,7 @@ from ..hardware import HardwareProfile
 from ..timing import gemm_time_with
 from ..timing.precision import gemm_ceiling
 
-__all__ = ["Kernel", "OpsRow", "OPS_COLUMNS", "STREAM_KINDS", "kernels_of", "ops_row", "nelder_mead", "unit_eff",
+__all__ = ["Kernel", "OpsRow", "OPS_COLUMNS", "STREAM_KINDS", "GPU_PROFILE", "MODELS", "kernels_of", "ops_row", "nelder_mead", "unit_eff",
            "gemm_rows", "refit_gemm", "refit_stream", "refit_profile"]
 
 FP16 = 2      # bytes per element: every Vidur kernel is fp16
@@ -45,6 +45,9 @@ OPS_COLUMNS = {
     "mlp_down_proj_ms": "gemm_down", "add_ms": "add", "emb_ms": "embedding",
 }
 STREAM_KINDS = ("norm", "rotary", "act_mul", "elementwise", "gather")
+#: the Vidur files' GPU names and models (vidur_{gpu}_{model}_ops.csv) as graphroof names them
+GPU_PROFILE = {"a100": "a100-80gb-sxm", "h100": "h100-sxm"}
+MODELS = {"Llama-2-7b-hf": "llama-2-7b", "Llama-2-70b-hf": "llama-2-70b"}
 
 
 @dataclass(frozen=True)

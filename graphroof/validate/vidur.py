@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 
 from .context import Context
+from .refit import GPU_PROFILE, MODELS
 from .result import Row
 
 __all__ = ["ops_rows", "allreduce_rows", "GPU_PROFILE", "MODELS", "PRESET", "layer_kernel_times"]
 
-GPU_PROFILE = {"a100": "a100-80gb-sxm", "h100": "h100-sxm"}
-MODELS = {"Llama-2-7b-hf": "llama-2-7b", "Llama-2-70b-hf": "llama-2-70b"}
 #: measured columns of one layer and how often each runs (the embedding is per model, not per layer)
 LAYER = {"input_layernorm_ms": 1, "attn_pre_proj_ms": 1, "attn_rope_ms": 1, "attn_post_proj_ms": 1,
          "post_attention_layernorm_ms": 1, "mlp_up_proj_ms": 1, "mlp_act_ms": 1, "mlp_down_proj_ms": 1,
