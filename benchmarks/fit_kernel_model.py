@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/fit_kernel_model.py --holdout  # also fit on 7B only / 70B only, report cross error
     PYTHONPATH=. python benchmarks/fit_kernel_model.py --kernels  # weight-only dequant + attention constants (H100)
     PYTHONPATH=. python benchmarks/fit_kernel_model.py --gemm [--keep-grid] [--schedules split]  # GEMM only (H100)
+    PYTHONPATH=. python benchmarks/fit_kernel_model.py --grouped  # PyTorch grouped GEMM per-SM rate (H100)
 
 GEMM: ``gemm_matrix_efficiency`` is fitted as a fraction of the profile's achievable matmul rate
 (``[timing.gemm_achievable_flops_per_s]``, the MAMF table, kept as the profile has it) where it lists one.
@@ -274,8 +275,9 @@ def kept_collectives(hw):
 
 #: [timing] constants not fitted on the Vidur rows, kept as the profile has them (sources.timing says where each
 #: comes from): the MAMF ceiling table, and the weight-only / attention constants (refit on H100 with --kernels)
-KEPT_TIMING = ("gemm_stream_k", "l2_read_bw_bytes_per_s", "gemm_achievable_flops_per_s", "gemm_dequant_flops_per_mac", "attn_matrix_efficiency",
-               "attn_exp_per_s", "attn_fill_keys", "attn_sync_matrix_flops_per_s")
+KEPT_TIMING = ("gemm_stream_k", "l2_read_bw_bytes_per_s", "gemm_achievable_flops_per_s", "gemm_dequant_flops_per_mac",
+               "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys", "attn_sync_matrix_flops_per_s",
+               "triton_mma_efficiency", "smem_per_sm_bytes", "torch_grouped_sm_bw_bytes_per_s")
 
 
 def kept_timing(hw):
@@ -289,6 +291,36 @@ def kept_timing(hw):
 #: 2.2.2 / cuBLAS 12.1 (whole waves), our measure_gemm.csv rows PyTorch 2.11 cu130 (stream-K): the sarathi-serve /
 #: compiled presets.  ``auto`` (the default, what the profiles' constants were fitted with): the profile's own.
 SCHEDULES = ("waves", "stream_k")
+
+
+def grouped_rows(folders=("h100_session", "h100_unseen")):
+    """(experts, rows, K, N, top_k, experts receiving rows, measured s) of the bundled torch._grouped_mm rows of
+    *folders* (graphroof/validate/data/*/grouped.csv: the tokens x top-k rows spread evenly over the experts)."""
+    from graphroof.validate.data import DATA_DIR
+
+    out = []
+    for folder in folders:
+        for r in _csv(DATA_DIR / folder / "grouped.csv"):
+            e, t, k_, kk, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
+            out.append((e, t * k_, kk, n, k_, min(e, t * k_), float(r["time_s"])))
+    return out
+
+
+def fit_grouped(hw, rows, grid=tuple(x * 0.5e9 for x in range(20, 81))):
+    """``torch_grouped_sm_bw_bytes_per_s`` by grid search (0.5 GB/s steps, 10-40 GB/s per SM) on the mean
+    |log(predicted / measured)| of *rows* priced through graphroof validate's path
+    (:func:`graphroof.validate.kernels.grouped_mm_time_s`), every other constant as *hw* has it."""
+    from dataclasses import replace
+
+    from graphroof.validate.kernels import grouped_mm_time_s
+
+    def loss(v):
+        h = replace(hw, timing=replace(hw.timing, torch_grouped_sm_bw_bytes_per_s=v))
+        return sum(abs(math.log(grouped_mm_time_s(h, e, m, k, n, "bf16", tk, vis) / t))
+                   for e, m, k, n, tk, vis, t in rows) / len(rows)
+
+    best = min(grid, key=loss)
+    return {"torch_grouped_sm_bw_bytes_per_s": best}, loss(best), loss(None)
 
 
 def fit_gemm_of(gpu, rows, hw, grid=None, split=False, efficiency_only=False):
@@ -398,6 +430,8 @@ def main(argv=None):
     ap.add_argument("--gemm", action="store_true",
                     help="fit only the GEMM constants (print them); with --keep-grid the profile's tile, smallest "
                          "tile M, L2 bandwidth and policy are kept and only the split-K floor is searched")
+    ap.add_argument("--grouped", action="store_true",
+                    help="fit only torch_grouped_sm_bw_bytes_per_s on the H100 torch._grouped_mm rows (print it)")
     ap.add_argument("--keep-grid", action="store_true")
     ap.add_argument("--efficiency-only", action="store_true",
                     help="with --gemm --keep-grid: fit gemm_matrix_efficiency alone (bandwidth efficiency, latency, "
@@ -421,6 +455,11 @@ def main(argv=None):
             print(f"# {gpu} GEMM, schedules {SCHEDULES if split else 'auto'}: mean |log err| {v:.4f}\n"
                   f"{toml_of('timing', fit)}")
         print(f"# wall time {time.perf_counter() - t0:.1f} s")
+        return
+    if args.grouped:
+        fit, v, v0 = fit_grouped(load_hardware("h100-sxm"), grouped_rows())
+        print(f"# h100 on graphroof/validate/data/h100_session + h100_unseen grouped.csv: mean |log err| {v:.4f} "
+              f"(no per-SM limit: {v0:.4f})\n{toml_of('timing', fit)}")
         return
     if args.kernels:
         hw = load_hardware("h100-sxm")

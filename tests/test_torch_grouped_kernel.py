@@ -89,3 +89,33 @@ def test_analyze_prices_the_family_through_the_kernel_graph():
                     tile=(128, 256), cluster_m=2, balanced=True)
     assert t == pytest.approx(ref.t_s + 256 / (3.35e12 * 0.886), rel=1e-9)
     assert math.ceil(2816 / 256) == 11
+
+
+def test_per_sm_stream_limit_by_hand():
+    # the H200 (4.8 TB/s HBM3e) and the H100 share the per-SM rate fitted on the H100's rows: 21 GB/s per SM
+    hw = load_hardware("h200-sxm")
+    t = hw.timing
+    assert t.torch_grouped_sm_bw_bytes_per_s == 2.1e10 and t.sm_count == 132 and t.gemm_mem_bw_efficiency == 0.886
+    # Mixtral gate+up, 16 rows split evenly over the 8 experts (2 each): 64 x 128 tiles, each expert's one tile
+    # rounded to the 2 x 1 cluster: 8 x 2 x ceil(28672 / 128) = 3,584 tiles, all 132 SMs hold tiles
+    w8 = 8 * 4096 * 28672 * 2.0  # the 8 experts' weights (the count's weight bytes: gemm_time's B is one matrix)
+    g = gemm_time(16, 28672, 4096, hw, "bf16", groups=8.0, library="torch_grouped", tile=(64, 128), cluster_m=2,
+                  balanced=True, weight_bytes=w8)
+    assert g.tiles == 3584
+    # bytes: A 16 x 4096 x 2 = 131,072 + C 16 x 28672 x 2 = 917,504 + B 8 x 4096 x 28672 x 2 = 1,879,048,192
+    nbytes = 131072 + 917504 + 1879048192
+    assert g.bytes == nbytes
+    # the SMs' limit, 132 x 21e9 = 2.772e12 B/s, is below the HBM's 4.8e12 x 0.886 = 4.2528e12: 678.2 us, not 442.1
+    assert g.t_memory_s == pytest.approx(nbytes / (132 * 2.1e10), rel=1e-12)
+    assert g.t_memory_s == pytest.approx(678.24e-6, rel=1e-4)
+    # fewer tiles than SMs: one 1-row group into N = 1280, 1 x 2 (cluster) x 10 = 20 tiles on 20 SMs,
+    # 20 x 21e9 = 4.2e11 B/s: (4096 x 2 + 1280 x 2 + 4096 x 1280 x 2) B = 10,496,512 B / 4.2e11 = 24.99 us
+    small = gemm_time(1, 1280, 4096, hw, "bf16", library="torch_grouped", tile=(64, 128), cluster_m=2)
+    assert small.tiles == 20 and small.t_memory_s == pytest.approx(10496512 / 4.2e11, rel=1e-12)
+    # a profile without the constant (the A100's: no such kernel on sm80) keeps the HBM term alone
+    from dataclasses import replace
+
+    bare = replace(hw, timing=replace(t, torch_grouped_sm_bw_bytes_per_s=None))
+    g0 = gemm_time(16, 28672, 4096, bare, "bf16", groups=8.0, library="torch_grouped", tile=(64, 128), cluster_m=2,
+                   balanced=True, weight_bytes=w8)
+    assert g0.t_memory_s == pytest.approx(nbytes / (4.8e12 * 0.886), rel=1e-12)

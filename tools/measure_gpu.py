@@ -520,6 +520,17 @@ def gqa(t: Timer, dev: str, out: Path) -> None:
     write(out / "gqa.csv", rows)
 
 
+def gpu_run_dir(path: str) -> Path:
+    """The output folder of a run on the GPU (the probe tools' start): a one-line error and exit when there is no
+    CUDA device (nothing made), else the folder made and its ``env.txt`` written."""
+    if not torch.cuda.is_available():
+        sys.exit("error: no CUDA device")
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    environment(out, "cuda")
+    return out
+
+
 def environment(out: Path, dev: str) -> None:
     lines = [f"python {platform.python_version()}", f"torch {torch.__version__}",
              f"time {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"]

@@ -23,6 +23,9 @@ Schema (all optional; a profile without them gets the defaults of :func:`graphro
     gemm_stream_k = true             # persistent stream-K GEMMs (Hopper cuBLAS / CUTLASS): no wave quantisation
     triton_mma_efficiency = 0.70     # share of the cuBLAS tile rate a Triton MoE kernel's tile sustains (vLLM /
                                      # SGLang fused_moe: pointer-gathered loads, no TMA or warp specialisation)
+    torch_grouped_sm_bw_bytes_per_s = 21e9  # bytes per second one SM holding tiles of PyTorch's CUTLASS grouped
+                                     # GEMM (torch._grouped_mm) streams: its weight stream tops out at SMs x this,
+                                     # whatever the HBM (absent: no per-SM limit; graphroof.timing.gemm)
     attn_matrix_efficiency = 1.0     # flash attention's Q K^T / P V: fraction of the achievable matmul rate
     attn_exp_per_s = 3.9e12          # softmax exponentials per second (SFU: SMs x 16 / clock x clock)
     attn_fill_keys = 300             # pipeline fill / epilogue per query row, in key positions of work
@@ -110,6 +113,9 @@ class KernelTiming:
     #: fused-MoE kernel sustains (graphroof.timing.moe, family triton_moe); 1.0: the same rate (Ampere / Ada, whose
     #: cuBLAS also feeds mma.sync from cp.async pipelines)
     triton_mma_efficiency: float = 1.0
+    #: the rate one SM running PyTorch's CUTLASS grouped GEMM streams its operands at (graphroof.timing.gemm, family
+    #: torch_grouped): the kernel's weight stream is at most (SMs holding tiles) x this; None: no per-SM limit
+    torch_grouped_sm_bw_bytes_per_s: float | None = None
     attn_matrix_efficiency: float | None = None   # None: gemm_matrix_efficiency
     attn_exp_per_s: float | None = None           # None: derived from the vector fp32 peak (graphroof.timing.attention)
     attn_fill_keys: float = 0.0
@@ -223,7 +229,7 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
              "graph_launch_overhead_s", "stream_bw_efficiency", "gemm_achievable_flops_per_s",
              "gemm_dequant_flops_per_mac", "attn_matrix_efficiency", "attn_exp_per_s", "attn_fill_keys",
              "gemm_stream_k", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s", "l2_partitions",
-             "smem_per_sm_bytes", "triton_mma_efficiency"}
+             "smem_per_sm_bytes", "triton_mma_efficiency", "torch_grouped_sm_bw_bytes_per_s"}
     _unknown(path, "timing", t, known)
     d = KernelTiming()
     kw: dict[str, Any] = {}
@@ -265,7 +271,8 @@ def parse_timing(path: Path, raw: Any) -> KernelTiming | None:
             raise HardwareProfileError(f"{path.name}: timing.gemm_stream_k must be true or false, "
                                        f"got {t['gemm_stream_k']!r}")
         kw["gemm_stream_k"] = t["gemm_stream_k"]
-    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s"):
+    for k in ("gemm_dequant_flops_per_mac", "attn_exp_per_s", "l2_read_bw_bytes_per_s", "attn_sync_matrix_flops_per_s",
+              "torch_grouped_sm_bw_bytes_per_s"):
         if k in t:
             kw[k] = _number(path, f"timing.{k}", t[k])
     if "attn_matrix_efficiency" in t:

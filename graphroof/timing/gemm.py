@@ -42,10 +42,15 @@ Four refinements (all data in the profile, see docs/kernel_timing.md):
   grouped kernel (``torch._grouped_mm`` on sm90 / sm100, :mod:`graphroof.timing.moe`): the one *tile* its source
   fixes, each group's M tiles rounded up to the *cluster_m* of its thread-block cluster, whole waves of a static
   persistent schedule (no split-K, no stream-K), loads hidden under the math (``max``), and the fixed time of its
-  two kernels (the GEMM's ``gemm_latency_s`` and the per-group argument kernel's ``stream_latency_s``)::
+  two kernels (the GEMM's ``gemm_latency_s`` and the per-group argument kernel's ``stream_latency_s``).  Its
+  operands stream at the lower of the device's GEMM bandwidth and ``torch_grouped_sm_bw_bytes_per_s`` per SM
+  holding tiles: measured, this kernel's weight stream tops out near 2.7-2.9 TB/s on both the H100 (3.35 TB/s
+  HBM3) and the H200 (4.8 TB/s HBM3e), the same 132 SMs at the same clock, so its limit is in the SMs (the bytes a
+  TMA pipeline of 4 stages keeps in flight per SM over the memory latency), not in the HBM::
 
       tiles = group_m_tiles(M, groups, tm, cluster_m) * ceil(N / tn),  waves = ceil(tiles / SMs)
       t_compute = waves * 2 tm tn K / (rate_sm)
+      t_memory = bytes / min(mem_bw * gemm_mem_bw_efficiency, min(SMs, tiles) * torch_grouped_sm_bw_bytes_per_s)
 
   ``library="triton_moe"`` is vLLM / SGLang's Triton fused-MoE kernel (:mod:`graphroof.timing.moe`): the tuned tile
   of :data:`~graphroof.timing.moe.TRITON_BLOCK_M` x :data:`~graphroof.timing.moe.TRITON_BLOCK_N` with the least
@@ -296,6 +301,9 @@ def gemm_time_with(m: int, n: int, k: int, *, timing: KernelTiming, peak_flops_p
         t_compute = flops / rate
     t_compute += dequant_s
     t_memory = nbytes / (mem_bw_bytes_per_s * timing.gemm_mem_bw_efficiency)
+    if library == "torch_grouped" and sms and timing.torch_grouped_sm_bw_bytes_per_s:
+        # the SMs holding tiles stream at most their per-SM rate (module doc)
+        t_memory = max(t_memory, nbytes / (min(sms, tiles) * timing.torch_grouped_sm_bw_bytes_per_s))
     lat = timing.stream_latency_s if sms and library == "deepgemm" else timing.gemm_latency_s
     if library == "torch_grouped":
         lat += timing.stream_latency_s  # prepare_grouped_gemm_data, the kernel before the GEMM

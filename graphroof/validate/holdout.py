@@ -133,6 +133,9 @@ def _gpu_held_out(hw: HardwareProfile) -> HardwareProfile:
                 v = _med([getattr(ot, f) for ot in ts])
                 if v is not None and getattr(t, f) is not None:
                     tc[f] = int(round(v)) if f == "gemm_split_k_min" else v
+            if t.torch_grouped_sm_bw_bytes_per_s is not None:  # fitted on this GPU's rows: the others' median,
+                tc["torch_grouped_sm_bw_bytes_per_s"] = _med(  # none (no per-SM limit) where no other has one
+                    [ot.torch_grouped_sm_bw_bytes_per_s for ot in ts])
             ratios = [ot.gemm_l2_bw_bytes_per_s / o.matrix_peak_flops_per_s["fp16"] for o, ot in zip(others, ts)
                       if ot.gemm_l2_bw_bytes_per_s and o.matrix_peak_flops_per_s.get("fp16")]
             if t.gemm_l2_bw_bytes_per_s and ratios and hw.matrix_peak_flops_per_s.get("fp16"):
@@ -172,7 +175,7 @@ def holdout_notes(kind: str | None) -> list[str]:
         fitted = [hw.name for hw in fitted_profiles("timing")]
         return [f"gpu hold-out: the fitted GPUs ({', '.join(fitted) or 'none'}) are each priced with [timing] / "
                 "[collectives] constants transferred from the other fitted GPUs (medians of efficiencies and "
-                "latencies; bandwidths as fractions of the device's own datasheet figures, collective bandwidths "
+                "latencies, of PyTorch's grouped-GEMM per-SM rate too, none where no other fitted GPU has one; bandwidths as fractions of the device's own datasheet figures, collective bandwidths "
                 "of NCCL's per-channel ring bandwidth of its architecture; SM count and tiles kept); the other "
                 "(derived) profiles keep their [timing] / [collectives] (never fitted on their own rows)",
                 "with two fitted GPUs the transfer is the other GPU's constants: a check of how far one GPU's fit "

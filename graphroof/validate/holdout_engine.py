@@ -87,11 +87,16 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
 
 #: profile [timing] constants fitted on one engine's rows: (dataset, engine) -> (field, held-out value, why); the
 #: engine's rows are priced again on every profile whose field differs from the held-out value
-TIMING_FITS: dict[tuple[str, str], tuple[str, float, str]] = {
+TIMING_FITS: dict[tuple[str, str], tuple[str, float | None, str]] = {
     ("fused_moe", "vLLM Triton fused_moe"): (
         "triton_mma_efficiency", 1.0,
         "triton_mma_efficiency (0.70 on Hopper profiles) was fitted on the fused_moe rows (vLLM's Triton kernel) at "
         ">= 1,024 tokens; no other engine's rows fit a Triton kernel's rate: the unfitted default, the cuBLAS rate"),
+    ("torch_gpu", "PyTorch 2.11"): (
+        "torch_grouped_sm_bw_bytes_per_s", None,
+        "torch_grouped_sm_bw_bytes_per_s (21 GB/s per SM on the H100 / H200) was fitted on the H100 "
+        "torch._grouped_mm rows of this dataset; no other engine's rows fit that kernel's per-SM rate: the unfitted "
+        "default, no per-SM limit"),
 }
 
 
@@ -196,7 +201,8 @@ def engine_notes() -> list[str]:
                + "; ".join(rate_notes(engine=True)))
     out.append("[timing] constants fitted on one engine's rows: that engine's rows are priced again with the "
                "constant's unfitted value on every profile that has it: "
-               + "; ".join(f"{d} {e} rows: {f} = {v:g} ({why})" for (d, e), (f, v, why) in TIMING_FITS.items()))
+               + "; ".join(f"{d} {e} rows: {f} = {'none' if v is None else f'{v:g}'} ({why})"
+                         for (d, e), (f, v, why) in TIMING_FITS.items()))
     out.append("no [collectives] constant is fitted per engine (the CUDA-graph all-reduce latencies are NCCL's "
                "tuning-model figures, not a gpt-fast fit: the gpt-fast rows score as in the plain run); the fitted "
                "[timing] / [collectives] constants came from the Vidur rows (the only engine with kernel-level data: "

@@ -1,10 +1,11 @@
 """Rows measured by graphroof's developers with PyTorch on one NVIDIA H100 SXM and one H200 SXM
 (``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``), and two blind sets measured later on
 shapes and models nothing was fitted on (``data/h200_unseen/``, ``data/h100_unseen/``: ``tools/measure_gpu.py --set
-unseen``; engine label :data:`BLIND`).  No timing constant was fitted on them (the H200's timing constants are
-derived from the H100's; the H100's were fitted on other rows) except ``pytorch-eager``'s host dispatch, fitted on
-the fourteen host-bound eager rows of the two sessions (its [sources]); every other row is a check of the model,
-priced through the paths users run:
+unseen``; engine label :data:`BLIND`), and ``data/h200_probe/`` (``grouped_sweep.csv``: ``tools/probe_moe_gpu.py``,
+``tools/probe_kernels_gpu.py``).  No timing constant was fitted on them (the H200's timing constants are derived from
+the H100's; the H100's were fitted on other rows) except ``pytorch-eager``'s host dispatch, fitted on the fourteen
+host-bound eager rows of the two sessions, and ``torch_grouped_sm_bw_bytes_per_s``, fitted on the H100 ``grouped.csv``
+rows (the profiles' [sources]); every other row is a check of the model, priced through the paths users run:
 
 * ``gemm.csv``: ``torch.mm`` bf16 and ``torch._scaled_mm`` fp8 (bf16 out), M = 1 .. 16384 on Llama-3 linear shapes
   -> the one-op ``aten.mm`` graph of :mod:`.kernels` under ``compiled`` (kernel time, no host launch: the source
@@ -20,8 +21,8 @@ priced through the paths users run:
 * ``models.csv``: ResNet / ViT / BERT fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
   (:data:`ANALYZE_TARGET`) under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-shaped transformers model's eager
   prefill (and ``moe_models.csv``'s whole MoE models) -> ``graphroof llm`` TTFT under ``pytorch-eager``;
-* ``grouped.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows spread evenly over the
-  experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
+* ``grouped.csv`` / ``grouped_sweep.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows
+  spread evenly over the experts; the sweep's ``rows_per_expert`` on each of ``experts_touched`` experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
   experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled``, whose
   ``moe_grouped_gemm = "torch"`` makes the call one grouped kernel on these sm90 devices (:func:`.kernels.grouped_runtime`).
 """
@@ -43,7 +44,7 @@ __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
 BACKEND_KERNEL = {"flash": "flash2", "cudnn": "cudnn"}
 #: data folder -> the profile its GPU is priced on
 SESSIONS = {"h100_session": "h100-sxm", "h200_session": "h200-sxm", "h200_unseen": "h200-sxm",
-            "h100_unseen": "h100-sxm"}
+            "h100_unseen": "h100-sxm", "h200_probe": "h200-sxm"}
 #: models.csv's ``model`` -> what ``graphroof analyze`` prices: the zoo's vision models as they are; transformers'
 #: ``BertModel`` (no masked-LM head, unlike the zoo's bert-base / bert-large) as the encoder configs in data/models
 ANALYZE_TARGET = {"resnet-18": "resnet-18", "resnet-50": "resnet-50", "resnet-101": "resnet-101",
@@ -73,9 +74,9 @@ def _row(ctx: Context, hw: str, where: str, r: dict, family: str, regime: str, f
     return row
 
 
-def _grouped_regime(rows: int, experts: int) -> str:
-    """The token regime of a grouped GEMM: rows per visited expert (``rows / min(E, rows)``)."""
-    per = rows / max(1, min(experts, rows))
+def _grouped_regime(rows: int, visited: int) -> str:
+    """The token regime of a grouped GEMM: rows per expert that receives rows."""
+    per = rows / max(1, visited)
     return "bf16 grouped GEMM, rows/expert " + ("<= 16" if per <= 16 else "16-256" if per <= 256 else "> 256")
 
 
@@ -83,11 +84,17 @@ def _grouped_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Ro
     """A ``grouped.csv`` row: ``torch._grouped_mm`` of ``tokens * top_k`` rows over ``experts`` experts, priced as
     the one-op grouped-GEMM graph of :mod:`.kernels`.  The measurement spreads the rows evenly over the experts
     (tools/measure_gpu.py ``grouped``: the first ``rows % E`` get one more; with fewer rows than experts the
-    first ``rows`` get one each): ``min(E, rows)`` experts receive rows, the graph's ``moe_experts_touched``."""
-    e, t, top_k, k, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
-    rows = t * top_k
-    visited = min(e, rows)
-    row = _row(ctx, hw_name, where, r, "grouped-gemm", _grouped_regime(rows, e), "kernel-time", "compiled",
+    first ``rows`` get one each): ``min(E, rows)`` experts receive rows, the graph's ``moe_experts_touched``.
+    A ``grouped_sweep.csv`` row (tools/probe_moe_gpu.py) gives ``rows_per_expert`` rows to each of its first
+    ``experts_touched`` experts (top-k 1)."""
+    if "experts_touched" in r:
+        e, visited, per, k, n = (int(r[c]) for c in ("experts", "experts_touched", "rows_per_expert", "K", "N"))
+        t, top_k, rows = visited * per, 1, visited * per
+    else:
+        e, t, top_k, k, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
+        rows = t * top_k
+        visited = min(e, rows)
+    row = _row(ctx, hw_name, where, r, "grouped-gemm", _grouped_regime(rows, visited), "kernel-time", "compiled",
                {"shape": r["shape"], "experts": e, "tokens": t, "top_k": top_k, "rows": rows, "K": k, "N": n,
                 "experts_touched": visited}, float(r["time_s"]))
     if not row.excluded:
@@ -102,7 +109,7 @@ def _grouped_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Ro
 
 def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     hw, out = ctx.hw(hw_name), []
-    for where, r in ctx.rows(f"{folder}/gemm.csv"):
+    for where, r in _optional_rows(ctx, folder, "gemm.csv"):
         m, n, k, dt = int(r["M"]), int(r["N"]), int(r["K"]), r["dtype"]
         row = _row(ctx, hw_name, where, r, "gemm", f"{dt} GEMM, {_m_regime(m)}", "kernel-time", "compiled",
                    {"shape": r["shape"], "M": m, "N": n, "K": k, "dtype": dt}, float(r["time_s"]))
@@ -114,7 +121,7 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
                        + (f", '{out_dt}'" if out_dt else "") + f"), hw='{hw_name}', runtime='compiled'): "
                        "kernel time_realistic_s - t_launch_s")
         out.append(row)
-    for where, r in ctx.rows(f"{folder}/attention.csv"):
+    for where, r in _optional_rows(ctx, folder, "attention.csv"):
         b, h, kvh, lq, lk, d = (int(r[c]) for c in ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"))
         causal = r["causal"] == "True"
         kind, fam = r["kind"], BACKEND_KERNEL[r["backend"]]
@@ -129,7 +136,7 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
                        f"{d}, {causal}), hw='{hw_name}', runtime=<compiled with [kernels] attention_kernel = '{fam}'>):"
                        " kernel time_realistic_s - t_launch_s")
         out.append(row)
-    for where, r in _optional_rows(ctx, folder, "grouped.csv"):
+    for where, r in _optional_rows(ctx, folder, "grouped.csv") + _optional_rows(ctx, folder, "grouped_sweep.csv"):
         out.append(_grouped_row(ctx, hw, hw_name, where, r))
     return out
 
@@ -138,8 +145,8 @@ def _llm(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, str
     """The session's LLM rows; each live one is added to *todo* as ``(row, model, runtime, profile, batch, prompt)``
     and priced by :func:`_price_llm` once every session's rows are known."""
     out: list[Row] = []
-    dec = [(w, r) for w, r in ctx.rows(f"{folder}/decode.csv")]
-    pre = [(w, r) for w, r in ctx.rows(f"{folder}/models.csv") if r["model"].startswith("llama")]
+    dec = _optional_rows(ctx, folder, "decode.csv")
+    pre = [(w, r) for w, r in _optional_rows(ctx, folder, "models.csv") if r["model"].startswith("llama")]
     pre += _optional_rows(ctx, folder, "moe_models.csv")  # whole MoE models' eager prefill (zoo configs)
     for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
         for where, r in rows:
@@ -186,7 +193,7 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
     from ..api import analyze
 
     out: list[Row] = []
-    for where, r in ctx.rows(f"{folder}/models.csv"):
+    for where, r in _optional_rows(ctx, folder, "models.csv"):
         if r["model"] not in ANALYZE_TARGET:
             continue
         target = ANALYZE_TARGET[r["model"]]

@@ -1,0 +1,196 @@
+"""Probe three kernel regimes on the local NVIDIA GPU that graphroof's bundled rows leave open.
+
+* ``naive``: unfused attention as FlashAttention's ``benchmarks/benchmark_flash_attention.py`` times its "Pytorch"
+  baseline (fp16, q / k / v from one packed [batch, seq, 3, heads, dim] tensor that requires grad, a scaled batched
+  Q K^T into a preallocated score buffer, softmax over the keys, dropout 0, P V; forward only): the bundled B200 rows
+  of that benchmark (graphroof/validate/data/kernels.csv, FlashAttention issue 1589) run 37-61% slower than graphroof's
+  naive byte model.  Each shape is timed (CUDA events around eager calls, median) and profiled (every kernel's
+  name and device time);
+* ``stream``: PyTorch elementwise kernels on contiguous, broadcast and strided operands (the TensorIterator paths a
+  transformers MoE layer runs: routing-weight multiply, sentinel masked_fill, SiLU of a gate half, top-k sum,
+  token gather), timed from CUDA-graph replays, to measure what each path streams;
+* ``grouped``: ``torch._grouped_mm`` (Mixtral gate+up) at 64-128 rows per expert, where the H200 ran faster than the
+  per-SM limit fitted on the H100 (tools/probe_moe_gpu.py), and the same at 128 rows on 1-8 experts.
+
+Run on a GPU machine: ``python3 tools/probe_kernels_gpu.py --out DIR [--parts naive,stream,grouped]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools.measure_gpu import Timer, gpu_run_dir, write  # noqa: E402
+
+#: (head dim, heads, [(batch, seq)]): the benchmark's shapes (model width 2048: heads = 2048 / head dim)
+NAIVE = ((64, 32, ((32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384))),
+         (128, 16, ((32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192))))
+
+
+def naive_attention(qkv: torch.Tensor) -> torch.Tensor:
+    """Unfused attention over a packed [b, s, 3, h, d] tensor, as the benchmark's baseline computes it."""
+    b, s, _, h, d = qkv.shape
+    q, k, v = qkv.unbind(dim=2)
+    q = q.transpose(1, 2).reshape(b * h, s, d)
+    k = k.permute(0, 2, 3, 1).reshape(b * h, d, s)
+    scores = torch.empty(b * h, s, s, dtype=qkv.dtype, device=qkv.device)
+    scores = torch.baddbmm(scores, q, k, beta=0, alpha=1.0 / math.sqrt(d)).view(b, h, s, s)
+    probs = F.dropout(torch.softmax(scores, dim=-1), 0.0)
+    return torch.einsum("bhts,bhsd->bhtd", probs, v.transpose(1, 2)).to(qkv.dtype)
+
+
+def kernels_of(fn: Callable[[], Any]) -> list[tuple[str, int, float]]:
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0),
+                  key=lambda r: -r[2])
+
+
+def event_time(fn: Callable[[], Any], reps: int = 10, trials: int = 5) -> float:
+    """Seconds per call of *fn* run eagerly: CUDA events around *reps* calls, the median of *trials*."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(trials):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) / 1e3 / reps)
+    return statistics.median(out)
+
+
+def naive(out: Path) -> None:
+    rows, prof = [], []
+    for d, h, shapes in NAIVE:
+        for b, s in shapes:
+            try:
+                qkv = torch.randn(b, s, 3, h, d, device="cuda", dtype=torch.float16, requires_grad=True)
+                fn = lambda qkv=qkv: naive_attention(qkv)  # noqa: E731
+                ts = event_time(fn)
+                ks = kernels_of(fn)
+            except Exception as exc:  # noqa: BLE001
+                print(f"naive d={d} b={b} s={s}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+                continue
+            flops = 4.0 * b * h * s * s * d
+            rows.append({"headdim": d, "nheads": h, "batch": b, "seqlen": s, "causal": False, "direction": "fwd",
+                         "time_s": ts, "tflops": flops / ts / 1e12, "score_bytes": 2 * b * h * s * s})
+            print(f"naive d={d} b={b} s={s}: {ts * 1e3:.3f} ms, {flops / ts / 1e12:.1f} TFLOP/s", flush=True)
+            for key, calls, us in ks:
+                prof.append({"headdim": d, "batch": b, "seqlen": s, "kernel": key[:200], "calls": calls,
+                             "device_us": us})
+            qkv = None
+            torch.cuda.empty_cache()
+            write(out / "naive_attention.csv", rows)
+    write(out / "naive_attention_kernels.csv", prof)
+
+
+def _stream_cases(s_rows: int) -> list[tuple[str, int, int, Callable[[], Any]]]:
+    """(name, columns, bytes moved, fn) of each elementwise path at *s_rows* rows (a MoE layer's tokens x top-k)."""
+    bf = torch.bfloat16
+    hdim, inter, topk = 2048, 768, 8
+    x = torch.randn(s_rows, hdim, device="cuda", dtype=bf)
+    y = torch.randn(s_rows, hdim, device="cuda", dtype=bf)
+    w = torch.rand(s_rows, device="cuda", dtype=bf)
+    mask = torch.rand(s_rows, 1, device="cuda") < 0.01
+    gu = torch.randn(s_rows, 2 * inter, device="cuda", dtype=bf)
+    g, u = gu.chunk(2, dim=-1)  # strided halves (row stride 2 x inter)
+    gc, uc = g.contiguous(), u.contiguous()
+    tok = s_rows // topk
+    r3 = torch.randn(tok, topk, hdim, device="cuda", dtype=bf)
+    idx = torch.randint(0, tok, (s_rows,), device="cuda")
+    src = torch.randn(tok, hdim, device="cuda", dtype=bf)
+    e = x.numel() * 2  # bytes of one [S, H] bf16 tensor
+    ei = g.numel() * 2
+    return [
+        ("mul contiguous", hdim, 3 * e, lambda: x * y),
+        ("mul broadcast [S,1]", hdim, 2 * e + s_rows * 2, lambda: x * w[:, None]),
+        ("masked_fill broadcast [S,1]", hdim, 2 * e + s_rows, lambda: x.masked_fill(mask, 0.0)),
+        ("masked_fill_ broadcast [S,1] in place", hdim, 2 * e + s_rows, lambda: x.masked_fill_(mask, 0.0)),
+        ("copy contiguous", hdim, 2 * e, lambda: x.clone()),
+        ("silu strided half", inter, 2 * ei, lambda: F.silu(g)),
+        ("silu contiguous", inter, 2 * ei, lambda: F.silu(gc)),
+        ("mul strided halves", inter, 3 * ei, lambda: g * u),
+        ("mul contiguous halves", inter, 3 * ei, lambda: gc * uc),
+        ("sum top-k [T,8,H] dim 1", hdim, r3.numel() * 2 + tok * hdim * 2, lambda: r3.sum(dim=1)),
+        ("gather rows src[idx]", hdim, 2 * e + s_rows * 8, lambda: src[idx]),
+        ("to fp32 contiguous", hdim, e + 2 * e, lambda: x.float()),
+        ("add contiguous", hdim, 3 * e, lambda: x + y),
+    ]
+
+
+def stream(t: Timer, out: Path) -> None:
+    """Elementwise paths (:func:`_stream_cases`), each timed from a CUDA-graph replay of 20 calls."""
+    rows = []
+    for s_rows in (16384, 65536):
+        for name, cols, nbytes, fn in _stream_cases(s_rows):
+            try:
+                ts = t.graph(fn, 20)
+            except Exception as exc:  # noqa: BLE001
+                print(f"stream {name} S={s_rows}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                continue
+            kname = kernels_of(fn)[0][0][:160]
+            rows.append({"case": name, "rows": s_rows, "cols": cols, "bytes": nbytes, "time_s": ts,
+                         "bytes_per_s": nbytes / ts, "kernel": kname})
+            print(f"stream {name} S={s_rows}: {ts * 1e6:.1f} us, {nbytes / ts / 1e12:.2f} TB/s  [{kname[:70]}]",
+                  flush=True)
+        torch.cuda.empty_cache()
+        write(out / "stream_paths.csv", rows)
+
+
+def grouped(t: Timer, out: Path) -> None:
+    e, k, n = 8, 4096, 28672
+    w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+    rows = []
+    cases = [(8, p) for p in (64, 72, 80, 88, 96, 104, 112, 120, 127, 128)] + [(1, 128), (2, 128), (4, 128)]
+    for touched, per in cases:
+        counts = [per if i < touched else 0 for i in range(e)]
+        offs = torch.tensor(list(itertools.accumulate(counts)), device="cuda", dtype=torch.int32)
+        x = torch.randn(touched * per, k, device="cuda", dtype=torch.bfloat16)
+        ts = t.graph(lambda x=x, offs=offs: torch._grouped_mm(x, w, offs=offs), 20)
+        wbytes = touched * k * n * 2
+        rows.append({"shape": "mixtral.gate_up", "experts": e, "experts_touched": touched, "rows_per_expert": per,
+                     "rows": touched * per, "K": k, "N": n, "time_s": ts, "weight_bytes_touched": wbytes,
+                     "weight_bytes_per_s": wbytes / ts, "tflops": 2.0 * touched * per * n * k / ts / 1e12})
+        print(f"grouped touched={touched} per={per}: {ts * 1e6:.1f} us, {wbytes / ts / 1e12:.2f} TB/s", flush=True)
+    write(out / "grouped_edge.csv", rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parts", default="naive,stream,grouped")
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    out = gpu_run_dir(a.out)
+    t = Timer("cuda", 7)
+    parts = set(a.parts.split(","))
+    for part, fn in (("naive", lambda: naive(out)), ("stream", lambda: stream(t, out)),
+                     ("grouped", lambda: grouped(t, out))):
+        if part in parts:
+            fn()
+            print(f"{part} part {time.perf_counter() - t0:.1f} s", flush=True)
+    (out / "done.json").write_text(json.dumps({"wall_s": time.perf_counter() - t0}))
+
+
+if __name__ == "__main__":
+    main()
