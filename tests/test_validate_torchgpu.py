@@ -95,3 +95,17 @@ def test_grouped_sweep_rows_keep_their_experts():
     four = by_id["h200_probe/grouped_sweep.csv:42"]  # 64 rows on each of 4 experts: 256 rows, 64 per expert
     assert (four.inputs["experts_touched"], four.inputs["rows"], four.inputs["top_k"]) == (4, 256, 1)
     assert four.regime.endswith("16-256") and "experts_touched=4" in four.command
+
+
+def test_naive_attention_rows_are_priced_as_the_kernels_rows():
+    # h200_probe/naive_attention.csv: FlashAttention's benchmark baseline on the H200, priced by the same naive byte
+    # model as kernels.csv's B200 rows (the one-op graph, naive attention, pytorch-eager)
+    from graphroof.hardware import load_hardware
+    from graphroof.validate.kernels import naive_attention_time_s
+
+    rows = {r.row_id: r for r in _kernels(Context(), "h200_probe", SESSIONS["h200_probe"]) if r.family == "attention"}
+    assert len(rows) == 11 and all(r.scored and r.runtime == "pytorch-eager" for r in rows.values())
+    r = rows["h200_probe/naive_attention.csv:4"]  # head dim 64, 32 heads, batch 8, 2,048 tokens
+    assert (r.inputs["batch"], r.inputs["heads"], r.inputs["q_len"], r.inputs["head_dim"]) == (8, 32, 2048, 64)
+    assert r.predicted == naive_attention_time_s(load_hardware("h200-sxm"), 8, 32, 32, 2048, 2048, 64, False, "fp16")
+    assert r.regime.endswith("<= 2048 keys") and "attention='naive'" in r.command

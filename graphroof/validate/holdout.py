@@ -175,7 +175,8 @@ def holdout_notes(kind: str | None) -> list[str]:
         fitted = [hw.name for hw in fitted_profiles("timing")]
         return [f"gpu hold-out: the fitted GPUs ({', '.join(fitted) or 'none'}) are each priced with [timing] / "
                 "[collectives] constants transferred from the other fitted GPUs (medians of efficiencies and "
-                "latencies, of PyTorch's grouped-GEMM per-SM rate too, none where no other fitted GPU has one; bandwidths as fractions of the device's own datasheet figures, collective bandwidths "
+                "latencies, of PyTorch's grouped-GEMM per-SM rate too, none where no other fitted GPU has one; "
+                "bandwidths as fractions of the device's own datasheet figures, collective bandwidths "
                 "of NCCL's per-channel ring bandwidth of its architecture; SM count and tiles kept); the other "
                 "(derived) profiles keep their [timing] / [collectives] (never fitted on their own rows)",
                 "with two fitted GPUs the transfer is the other GPU's constants: a check of how far one GPU's fit "

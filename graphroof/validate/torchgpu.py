@@ -21,6 +21,9 @@ rows (the profiles' [sources]); every other row is a check of the model, priced 
 * ``models.csv``: ResNet / ViT / BERT fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
   (:data:`ANALYZE_TARGET`) under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-shaped transformers model's eager
   prefill (and ``moe_models.csv``'s whole MoE models) -> ``graphroof llm`` TTFT under ``pytorch-eager``;
+* ``naive_attention.csv`` (``h200_probe``): unfused fp16 attention as FlashAttention's benchmark runs its PyTorch
+  baseline -> the one-op attention graph under the naive byte model and ``pytorch-eager``, as kernels.csv's naive
+  rows (:func:`.kernels.naive_attention_time_s`);
 * ``grouped.csv`` / ``grouped_sweep.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows
   spread evenly over the experts; the sweep's ``rows_per_expert`` on each of ``experts_touched`` experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
   experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled``, whose
@@ -33,7 +36,14 @@ from typing import Any
 
 from .context import Context, priced_points
 from .data import DATA_DIR, excluded_reason
-from .kernels import attention_graph, attention_time_s, grouped_mm_time_s, matmul_time_s
+from .kernels import (
+    NAIVE_RUNTIME,
+    attention_graph,
+    attention_time_s,
+    grouped_mm_time_s,
+    matmul_time_s,
+    naive_attention_time_s,
+)
 from .result import Row
 
 __all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
@@ -138,7 +148,28 @@ def _kernels(ctx: Context, folder: str, hw_name: str) -> list[Row]:
         out.append(row)
     for where, r in _optional_rows(ctx, folder, "grouped.csv") + _optional_rows(ctx, folder, "grouped_sweep.csv"):
         out.append(_grouped_row(ctx, hw, hw_name, where, r))
+    for where, r in _optional_rows(ctx, folder, "naive_attention.csv"):
+        out.append(_naive_row(ctx, hw, hw_name, where, r))
     return out
+
+
+def _naive_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Row:
+    """A ``naive_attention.csv`` row (tools/probe_kernels_gpu.py): FlashAttention's benchmark baseline, unfused
+    fp16 attention run eagerly (Q / K copied into batched-GEMM order, a scaled batched Q K^T, softmax, P V), priced
+    as the kernels.csv naive rows are: the one-op attention graph under the naive byte model and pytorch-eager
+    (:func:`.kernels.naive_attention_time_s`)."""
+    b, h, s, d = (int(r[c]) for c in ("batch", "nheads", "seqlen", "headdim"))
+    regime = "naive attention (eager), " + ("<= 2048 keys" if s <= 2048 else "> 2048 keys")
+    row = _row(ctx, hw_name, where, r, "attention", regime, "kernel-time", NAIVE_RUNTIME,
+               {"batch": b, "heads": h, "q_len": s, "kv_len": s, "head_dim": d, "causal": False, "dtype": "fp16"},
+               float(r["time_s"]))
+    if not row.excluded:
+        row.predicted = naive_attention_time_s(hw, b, h, h, s, s, d, False, "fp16")
+        row.vendor = hw.vendor
+    row.command = (f"graphroof.analyze(graphroof.validate.torchgpu.attention_graph({b}, {h}, {h}, {s}, {s}, {d}, "
+                   f"False, 'fp16'), hw='{hw_name}', runtime='{NAIVE_RUNTIME}', attention='naive', causal='full'): "
+                   "kernel time_realistic_s - t_launch_s")
+    return row
 
 
 def _llm(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, str, str, int, int]]) -> list[Row]:
