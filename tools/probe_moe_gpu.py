@@ -157,7 +157,8 @@ def profile_prefill(llm: Any, name: str, batch: int, seq: int, out: Path, trace:
             wall = time.perf_counter() - t0
     tag = f"{name}_b{batch}_s{seq}"
     avg = prof.key_averages()
-    kern = [(e.key, e.count, e.device_time_total) for e in avg if e.device_time_total > 0 and e.device_type.name == "CUDA"]
+    kern = [(e.key, e.count, e.device_time_total) for e in avg
+            if e.device_time_total > 0 and e.device_type.name == "CUDA"]
     kern.sort(key=lambda r: -r[2])
     with (out / "moe_kernels.csv").open("a") as f:
         for key, calls, us in kern:
@@ -170,7 +171,8 @@ def profile_prefill(llm: Any, name: str, batch: int, seq: int, out: Path, trace:
             dst.write(src.read())
         p.unlink()
     total = sum(us for _, _, us in kern)
-    print(f"profile {tag}: wall {plain * 1e3:.2f} ms (profiled {wall * 1e3:.2f}), kernels {total / 1e3:.2f} ms", flush=True)
+    print(f"profile {tag}: wall {plain * 1e3:.2f} ms (profiled {wall * 1e3:.2f}), kernels {total / 1e3:.2f} ms",
+          flush=True)
     return {"case": tag, "wall_s": plain, "profiled_wall_s": wall, "kernel_sum_s": total / 1e6}
 
 

@@ -1,11 +1,12 @@
 """Rows measured by graphroof's developers with PyTorch on one NVIDIA H100 SXM and one H200 SXM
 (``data/h100_session/``, ``data/h200_session/``, ``tools/measure_gpu.py``), and two blind sets measured later on
 shapes and models nothing was fitted on (``data/h200_unseen/``, ``data/h100_unseen/``: ``tools/measure_gpu.py --set
-unseen``; engine label :data:`BLIND`), and ``data/h200_probe/`` (``grouped_sweep.csv``: ``tools/probe_moe_gpu.py``,
-``tools/probe_kernels_gpu.py``).  No timing constant was fitted on them (the H200's timing constants are derived from
-the H100's; the H100's were fitted on other rows) except ``pytorch-eager``'s host dispatch, fitted on the fourteen
-host-bound eager rows of the two sessions, and ``torch_grouped_sm_bw_bytes_per_s``, fitted on the H100 ``grouped.csv``
-rows (the profiles' [sources]); every other row is a check of the model, priced through the paths users run:
+unseen``; engine label :data:`BLIND`), and ``data/h200_probe/`` (``grouped_sweep.csv``, ``naive_attention.csv``:
+``tools/probe_moe_gpu.py``, ``tools/probe_kernels_gpu.py``).  No timing constant was fitted on them (the H200's
+timing constants are derived from the H100's; the H100's were fitted on other rows) except ``pytorch-eager``'s host
+dispatch, fitted on the fourteen host-bound eager rows of the two sessions, and ``torch_grouped_sm_bw_bytes_per_s``,
+fitted on the H100 ``grouped.csv`` rows (the profiles' [sources]); every other row is a check of the model, priced
+through the paths users run:
 
 * ``gemm.csv``: ``torch.mm`` bf16 and ``torch._scaled_mm`` fp8 (bf16 out), M = 1 .. 16384 on Llama-3 linear shapes
   -> the one-op ``aten.mm`` graph of :mod:`.kernels` under ``compiled`` (kernel time, no host launch: the source
@@ -25,9 +26,11 @@ rows (the profiles' [sources]); every other row is a check of the model, priced 
   baseline -> the one-op attention graph under the naive byte model and ``pytorch-eager``, as kernels.csv's naive
   rows (:func:`.kernels.naive_attention_time_s`);
 * ``grouped.csv`` / ``grouped_sweep.csv``: ``torch._grouped_mm`` bf16 MoE expert GEMMs (``tokens * top_k`` rows
-  spread evenly over the experts; the sweep's ``rows_per_expert`` on each of ``experts_touched`` experts) -> the one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the
-  experts that receive rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled``, whose
-  ``moe_grouped_gemm = "torch"`` makes the call one grouped kernel on these sm90 devices (:func:`.kernels.grouped_runtime`).
+  spread evenly over the experts; the sweep's ``rows_per_expert`` on each of ``experts_touched`` experts) -> the
+  one-op ``aten._grouped_mm`` graph of :mod:`.kernels` (:func:`.kernels.grouped_mm_graph`, the experts that receive
+  rows as its ``moe_experts_touched``), same pricing as ``gemm.csv`` under ``compiled``, whose
+  ``moe_grouped_gemm = "torch"`` makes the call one grouped kernel on these sm90 devices
+  (:func:`.kernels.grouped_runtime`).
 """
 
 from __future__ import annotations
