@@ -297,12 +297,13 @@ def grouped_rows(folders=("h100_session", "h100_unseen")):
     """(experts, rows, K, N, top_k, experts receiving rows, measured s) of the bundled torch._grouped_mm rows of
     *folders* (graphroof/validate/data/*/grouped.csv: the tokens x top-k rows spread evenly over the experts)."""
     from graphroof.validate.data import DATA_DIR
+    from graphroof.validate.torchgpu import grouped_shape
 
     out = []
     for folder in folders:
         for r in _csv(DATA_DIR / folder / "grouped.csv"):
-            e, t, k_, kk, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
-            out.append((e, t * k_, kk, n, k_, min(e, t * k_), float(r["time_s"])))
+            e, visited, rows, _, top_k, k, n = grouped_shape(r)
+            out.append((e, rows, k, n, top_k, visited, float(r["time_s"])))
     return out
 
 

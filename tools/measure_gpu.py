@@ -132,6 +132,20 @@ class Timer:
             torch.cuda.synchronize()
 
 
+def kernels_of(fn: Callable[[], Any]) -> list[tuple[str, int, float]]:
+    """(name, calls, device us) of the CUDA kernels one call of *fn* launches (torch.profiler, after one warm-up
+    call), longest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0),
+                  key=lambda r: -r[2])
+
+
 def reps_for(flops: float, peak: float = 7e14) -> int:
     """Calls per graph: enough for ~2 ms of work, at most 50."""
     return int(max(1, min(50, 2e-3 / max(flops / peak, 2e-6))))

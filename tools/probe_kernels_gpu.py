@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.measure_gpu import Timer, gpu_run_dir, write  # noqa: E402
+from tools.measure_gpu import Timer, gpu_run_dir, kernels_of, write  # noqa: E402
 
 #: (head dim, heads, [(batch, seq)]): the benchmark's shapes (model width 2048: heads = 2048 / head dim)
 NAIVE = ((64, 32, ((32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384))),
@@ -48,18 +48,6 @@ def naive_attention(qkv: torch.Tensor) -> torch.Tensor:
     scores = torch.baddbmm(scores, q, k, beta=0, alpha=1.0 / math.sqrt(d)).view(b, h, s, s)
     probs = F.dropout(torch.softmax(scores, dim=-1), 0.0)
     return torch.einsum("bhts,bhsd->bhtd", probs, v.transpose(1, 2)).to(qkv.dtype)
-
-
-def kernels_of(fn: Callable[[], Any]) -> list[tuple[str, int, float]]:
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0),
-                  key=lambda r: -r[2])
 
 
 def event_time(fn: Callable[[], Any], reps: int = 10, trials: int = 5) -> float:

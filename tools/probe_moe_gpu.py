@@ -31,7 +31,15 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tools.measure_gpu import Timer, bf16_model, eager_prefill, gpu_run_dir, reps_for, write  # noqa: E402
+from tools.measure_gpu import (  # noqa: E402
+    Timer,
+    bf16_model,
+    eager_prefill,
+    gpu_run_dir,
+    kernels_of,
+    reps_for,
+    write,
+)
 
 #: name -> (experts, K, N) of ``y = x @ w[e]``, w stored [E, N, K] and passed transposed (as the bundled rows)
 SHAPES = {"mixtral.gate_up": (8, 4096, 28672), "mixtral.down": (8, 14336, 4096),
@@ -48,18 +56,6 @@ def _cases() -> list[tuple[str, int, int]]:
         out += [(name, e, p) for p in pers]
     out += [("mixtral.gate_up", t, p) for t, p in ((1, 1), (2, 1), (4, 1), (1, 64), (4, 64), (1, 65), (4, 65))]
     return out
-
-
-def kernel_names(fn: Any) -> list[tuple[str, int, float]]:
-    """(name, calls, device us) of the CUDA kernels one call of *fn* launches."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [(e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0]
 
 
 def grouped(t: Timer, out: Path) -> None:
@@ -90,7 +86,7 @@ def grouped(t: Timer, out: Path) -> None:
         print(f"grouped {shape} touched={touched} per={per}: {ts * 1e6:.1f} us, {wbytes / ts / 1e12:.2f} TB/s",
               flush=True)
         if touched == e and per in (1, 64, 65, 128, 129, 256):
-            for key, calls, us in kernel_names(fn):
+            for key, calls, us in kernels_of(fn):
                 names.append(f"{shape} per={per}: {calls} x {us / calls:.1f} us  {key[:600]}")
         write(out / "grouped_sweep.csv", rows)
     (out / "grouped_kernels.txt").write_text("\n".join(names) + "\n")

@@ -49,7 +49,7 @@ from .kernels import (
 )
 from .result import Row
 
-__all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "SESSIONS"]
+__all__ = ["torch_gpu_rows", "attention_graph", "attention_time_s", "grouped_shape", "SESSIONS"]
 
 #: SDPA backend (attention.csv's ``backend`` column) -> graphroof's attention kernel family
 #: (graphroof.timing.attention): PyTorch's flash backend builds FlashAttention-2 (aten/src/ATen/native/transformers/
@@ -93,6 +93,16 @@ def _grouped_regime(rows: int, visited: int) -> str:
     return "bf16 grouped GEMM, rows/expert " + ("<= 16" if per <= 16 else "16-256" if per <= 256 else "> 256")
 
 
+def grouped_shape(r: dict) -> tuple[int, int, int, int, int, int, int]:
+    """(experts, experts receiving rows, rows, tokens, top_k, K, N) of a ``grouped.csv`` / ``grouped_sweep.csv``
+    row (:func:`_grouped_row` says how each file spreads its rows)."""
+    if "experts_touched" in r:
+        e, visited, per, k, n = (int(r[c]) for c in ("experts", "experts_touched", "rows_per_expert", "K", "N"))
+        return e, visited, visited * per, visited * per, 1, k, n
+    e, t, top_k, k, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
+    return e, min(e, t * top_k), t * top_k, t, top_k, k, n
+
+
 def _grouped_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Row:
     """A ``grouped.csv`` row: ``torch._grouped_mm`` of ``tokens * top_k`` rows over ``experts`` experts, priced as
     the one-op grouped-GEMM graph of :mod:`.kernels`.  The measurement spreads the rows evenly over the experts
@@ -100,13 +110,7 @@ def _grouped_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Ro
     first ``rows`` get one each): ``min(E, rows)`` experts receive rows, the graph's ``moe_experts_touched``.
     A ``grouped_sweep.csv`` row (tools/probe_moe_gpu.py) gives ``rows_per_expert`` rows to each of its first
     ``experts_touched`` experts (top-k 1)."""
-    if "experts_touched" in r:
-        e, visited, per, k, n = (int(r[c]) for c in ("experts", "experts_touched", "rows_per_expert", "K", "N"))
-        t, top_k, rows = visited * per, 1, visited * per
-    else:
-        e, t, top_k, k, n = (int(r[c]) for c in ("experts", "tokens", "top_k", "K", "N"))
-        rows = t * top_k
-        visited = min(e, rows)
+    e, visited, rows, t, top_k, k, n = grouped_shape(r)
     row = _row(ctx, hw_name, where, r, "grouped-gemm", _grouped_regime(rows, visited), "kernel-time", "compiled",
                {"shape": r["shape"], "experts": e, "tokens": t, "top_k": top_k, "rows": rows, "K": k, "N": n,
                 "experts_touched": visited}, float(r["time_s"]))
