@@ -10,7 +10,13 @@
   transformers MoE layer runs: routing-weight multiply, sentinel masked_fill, SiLU of a gate half, top-k sum,
   token gather), timed from CUDA-graph replays, to measure what each path streams;
 * ``grouped``: ``torch._grouped_mm`` (Mixtral gate+up) at 64-128 rows per expert, where the H200 ran faster than the
-  per-SM limit fitted on the H100 (tools/probe_moe_gpu.py), and the same at 128 rows on 1-8 experts.
+  per-SM limit fitted on the H100 (tools/probe_moe_gpu.py), and the same at 128 rows on 1-8 experts;
+* ``softmax``: ``torch.softmax`` over the last dim of a contiguous [rows, dim] tensor across PyTorch's kernel edges
+  (the warp kernel up to 2048 elements, ``cunn_SoftMaxForwardReg<k>`` with k = ceil(dim / 1024) < 10, then the
+  shared-memory kernel), fp16 / bf16 / fp32, at a fixed 2^28 elements and across row counts, plus the
+  ``softmax(x, dtype=float32).to(x.dtype)`` form of transformers' eager attention; each timed from a CUDA-graph
+  replay and profiled (kernel name);
+* ``router``: a MoE router's small kernels (top-k of [tokens, experts] fp32 logits, the sort of the chosen expert ids).
 
 Run on a GPU machine: ``python3 tools/probe_kernels_gpu.py --out DIR [--parts naive,stream,grouped]``.
 """
@@ -163,17 +169,83 @@ def grouped(t: Timer, out: Path) -> None:
     write(out / "grouped_edge.csv", rows)
 
 
+#: softmax widths across the kernel edges (module doc)
+SOFTMAX_DIMS = (256, 512, 1024, 1536, 2048, 2112, 3072, 4096, 4224, 6144, 8192, 9216, 9344, 12288, 16384, 24576,
+                32768)
+SOFTMAX_ELEMENTS = 1 << 28
+
+
+def _softmax_row(t: Timer, name: str, x: torch.Tensor, fn: Callable[[], Any], nbytes: float) -> dict:
+    reps = max(1, min(20, int(2e-3 / max(nbytes / 3e12, 2e-6))))
+    ts = t.graph(fn, reps)
+    ks = kernels_of(fn)
+    rows, dim = x.shape
+    print(f"softmax {name} {x.dtype} rows={rows} dim={dim}: {ts * 1e6:.1f} us, {nbytes / ts / 1e12:.2f} TB/s "
+          f"[{ks[0][0][:60]}] x{len(ks)}", flush=True)
+    return {"case": name, "dtype": str(x.dtype).replace("torch.", ""), "rows": rows, "dim": dim, "bytes": nbytes,
+            "time_s": ts, "bytes_per_s": nbytes / ts, "kernels": len(ks), "kernel": ks[0][0][:160],
+            "kernel_us": ks[0][2], "all_kernels_us": sum(k[2] for k in ks)}
+
+
+def softmax(t: Timer, out: Path) -> None:
+    """torch.softmax across its kernel edges (module doc)."""
+    rows = []
+    cases = [(torch.float16, d, SOFTMAX_ELEMENTS // d) for d in SOFTMAX_DIMS]
+    cases += [(dt, d, SOFTMAX_ELEMENTS // d) for dt in (torch.bfloat16, torch.float32)
+              for d in (1024, 2048, 4096, 8192, 16384)]
+    cases += [(torch.float16, d, r) for d in (4096, 8192) for r in (66, 132, 264, 528, 1056, 2112, 8448)]
+    for dt, d, r in cases:
+        try:
+            x = torch.randn(r, d, device="cuda", dtype=dt)
+            rows.append(_softmax_row(t, "softmax", x, lambda x=x: torch.softmax(x, dim=-1), 2.0 * x.numel() * x.element_size()))
+        except Exception as exc:  # noqa: BLE001
+            print(f"softmax {dt} {r}x{d}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+        write(out / "softmax.csv", rows)
+    for d in (512, 2048, 4096, 8192):  # transformers' eager attention: fp32 softmax of bf16 scores, cast back
+        x = torch.randn(SOFTMAX_ELEMENTS // 4 // d, d, device="cuda", dtype=torch.bfloat16)
+        fn = lambda x=x: torch.softmax(x, dim=-1, dtype=torch.float32).to(x.dtype)  # noqa: E731
+        rows.append(_softmax_row(t, "softmax fp32 of bf16, cast back", x, fn, x.numel() * 2 * 2.0))
+        write(out / "softmax.csv", rows)
+    torch.cuda.empty_cache()
+
+
+def router(t: Timer, out: Path) -> None:
+    """A MoE router's top-k and expert-id sort (module doc), each timed from a CUDA-graph replay."""
+    rows = []
+    for tokens in (512, 2048, 8192, 16384):
+        for experts, k in ((8, 2), (64, 6), (128, 8)):
+            logits = torch.randn(tokens, experts, device="cuda", dtype=torch.float32)
+            ids = torch.randint(0, experts, (tokens * k,), device="cuda")
+            for name, fn in (("topk", lambda lg=logits, k=k: torch.topk(lg, k, dim=-1)),
+                             ("sort ids", lambda ids=ids: torch.sort(ids)),
+                             ("argsort ids stable", lambda ids=ids: torch.argsort(ids, stable=True)),
+                             ("softmax logits", lambda lg=logits: torch.softmax(lg, dim=-1))):
+                try:
+                    ts = t.graph(fn, 20)
+                    ks = kernels_of(fn)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"router {name} T={tokens} E={experts}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                    continue
+                rows.append({"case": name, "tokens": tokens, "experts": experts, "top_k": k, "time_s": ts,
+                             "kernels": sum(c for _, c, _ in ks), "kernel": ks[0][0][:160],
+                             "all_kernels_us": sum(x[2] for x in ks)})
+                print(f"router {name} T={tokens} E={experts} k={k}: {ts * 1e6:.1f} us, {len(ks)} kernel kinds "
+                      f"[{ks[0][0][:50]}]", flush=True)
+        write(out / "router.csv", rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--parts", default="naive,stream,grouped")
+    ap.add_argument("--parts", default="naive,stream,grouped,softmax,router")
     a = ap.parse_args()
     t0 = time.perf_counter()
     out = gpu_run_dir(a.out)
     t = Timer("cuda", 7)
     parts = set(a.parts.split(","))
     for part, fn in (("naive", lambda: naive(out)), ("stream", lambda: stream(t, out)),
-                     ("grouped", lambda: grouped(t, out))):
+                     ("grouped", lambda: grouped(t, out)), ("softmax", lambda: softmax(t, out)),
+                     ("router", lambda: router(t, out))):
         if part in parts:
             fn()
             print(f"{part} part {time.perf_counter() - t0:.1f} s", flush=True)

@@ -54,6 +54,10 @@ defaults, which are one kernel per op, launches added per kernel)::
     gemv_mem_bw_efficiency = 0.0      # its share of the bandwidth (0: the profile's gemm_mem_bw_efficiency) and
     gemv_sm_bw_bytes_per_s = 0.0      # one SM's rate: its bytes in flight per SM over the DRAM latency (0: none)
     gemv_quant_sm_bw_bytes_per_s = 0.0  # the same for its weight-only quantized mat-vec kernel (0: the one above)
+    aten_strided_elements_per_sm_clock = 0.0  # PyTorch's non-vectorised elementwise kernels (a broadcast or cast
+                                      # operand): elements per SM per clock, a bound beside bytes (timing.aten)
+    aten_softmax_reg_elements_per_sm_clock = 0.0  # PyTorch's register softmax kernel (2,049-9,216 elements a row):
+                                      # elements per SM per clock, a bound beside bytes (timing.aten)
 
     [sources]                         # capability -> citation (strings)
 """
@@ -125,7 +129,9 @@ _FIELDS: dict[str, dict[str, tuple[str, type, tuple | None]]] = {
                 "gemv_quant_sm_bw_bytes_per_s": ("gemv_quant_sm_bw_bytes_per_s", float, None),
                 "gemv_mem_bw_efficiency": ("gemv_mem_bw_efficiency", float, None),
                 "gemv_max_rows": ("gemv_max_rows", int, None),
-                "gemv_float_max_rows": ("gemv_float_max_rows", int, None)},
+                "gemv_float_max_rows": ("gemv_float_max_rows", int, None),
+                "aten_strided_elements_per_sm_clock": ("aten_strided_elements_per_sm_clock", float, None),
+                "aten_softmax_reg_elements_per_sm_clock": ("aten_softmax_reg_elements_per_sm_clock", float, None)},
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,47}$")
 
@@ -210,6 +216,10 @@ def preset_fields(data: dict[str, Any], *, source: str = "preset", path: str = "
             if typ is float and k.endswith("_bytes_per_s"):
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1e14:
                     raise bad(f"[{table}].{k} must be a rate in bytes per second in [0, 1e14], got {v!r}")
+                v = float(v)
+            elif typ is float and k.endswith("_per_sm_clock"):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 64:
+                    raise bad(f"[{table}].{k} must be a number of elements per SM per clock in [0, 64], got {v!r}")
                 v = float(v)
             elif typ is float:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or v > 1:

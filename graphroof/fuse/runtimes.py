@@ -165,6 +165,12 @@ class Runtime:
     gemv_max_rows: int = 0
     #: the same for float (F16 / BF16) weights: its float matrix-vector kernel (0: none)
     gemv_float_max_rows: int = 0
+    #: elements per SM per clock of PyTorch's non-vectorised elementwise kernels (an operand broadcast or cast:
+    #: TensorIterator's offset-calculator path), a bound beside their bytes (graphroof.timing.aten); 0: none
+    aten_strided_elements_per_sm_clock: float = 0.0
+    #: elements per SM per clock of PyTorch's register softmax kernel (cunn_SoftMaxForwardReg: rows of 2,049-9,216
+    #: elements, PyTorch >= 2.7), a bound beside its bytes (graphroof.timing.aten); 0: none
+    aten_softmax_reg_elements_per_sm_clock: float = 0.0
     #: torch.autocast mixed precision: every GEMM / conv first casts its fp32 weight to the compute dtype, one more
     #: kernel (4 B read + 2 B written per weight, i.e. 3x the fp16 weight bytes) and one more launch per GEMM
     autocast: bool = False

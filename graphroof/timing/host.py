@@ -38,6 +38,8 @@ written, read, ``P`` written, read); its other kernels each stream a tensor once
                                          the attention's own bytes)
 
 with ``S = B H L S_kv`` score elements in the query's dtype (the whole square: the unfused path materialises it).
+The layout copies read a permuted view: PyTorch runs them on TensorIterator's non-vectorised path, so under a
+preset with an element rate (:mod:`graphroof.timing.aten`) each takes at least its elements at that rate.
 
 A linear marked ``bias_add = "separate"`` (:data:`BIAS_ADD`; set by whoever knows the PyTorch that ran it, e.g.
 graphroof.validate.vision for PyTorch 1.8) is a GEMM without its bias and ``output.add_(bias)`` after it: older
@@ -58,7 +60,7 @@ from ..dtypes import dtype_bits
 from ..fuse.classify import kernel_kind
 from ..graph import OpNode, Role
 
-__all__ = ["BIAS_ADD", "eager_attention_bytes", "eager_bias_bytes", "eager_dispatches", "extra_kernels_device_s",
+__all__ = ["BIAS_ADD", "eager_attention_bytes", "eager_attention_copies", "eager_bias_bytes", "eager_dispatches", "extra_kernels_device_s",
            "host_dispatch_s", "LIBRARY_KINDS", "separate_bias"]
 
 #: kernel kinds whose kernel comes from a vendor library call (cuBLAS / cuDNN / fused attention)
@@ -155,12 +157,27 @@ def eager_attention_bytes(node: OpNode, cost: Any) -> float:
     return 2.0 * (q.nbytes + k.nbytes + v.nbytes + o.nbytes) + 2.0 * scores * (1 + int(mask))
 
 
+def eager_attention_copies(node: OpNode, cost: Any) -> tuple[float, float]:
+    """(bytes, elements) of the four layout copies of an eager naive attention (module doc): ``2 (q + k + v + o)``
+    bytes, ``q + k + v + o`` elements written; (0, 0) unless *node* is an attention kernel that writes its scores."""
+    if kernel_kind(node, cost) != "attention" or not _writes_scores(node, cost):
+        return 0.0, 0.0
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    if q is None or k is None or v is None or q.rank < 2 or k.rank < 2:
+        return 0.0, 0.0
+    o = node.outputs[0] if node.outputs and node.outputs[0] is not None else q
+    ts = (q, k, v, o)
+    return 2.0 * sum(t.nbytes for t in ts), float(sum(t.numel for t in ts))
+
+
 def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_latency_s: float,
-                           elementwise_bw_bytes_per_s: float = 0.0) -> float:
+                           elementwise_bw_bytes_per_s: float = 0.0, strided_elements_per_s: float = 0.0) -> float:
     """Device time of the kernels beyond the first that *runtime*'s implementation of one graphroof kernel
     launches (``aten_ops``: module doc): ``(n_launch - 1) * stream_latency_s``, plus their bytes
     (:func:`eager_attention_bytes`) at *elementwise_bw_bytes_per_s* (the profile's sustained elementwise
-    bandwidth) when given."""
+    bandwidth) when given.  *strided_elements_per_s* (> 0: :func:`graphroof.timing.aten.strided_elements_per_s`):
+    the layout copies read a permuted view, TensorIterator's non-vectorised path, so each copy takes at least its
+    elements at that rate (:func:`eager_attention_copies`)."""
     if node is None or not getattr(runtime, "aten_ops", False):
         return 0.0
     bias = eager_bias_bytes(node, cost) > 0  # a linear's bias added by a kernel of its own
@@ -168,4 +185,7 @@ def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_
         * stream_latency_s
     if elementwise_bw_bytes_per_s > 0:
         t_s += (eager_attention_bytes(node, cost) + eager_bias_bytes(node, cost)) / elementwise_bw_bytes_per_s
+        if strided_elements_per_s > 0:  # the copies' element bound beyond their bytes (timing.aten)
+            copy_bytes, copy_elements = eager_attention_copies(node, cost)
+            t_s += max(0.0, copy_elements / strided_elements_per_s - copy_bytes / elementwise_bw_bytes_per_s)
     return t_s

@@ -31,6 +31,7 @@ from ..errors import UnboundDimError
 from ..fuse.classify import gemm_mnk
 from ..fuse.runtimes import Runtime
 from ..graph import OpNode
+from .aten import aten_floor_s
 from .attention import attention_dims, attention_time, context_prep_launches
 from .collectives import collective_time
 from .conv import conv_shape, conv_time, is_conv_key
@@ -172,5 +173,8 @@ def kernel_time(node: OpNode, kind: str, cost: Cost, hw, dtype: str, tc: float, 
         sk = stream_kind(keys)
         s = stream_time(cost.bytes, hw, priced_kind(sk, runtime))
         tv = cost.vector_flops / (hw.peak("vector", dtype)[0] * hw.vector_efficiency) if cost.vector_flops else 0.0
-        return KernelTime(max(s.t_s, tv + timing.stream_latency_s), launch, f"stream:{sk}")
+        # PyTorch's non-vectorised elementwise path (broadcast or cast operands) and its register softmax: bound
+        # by elements (timing.aten)
+        floor = aten_floor_s(node, cost.act_write_bytes, hw, runtime, timing.stream_latency_s)
+        return KernelTime(max(s.t_s, tv + timing.stream_latency_s, floor), launch, f"stream:{sk}")
     return KernelTime(_derated(cost, hw, tc, tm), launch, "roofline")

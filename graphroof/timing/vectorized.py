@@ -19,6 +19,7 @@ from ..dtypes import dtype_bits
 from ..fuse.runtimes import Runtime
 from ..hardware.params import KernelTiming
 from ..hardware.profile_cache import memo_of
+from .aten import aten_floor_s
 from .attention import AttentionDims, attention_dims, attention_time
 from .conv import is_conv_key
 from .gemm import _tile_heights, schedule_of
@@ -190,7 +191,8 @@ def kernel_times(kind: str, op_keys, dtype: str, cost: Mapping[str, np.ndarray],
         sk = stream_kind(tuple(op_keys) if op_keys else ())
         eff = timing.stream_efficiency(priced_kind(sk, runtime))
         s = np.where(nbytes != 0, nbytes / (hw.mem_bw_bytes_per_s * eff) + timing.stream_latency_s, 0.0)
-        out = np.maximum(s, tv + timing.stream_latency_s)
+        out = np.maximum(np.maximum(s, tv + timing.stream_latency_s),
+                         aten_floor_s(node, cost["act_write_bytes"], hw, runtime, timing.stream_latency_s))
     else:
         tc = mf / pm + vf / pv
         tm = nbytes / hw.mem_bw_bytes_per_s

@@ -41,6 +41,11 @@ _EAGER_TG = ("the TorchScript rows' level fit alone, one constant per launch (th
              "split it): the six rows' median 6.785 ms / 237 launches = 28.63 us, less the 5 us launch overhead of "
              "V100 / T4 / A10 = 23.6 us per launch, no library surcharge (PYTORCH18_HOST, measured against the "
              "torch_gpu level, is undefined without those rows: 1)")
+_ATEN_STRIDED = ("aten_strided_elements_per_sm_clock (1.45) and aten_softmax_reg_elements_per_sm_clock (1.14) were "
+                 "fitted on PyTorch 2.11's non-vectorised elementwise and register softmax kernels measured on an H200 "
+                 "(h200_probe/stream_paths.csv and naive_attention_kernels.csv, unscored kernel profiles of this "
+                 "engine); no other engine's rows fit those kernels' element rates: the unfitted default, no element "
+                 "bound (0)")
 #: (dataset, engine, preset) -> held-out constants.  One entry per fit named in a preset's [sources] (the test
 #: tests/test_holdout_fits.py checks every "fitted" preset constant has one).
 ENGINE_FITS: tuple[EngineFit, ...] = (
@@ -80,8 +85,13 @@ ENGINE_FITS: tuple[EngineFit, ...] = (
     # factors (graphroof.validate.vision._host_runtime)
     *(EngineFit("vision", "PyTorch TorchScript", p, {}, _EAGER_TS) for p in ("pytorch-eager", "pytorch-eager-amp")),
     *(EngineFit("torch_gpu", "PyTorch 2.11", p,
-                {"host_overhead_per_kernel_s": 23.6e-6, "host_overhead_per_library_call_s": 0.0}, _EAGER_TG)
+                {"host_overhead_per_kernel_s": 23.6e-6, "host_overhead_per_library_call_s": 0.0,
+                 "aten_strided_elements_per_sm_clock": 0.0, "aten_softmax_reg_elements_per_sm_clock": 0.0},
+                _EAGER_TG + "; " + _ATEN_STRIDED)
       for p in ("pytorch-eager", "pytorch-eager-amp")),
+    EngineFit("torch_gpu", "PyTorch 2.11", "pytorch-cuda-graph",
+              {"aten_strided_elements_per_sm_clock": 0.0, "aten_softmax_reg_elements_per_sm_clock": 0.0},
+              _ATEN_STRIDED),
 )
 
 
