@@ -15,6 +15,7 @@ from ..counters.cost import Cost
 from ..errors import CostError, UnboundDimError
 from ..graph import COST, IN_TENSORS, OP, OUT_TENSORS, OpGraph, OpNode, Role, TensorSpec
 from .classify import op_class
+from .layout import strided_view
 
 __all__ = ["Dataflow", "kernel_cost", "boundary"]
 
@@ -48,8 +49,11 @@ class Dataflow:
         self.src: dict[tuple[str, int], tuple[str | None, str | None]] = {}
         self.consumers: dict[tuple[str, str], set[str]] = defaultdict(set)  # (producer, tensor) -> ops
         self.preds: dict[str, set[str]] = defaultdict(set)
+        # (op, input position) read through a view chain that leaves the tensor strided in memory (fuse.layout)
+        self.strided_in: set[tuple[str, int]] = set()
         last: dict[str, str] = {}
         view_src: dict[str, tuple[str | None, str | None]] = {}  # view output tensor -> real source
+        view_strided: set[str] = set()                           # view output tensors left strided
         for n in self.order:
             ins = self.in_names[n]
             for pos, t in enumerate(ins):
@@ -58,6 +62,8 @@ class Dataflow:
                 p = last.get(t)
                 real = view_src.get(t, (p, t)) if p is not None and self.cls[p] == "view" else (p, t)
                 self.src[(n, pos)] = real
+                if p is not None and self.cls[p] == "view" and t in view_strided:
+                    self.strided_in.add((n, pos))
                 if self.cls[n] != "view" and real[0] is not None:
                     self.consumers[(real[0], real[1])].add(n)
                     self.preds[n].add(real[0])
@@ -67,6 +73,8 @@ class Dataflow:
                     if self.cls[n] == "view":
                         first = next((self.src[(n, i)] for i in range(len(ins)) if (n, i) in self.src), (None, None))
                         view_src[t] = first
+                        if (n, 0) in self.strided_in or strided_view(self.nodes[n]):
+                            view_strided.add(t)
 
     def reachable_any(self, members: set[str], targets: set[str]) -> bool:
         """Whether any of *targets* can be reached from *members*: one search bounded by the latest target

@@ -103,6 +103,8 @@ class KernelGraph:
                     attrs["gpus_per_node"] = first.attrs["gpus_per_node"]
             if k.quantize_input:  # its fp8 input quantize runs as a kernel of its own (timing.gemm_plan)
                 attrs["quantize_input"] = True
+            if k.strided_input:  # an input read through a strided view (fuse.layout; timing.aten)
+                attrs["strided_input"] = True
             if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("gemm_library"):  # the GEMM's kernel family
                 attrs["gemm_library"] = op_of[k.ops[0]].attrs["gemm_library"]  # (timing.gemm_plan)
             if k.kind == "gemm" and op_of[k.ops[0]].attrs.get("moe_balanced"):  # rows split evenly (timing.moe)
@@ -360,11 +362,12 @@ def fuse(graph: OpGraph, runtime: str | Runtime | None = "eager") -> KernelGraph
         for n in ops:
             op_kernel[n] = len(kernels)
         ins, outs = boundary(df, ops)
+        strided = any((n, pos) in df.strided_in for n in ops for pos in range(len(df.in_names[n])))
         kernels.append(Kernel(name=anchor if len(ops) == 1 else f"{anchor}+{len(ops) - 1}", kind=kind, ops=ops,
                               cost=kernel_cost(df, ops, grouper.folded), scope=df.nodes[anchor].scope,
                               dtype=compute_dtype(df.nodes[anchor]), gemm_mnk=mnk,
                               folded=[n for n in ops if n in grouper.folded], inputs=ins, outputs=outs,
-                              quantize_input=quant))
+                              quantize_input=quant, strided_input=strided))
     if rt.layout_copies or rt.reduction_passes or rt.split_unfused_attention:  # kernels around them (fuse.passes)
         kernels = extra_kernels(df, kernels, rt)
         op_kernel = {n: i for i, k in enumerate(kernels) if not k.synthetic for n in k.ops}

@@ -38,6 +38,8 @@ class Kernel:
     op_keys: tuple[str, ...] = ()
     #: added around the fused kernels (graphroof.fuse.passes): it runs no op of its own (``ops``: the op it serves)
     synthetic: bool = False
+    #: an input reaches it through a view that leaves it strided in memory (graphroof.fuse.layout)
+    strided_input: bool = False
 
     @property
     def n_ops(self) -> int:

@@ -1,12 +1,14 @@
 """PyTorch's elementwise kernels off their vectorised path: bound by elements, not bytes.
 
-PyTorch runs a pointwise ATen op (add, mul, a cast, an activation, ``masked_fill``) through TensorIterator (``aten/src/ATen/native/cuda/CUDALoops.cuh``, ``gpu_kernel_impl``).  Only
-when every operand is contiguous in the output's shape and none needs a dtype cast does it launch
-``vectorized_elementwise_kernel`` (16-byte loads: the streaming rates of :mod:`graphroof.timing.stream`).  An
-operand broadcast along a dim (a norm's ``[S, 1]`` statistics, a ``[H]`` weight, rotary's cos / sin over the
-heads) sends it to ``elementwise_kernel`` with an offset calculator, and a dtype
-cast to ``unrolled_elementwise_kernel`` with a dynamic cast: both load one element at a time and compute each
-operand's offset (an integer divide and modulo per dim), so their time follows the elements, not the bytes::
+PyTorch runs a pointwise ATen op (add, mul, a cast, an activation, ``masked_fill``) through TensorIterator
+(``aten/src/ATen/native/cuda/CUDALoops.cuh``, ``gpu_kernel_impl``).  Only when every operand is contiguous in the
+output's shape and none needs a dtype cast does it launch ``vectorized_elementwise_kernel`` (16-byte loads: the
+streaming rates of :mod:`graphroof.timing.stream`).  An operand broadcast along a dim (a norm's ``[S, 1]``
+statistics, a ``[H]`` weight, rotary's cos / sin over the heads) sends it to ``elementwise_kernel`` with an offset
+calculator, and a dtype cast to ``unrolled_elementwise_kernel`` with a dynamic cast (not the narrowing fp32 -> bf16 /
+fp16 copy, a vectorised kernel of its own: ``Copy.cu`` ``bfloat16_copy_kernel_cuda``): both load one element at a
+time and compute each operand's offset (an integer divide and modulo per dim), so their time follows the elements,
+not the bytes::
 
     t >= stream_latency_s + output elements / (r x SMs x clock)
 
@@ -17,8 +19,9 @@ exponential rate over 16 (:func:`graphroof.timing.attention.exp_rate`: 16 SFU re
 Which kernels (:func:`off_vector_path`): one ATen pointwise op (an allowlist, :data:`POINTWISE`; concatenation,
 gathers, same-dtype copies and reductions run other kernels) that has an input broadcast against its output
 (right-aligned, an input dim of 1 or missing where the output's is not 1; a one-element input is a scalar PyTorch
-lifts out) or a floating-point input of another dtype than its output.  Not seen: an operand that is a strided
-view (a slice of the last dim), which also leaves the vectorised path: the graph holds no strides.  Not
+lifts out), a floating-point input of another dtype than its output, or an input read through a view that
+leaves it strided (``x[..., :64]``, a chunk of the last dim, a transpose: the kernel's ``strided_input`` attr, set
+by graphroof.fuse.layout); a concatenation with such an input likewise (``CatArrayBatchedCopy``).  Not
 included: an inference batch norm, whose scale and shift on a contiguous input is a kernel of its own
 (``batch_norm_transform_input_kernel``, aten/src/ATen/native/cuda/Normalization.cuh), not TensorIterator's: with
 it, ResNet-50 / 101 eager and CUDA-graph rows of graphroof/validate/data/h100_session and h200_session went from
@@ -60,6 +63,11 @@ POINTWISE = frozenset((
 ))
 
 
+#: concatenation: ``CatArrayBatchedCopy`` (the general kernel, one element per load) when an input is strided
+CONCAT = frozenset(("cat", "concat", "concatenate", "_cat", "stack"))
+#: copy ops: a contiguous fp32 -> bf16 / fp16 copy has kernels of its own on the vectorised path
+#: (aten/src/ATen/native/cuda/Copy.cu: bfloat16_copy_kernel_cuda, float16_copy_kernel_cuda, gpu_kernel_nocast)
+_COPIES = frozenset(("_to_copy", "to", "copy"))
 #: ATen softmax ops (the op name, overload dropped)
 SOFTMAX_KEYS = frozenset(("softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"))
 #: softmax_warp_forward's largest row (elements; and at most 8 KB of it): dispatch_softmax_forward, PyTorch >= 2.7
@@ -97,10 +105,14 @@ def off_vector_path(node: OpNode | None) -> bool:
     out = node.outputs[0] if node.outputs and node.outputs[0] is not None else None
     if out is None:
         return False
-    if _op_name(keys[0]) not in POINTWISE:
+    name = _op_name(keys[0])
+    if node.attrs.get("strided_input") and (name in POINTWISE or name in CONCAT):
+        return True  # an input read through a strided view (graphroof.fuse.layout)
+    if name not in POINTWISE:
         return False
     ins = [t for t in node.inputs if t is not None]
-    if any(t.dtype != out.dtype and t.dtype.startswith(("fp", "bf")) for t in ins):
+    narrowing = name in _COPIES and len(ins) == 1 and ins[0].dtype == "fp32" and out.dtype in ("bf16", "fp16")
+    if not narrowing and any(t.dtype != out.dtype and t.dtype.startswith(("fp", "bf")) for t in ins):
         return True
     return any(_broadcast(tuple(t.shape), tuple(out.shape)) for t in ins if t.rank)
 

@@ -40,6 +40,11 @@ def test_which_kernels_leave_the_vectorised_path():
     # contiguous operands of the output's shape, no cast: the vectorised kernel
     assert not off_vector_path(_node("aten.add", (xb, xb), xb))
     assert not off_vector_path(_node("aten._to_copy", (xb,), xb))
+    # ... and the narrowing fp32 -> bf16 / fp16 copy, a vectorised kernel of its own (bfloat16_copy_kernel_cuda)
+    assert not off_vector_path(_node("aten._to_copy", (x32,), xb))
+    assert not off_vector_path(_node("aten._to_copy", (x32,), TensorSpec((1, S, H), "fp16")))
+    # a multiply of fp32 by bf16 into bf16 casts an operand: off the vectorised path
+    assert off_vector_path(_node("aten.mul", (x32, xb), xb))
     # a one-element operand is a scalar PyTorch lifts out; a dim missing where the output's is 1 is no broadcast
     assert not off_vector_path(_node("aten.mul", (xb, TensorSpec((1,), "bf16")), xb))
     assert not off_vector_path(_node("aten.add", (xb, TensorSpec((S, H), "bf16")), xb))
