@@ -21,7 +21,8 @@ gathers, same-dtype copies and reductions run other kernels) that has an input b
 (right-aligned, an input dim of 1 or missing where the output's is not 1; a one-element input is a scalar PyTorch
 lifts out), a floating-point input of another dtype than its output, or an input read through a view that
 leaves it strided (``x[..., :64]``, a chunk of the last dim, a transpose: the kernel's ``strided_input`` attr, set
-by graphroof.fuse.layout); a concatenation with such an input likewise (``CatArrayBatchedCopy``).  Not
+by graphroof.fuse.layout); a concatenation with such an input likewise (``CatArrayBatchedCopy``), and a clone of it
+(``.contiguous()`` after a transpose).  Not
 included: an inference batch norm, whose scale and shift on a contiguous input is a kernel of its own
 (``batch_norm_transform_input_kernel``, aten/src/ATen/native/cuda/Normalization.cuh), not TensorIterator's: with
 it, ResNet-50 / 101 eager and CUDA-graph rows of graphroof/validate/data/h100_session and h200_session went from
@@ -63,8 +64,10 @@ POINTWISE = frozenset((
 ))
 
 
-#: concatenation: ``CatArrayBatchedCopy`` (the general kernel, one element per load) when an input is strided
-CONCAT = frozenset(("cat", "concat", "concatenate", "_cat", "stack"))
+#: ops off the vectorised path only when an input is strided: concatenation (``CatArrayBatchedCopy``, the general
+#: kernel, one element per load) and a copy out of a strided view (``.contiguous()`` after a transpose: clone's
+#: ``direct_copy_kernel_cuda`` through ``elementwise_kernel``)
+STRIDED_ONLY = frozenset(("cat", "concat", "concatenate", "_cat", "stack", "clone", "contiguous"))
 #: copy ops: a contiguous fp32 -> bf16 / fp16 copy has kernels of its own on the vectorised path
 #: (aten/src/ATen/native/cuda/Copy.cu: bfloat16_copy_kernel_cuda, float16_copy_kernel_cuda, gpu_kernel_nocast)
 _COPIES = frozenset(("_to_copy", "to", "copy"))
@@ -106,7 +109,7 @@ def off_vector_path(node: OpNode | None) -> bool:
     if out is None:
         return False
     name = _op_name(keys[0])
-    if node.attrs.get("strided_input") and (name in POINTWISE or name in CONCAT):
+    if node.attrs.get("strided_input") and (name in POINTWISE or name in STRIDED_ONLY):
         return True  # an input read through a strided view (graphroof.fuse.layout)
     if name not in POINTWISE:
         return False

@@ -70,6 +70,16 @@ def test_kernels_reading_through_a_strided_view_are_marked():
     marked = {n.attrs["ops"][0]: bool(n.attrs.get("strided_input")) for n in kg.ops()}
     # neg reads x2 (a strided slice), cat reads x1 (one); the multiply reads a view of cat's contiguous output
     assert marked == {"neg": True, "cat": True, "sq": False}
+    # .contiguous() of a transposed tensor reads it strided; of a contiguous one it is a plain copy
+    t = OpGraph("t2")
+    x = TensorSpec((1, 512, 32, 128), "bf16")
+    xt = TensorSpec((1, 32, 512, 128), "bf16")
+    t.add_op(OpNode("tr", "aten.transpose", (x,), (xt,), {"dim0": 1, "dim1": 2}), ["x"], ["xt"])
+    t.add_op(OpNode("cl", "aten.clone", (xt,), (xt,)), ["xt"], ["y"])
+    t.add_op(OpNode("cl2", "aten.clone", (xt,), (xt,)), ["y"], ["z"])
+    count(t)
+    kt = {n.attrs["ops"][0]: n for n in fuse(t, "pytorch-eager").as_opgraph(t).ops()}
+    assert off_vector_path(kt["cl"]) and not off_vector_path(kt["cl2"])
     nodes = {n.attrs["ops"][0]: n for n in kg.ops()}
     assert off_vector_path(nodes["neg"]) and off_vector_path(nodes["cat"]) and not off_vector_path(nodes["sq"])
 
