@@ -105,13 +105,12 @@ def evaluate(cost: Cost, hw: HardwareProfile, dtype: str = "bf16",
         kt = kernel_time(node, kernel_kind(node, cost), cost, hw, dtype, tc, tm, runtime)
         t_real, launch, model, more = kt.t_kernel_s, kt.t_launch_s, kt.model, kt.extra_launches
         if runtime is not None and runtime.aten_ops:  # an op PyTorch runs as several kernels (timing.host)
-            from .timing.aten import eager_softmax_extra_s, strided_elements_per_s
+            from .timing.aten import eager_attention_device_s
             from .timing.profile import timing_of
 
             t_real += extra_kernels_device_s(runtime, node, cost, timing_of(hw).stream_latency_s,
-                                             hw.mem_bw_bytes_per_s * timing_of(hw).stream_efficiency("elementwise"),
-                                             strided_elements_per_s(hw, runtime))
-            t_real += eager_softmax_extra_s(node, cost, hw, runtime)  # a naive attention's register softmax
+                                             hw.mem_bw_bytes_per_s * timing_of(hw).stream_efficiency("elementwise"))
+            t_real += eager_attention_device_s(node, cost, hw, runtime)  # a naive attention's other kernels
     cast = bool(runtime is not None and runtime.autocast and cost.matrix_flops and cost.weight_bytes)
     if cast:
         t_real, launch = _with_weight_cast(cost, hw, node, t_real, launch)

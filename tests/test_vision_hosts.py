@@ -44,14 +44,31 @@ def test_eager_attention_bytes_by_hand():
 
 
 def test_extra_kernels_stream_their_bytes():
-    # 7 extra kernels x 1 us latency + 2,359,296 B at 1e12 B/s (2.359296 us) = 9.359296 us; without a bandwidth
-    # the latency alone (the old form), and nothing under a runtime that is not PyTorch's ATen ops
+    # 7 extra kernels x 1 us latency = 7 us (with or without a bandwidth: the attention's bytes are
+    # eager_attention_device_s's), and nothing under a runtime that is not PyTorch's ATen ops
+    from graphroof.hardware import load_hardware
+    from graphroof.timing.aten import eager_attention_device_s
+
     g, node = _sdpa(False)
     cost = g.get("sdpa", COST)
     rt = get_runtime("pytorch-eager")
-    assert extra_kernels_device_s(rt, node, cost, 1e-6, 1e12) == pytest.approx(9.359296e-6)
+    assert extra_kernels_device_s(rt, node, cost, 1e-6, 1e12) == pytest.approx(7e-6)
     assert extra_kernels_device_s(rt, node, cost, 1e-6) == pytest.approx(7e-6)
     assert extra_kernels_device_s(get_runtime("eager"), node, cost, 1e-6, 1e12) == 0.0
+    # on the H100 (3.35e12 B/s x elementwise 0.905 = 3.03175e12 B/s): the 2,359,296 B take 0.77820 us; the four
+    # copies' 393,216 elements at 1.45 x 4.04e12 / 16 = 3.66125e11 / s take 1.07400 us against their 1,572,864 B'
+    # 0.51880 us: + 0.55520 us; 128 keys a row is the warp softmax (nothing more): 1.33340 us
+    hw = load_hardware("h100-sxm")
+    want = 2_359_296 / 3.03175e12 + (393_216 / (1.45 * 4.04e12 / 16) - 1_572_864 / 3.03175e12)
+    assert want == pytest.approx(1.33340e-6, rel=1e-4)
+    assert eager_attention_device_s(node, cost, hw, rt) == pytest.approx(want)
+    assert eager_attention_device_s(node, cost, hw, get_runtime("eager")) == 0.0
+    # the same term from a mapping of cost columns (the LLM evaluator's steps), here two equal columns
+    import numpy as np
+
+    cols = {f: np.array([getattr(cost, f)] * 2, dtype=float) for f in ("matrix_flops", "act_write_bytes",
+                                                                        "kv_read_bytes")}
+    assert np.allclose(eager_attention_device_s(node, cols, hw, rt), [want, want])
 
 
 def test_host_factors_are_the_torchscript_batch1_seq32_fits():

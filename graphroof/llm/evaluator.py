@@ -34,6 +34,7 @@ from ..fuse.runtimes import Runtime
 from ..graph import REPEAT
 from ..hardware import HardwareProfile
 from ..roofline import compute_dtype, evaluate
+from ..timing.aten import eager_attention_device_s
 from ..timing.host import extra_kernels_device_s, host_dispatch_s
 from ..timing.kernel import extra_launches
 from ..timing.profile import timing_of
@@ -126,9 +127,25 @@ class PhasePricer:
             tc_r = mf / (pm * hw.matrix_efficiency) + vf / (pv * hw.vector_efficiency)
             real = np.maximum(np.maximum(tc_r, tm / hw.mem_bw_efficiency), tn / hw.interconnect_efficiency)
         else:
-            real = np.where(works, self._kernel_row(gi, c, mnk, node_of) + self._dispatch(gi, c)[1], 0.0)
+            real = np.where(works, self._kernel_row(gi, c, mnk, node_of) + self._dispatch(gi, c)[1]
+                            + self._eager_attention(gi, c, node_of), 0.0)
         launch = np.where(works, 0.0 if self.cuda_graphs else self._dispatch(gi, c)[0], 0.0)
         return np.stack([np.maximum(np.maximum(tc, tm), tn), real + launch, tc, tm, tn, launch])
+
+    def _eager_attention(self, gi: int, c: np.ndarray, node_of: Callable[[int, int], Any]) -> np.ndarray | float:
+        """Device time an eager naive attention's other kernels add at each column of group *gi*
+        (:func:`graphroof.timing.aten.eager_attention_device_s`, the per-op model's term: layout copies, scaling,
+        register softmax), from each column's costs and its node; 0 for every other group and runtime."""
+        if self.runtime is None or not self.runtime.aten_ops or self.nodes[gi].attrs.get("kernel_kind") != "attention":
+            return 0.0
+        out = np.zeros(c.shape[-1])
+        cols: dict[int, tuple[Any, list[int]]] = {}
+        for j in range(c.shape[-1]):
+            nd = node_of(gi, j)
+            cols.setdefault(id(nd), (nd, []))[1].append(j)
+        for nd, js in cols.values():
+            out[js] = eager_attention_device_s(nd, {f: c[_F[f], js] for f in FIELDS}, self.hw, self.runtime)
+        return out
 
     def _dispatch(self, gi: int, c: np.ndarray) -> tuple[float, float]:
         """(one launch of group *gi*'s kernel, the device time of the extra kernels its runtime launches for it):

@@ -52,7 +52,7 @@ import numpy as np
 from ..graph import OpNode
 
 __all__ = ["off_vector_path", "strided_elements_per_s", "aten_floor_s", "softmax_kernel", "softmax_reg_s",
-           "eager_softmax_extra_s", "POINTWISE", "SOFTMAX_KEYS"]
+           "eager_attention_device_s", "POINTWISE", "SOFTMAX_KEYS"]
 
 #: ATen pointwise ops that run as one TensorIterator kernel (the op name, overload and in-place ``_`` dropped)
 POINTWISE = frozenset((
@@ -182,27 +182,43 @@ def aten_floor_s(node: OpNode | None, act_write_bytes: Any, hw: Any, runtime: An
     return stream_latency_s + act_write_bytes * 8.0 / bits / rate
 
 
-def eager_softmax_extra_s(node: OpNode | None, cost: Any, hw: Any, runtime: Any) -> float:
-    """Device time an eager naive attention's softmax adds beyond its bytes (module doc), else 0: the attention's
-    byte model streams the softmax's score read and probability write (``2 S`` bytes) at the GEMM's bandwidth, and
-    where PyTorch runs its register softmax (rows of ``S_kv`` keys) the kernel takes at least its elements at the
-    register kernel's rate."""
+def eager_attention_device_s(node: OpNode | None, cost: Any, hw: Any, runtime: Any) -> Any:
+    """Device time an eager naive attention's other kernels add to its own model (floats, or arrays for a
+    mapping of cost columns: :func:`graphroof.timing.host.eager_attention_terms`), 0 unless *runtime* runs ATen's
+    kernels and *node* is an attention that writes its scores:
+
+    * the four layout copies and the scaling (and mask add) stream their bytes at the elementwise rate; the copies
+      read a permuted view, so each takes at least its elements at the non-vectorised rate
+      (:func:`strided_elements_per_s`);
+    * the attention's byte model streams the softmax's score read and probability write (``2 S`` bytes) at the
+      GEMM's bandwidth; where PyTorch runs its register softmax (rows of ``S_kv`` keys: :func:`softmax_kernel`)
+      the kernel takes at least its elements at that kernel's rate (module doc): the difference is added."""
     if node is None or not getattr(runtime, "aten_ops", False):
         return 0.0
-    from ..fuse.classify import kernel_kind
-    from .host import _writes_scores
+    from .host import eager_attention_terms
     from .profile import timing_of
 
-    if kernel_kind(node, cost) != "attention" or not _writes_scores(node, cost):
+    copy_bytes, copy_elements, scale_bytes, score_elements = eager_attention_terms(node, cost)
+    if not np.any(np.asarray(copy_bytes) > 0):
         return 0.0
+    t = timing_of(hw)
+    bw = hw.mem_bw_bytes_per_s * t.stream_efficiency("elementwise")
+    out = (copy_bytes + scale_bytes) / bw
+    rate = strided_elements_per_s(hw, runtime)
+    if rate:
+        out = out + np.maximum(0.0, copy_elements / rate - copy_bytes / bw)
     q, k = node.inputs[0], node.inputs[1]
-    if q is None or k is None or q.rank < 2 or k.rank < 2 or not isinstance(k.shape[-2], int):
-        return 0.0
-    dim = int(k.shape[-2])
-    itemsize = q.itemsize_bits / 8.0
+    assert q is not None and k is not None
     rows = q.numel / int(q.shape[-1])
-    t_reg = softmax_reg_s(rows, dim, itemsize, hw, runtime)
-    if not t_reg:
-        return 0.0
-    t_bytes = 2.0 * rows * dim * itemsize / (hw.mem_bw_bytes_per_s * timing_of(hw).gemm_mem_bw_efficiency)
-    return max(0.0, float(t_reg) - t_bytes)
+    item = q.itemsize_bits / 8.0
+    dim = np.rint(np.asarray(score_elements, dtype=float) / rows)
+    r = float(getattr(runtime, "aten_softmax_reg_elements_per_sm_clock", 0.0) or 0.0)
+    if r > 0:
+        from .attention import exp_rate
+
+        reg = (dim * item > SOFTMAX_WARP_MAX_BYTES) | (dim > SOFTMAX_WARP_MAX)
+        reg &= np.ceil(dim / SOFTMAX_BLOCK) <= SOFTMAX_REG_MAX
+        t_reg = np.where(reg, score_elements / (r * exp_rate(hw) / 16.0), 0.0)
+        t_bytes = 2.0 * np.asarray(score_elements) * item / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
+        out = out + np.maximum(0.0, t_reg - t_bytes)
+    return float(out) if np.ndim(out) == 0 else out

@@ -27,10 +27,12 @@ implementations (``[launch] aten_ops = true``), two ops launch more than one ker
   them library calls.
 
 Each launch beyond the first is a kernel of its own on the device too, eager or replayed from a CUDA graph: it
-adds the profile's ``stream_latency_s`` (a kernel's fixed time) to the device time, and, given the elementwise
-bandwidth, its own bytes (:func:`extra_kernels_device_s`).  The batch norm's extra kernels move a few bytes per
-channel (none counted).  The naive attention's byte model holds the two batched GEMMs and the softmax (``S``
-written, read, ``P`` written, read); its other kernels each stream a tensor once more (:func:`eager_attention_bytes`)::
+adds the profile's ``stream_latency_s`` (a kernel's fixed time) to the device time (:func:`extra_kernels_device_s`),
+and its own bytes.  The batch norm's extra kernels move a few bytes per channel (none counted).  The naive
+attention's byte model holds the two batched GEMMs and the softmax (``S`` written, read, ``P`` written, read); its
+other kernels each stream a tensor once more (:func:`eager_attention_bytes`, from :func:`eager_attention_terms`,
+which reads what grows with the context from the step's costs; priced by
+:func:`graphroof.timing.aten.eager_attention_device_s` for ``analyze`` and the LLM evaluator alike)::
 
     extra_bytes = 2 (q + k + v + o)      the four layout copies (read + write each)
                 + 2 S                    the scaling of the scores (``scores / sqrt(d)``: read + write)
@@ -54,14 +56,17 @@ that op's (no launch counted; the pytorch-eager host level was fitted on rows th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from ..dtypes import dtype_bits
 from ..fuse.classify import kernel_kind
 from ..graph import OpNode, Role
 
-__all__ = ["BIAS_ADD", "eager_attention_bytes", "eager_attention_copies", "eager_bias_bytes", "eager_dispatches", "extra_kernels_device_s",
-           "host_dispatch_s", "LIBRARY_KINDS", "separate_bias"]
+__all__ = ["BIAS_ADD", "eager_attention_bytes", "eager_attention_terms", "eager_bias_bytes", "eager_dispatches",
+           "extra_kernels_device_s", "host_dispatch_s", "LIBRARY_KINDS", "separate_bias"]
 
 #: kernel kinds whose kernel comes from a vendor library call (cuBLAS / cuDNN / fused attention)
 LIBRARY_KINDS = ("gemm", "attention")
@@ -143,49 +148,71 @@ def eager_bias_bytes(node: OpNode, cost: Any) -> float:
     return 2.0 * out + (out / mnk[0] if mnk and mnk[0] else 0.0)  # the bias: N elements of the output's dtype
 
 
-def eager_attention_bytes(node: OpNode, cost: Any) -> float:
-    """Bytes the kernels of an eager naive attention move beyond its byte model (module doc): 0 unless *node* is
-    an attention kernel that writes its scores."""
-    if kernel_kind(node, cost) != "attention" or not _writes_scores(node, cost):
-        return 0.0
-    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+def _field(cost: Any, name: str) -> Any:
+    return cost[name] if isinstance(cost, Mapping) else getattr(cost, name)
+
+
+def eager_attention_terms(node: OpNode | None, cost: Any) -> tuple[Any, Any, Any, Any]:
+    """(layout-copy bytes, layout-copy elements, scaling / mask-add bytes, score elements) of an eager naive
+    attention (module doc), zeros unless *node* is an attention kernel that writes its scores.  *cost*: a
+    :class:`~graphroof.counters.cost.Cost`, or a mapping of cost fields to arrays (one column per step: the LLM
+    evaluator's), the terms then arrays.  What grows with the context comes from *cost*: the score bytes, its writes
+    less O's, halved (the naive byte model writes S and P), and K and V, its KV-cache reads (else the node's own
+    K and V); Q, O and the mask come from *node*."""
+    zero = (0.0, 0.0, 0.0, 0.0)
+    if node is None:
+        return zero
+    kind = node.attrs.get("kernel_kind")
+    if kind is None:  # an op node: its class from its cost (one column of a mapping)
+        from ..counters.cost import Cost
+
+        one = cost if not isinstance(cost, Mapping) else Cost(
+            **{f: float(np.ravel(v)[0]) for f, v in cost.items()})  # type: ignore[arg-type]
+        kind = kernel_kind(node, one)
+    if kind != "attention":
+        return zero
+    from .attention import attention_dims, writes_scores
+
+    q, k, v = (list(node.inputs) + [None, None, None])[:3]
     if q is None or k is None or v is None or q.rank < 2 or k.rank < 2:
-        return 0.0
+        return zero
+    aw = np.asarray(_field(cost, "act_write_bytes"), dtype=float)
+    writes = writes_scores({"matrix_flops": _field(cost, "matrix_flops"), "act_write_bytes": aw},
+                           attention_dims(node))
+    if not np.any(writes):
+        return zero
     o = node.outputs[0] if node.outputs and node.outputs[0] is not None else q
-    scores = q.nbytes / int(q.shape[-1]) * int(k.shape[-2])         # B H L S_kv elements, the query's dtype
+    item = q.itemsize_bits / 8.0
+    score_bytes = np.where(writes, np.maximum(aw - o.nbytes, 0.0) / 2.0, 0.0)
+    kv = np.asarray(_field(cost, "kv_read_bytes"), dtype=float)
+    kv_bytes = np.where(kv > 0, kv, float(k.nbytes + v.nbytes))
+    copy_bytes = np.where(writes, 2.0 * (q.nbytes + o.nbytes + kv_bytes), 0.0)
+    copy_elements = np.where(writes, q.numel + o.numel + kv_bytes * 8.0 / k.itemsize_bits, 0.0)
     mask = len(node.inputs) > 3 and node.inputs[3] is not None
-    return 2.0 * (q.nbytes + k.nbytes + v.nbytes + o.nbytes) + 2.0 * scores * (1 + int(mask))
+    scale_bytes = 2.0 * score_bytes * (1 + int(mask))
+    terms = (copy_bytes, copy_elements, scale_bytes, score_bytes / item)
+    return tuple(float(t) for t in terms) if np.ndim(aw) == 0 else terms  # type: ignore[return-value]
 
 
-def eager_attention_copies(node: OpNode, cost: Any) -> tuple[float, float]:
-    """(bytes, elements) of the four layout copies of an eager naive attention (module doc): ``2 (q + k + v + o)``
-    bytes, ``q + k + v + o`` elements written; (0, 0) unless *node* is an attention kernel that writes its scores."""
-    if kernel_kind(node, cost) != "attention" or not _writes_scores(node, cost):
-        return 0.0, 0.0
-    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
-    if q is None or k is None or v is None or q.rank < 2 or k.rank < 2:
-        return 0.0, 0.0
-    o = node.outputs[0] if node.outputs and node.outputs[0] is not None else q
-    ts = (q, k, v, o)
-    return 2.0 * sum(t.nbytes for t in ts), float(sum(t.numel for t in ts))
+def eager_attention_bytes(node: OpNode, cost: Any) -> Any:
+    """Bytes the kernels of an eager naive attention move beyond its byte model (module doc): 0 unless *node* is
+    an attention kernel that writes its scores (:func:`eager_attention_terms`)."""
+    copy_bytes, _, scale_bytes, _ = eager_attention_terms(node, cost)
+    return copy_bytes + scale_bytes
 
 
 def extra_kernels_device_s(runtime: Any, node: OpNode | None, cost: Any, stream_latency_s: float,
-                           elementwise_bw_bytes_per_s: float = 0.0, strided_elements_per_s: float = 0.0) -> float:
+                           elementwise_bw_bytes_per_s: float = 0.0) -> float:
     """Device time of the kernels beyond the first that *runtime*'s implementation of one graphroof kernel
-    launches (``aten_ops``: module doc): ``(n_launch - 1) * stream_latency_s``, plus their bytes
-    (:func:`eager_attention_bytes`) at *elementwise_bw_bytes_per_s* (the profile's sustained elementwise
-    bandwidth) when given.  *strided_elements_per_s* (> 0: :func:`graphroof.timing.aten.strided_elements_per_s`):
-    the layout copies read a permuted view, TensorIterator's non-vectorised path, so each copy takes at least its
-    elements at that rate (:func:`eager_attention_copies`)."""
+    launches (``aten_ops``: module doc): ``(n_launch - 1) * stream_latency_s``, plus a separate bias add's bytes
+    (:func:`eager_bias_bytes`) at *elementwise_bw_bytes_per_s* (the profile's sustained elementwise bandwidth) when
+    given.  An eager naive attention's extra kernels' bytes and element bounds are
+    :func:`graphroof.timing.aten.eager_attention_device_s` (costs of one step or of many)."""
     if node is None or not getattr(runtime, "aten_ops", False):
         return 0.0
     bias = eager_bias_bytes(node, cost) > 0  # a linear's bias added by a kernel of its own
     t_s = (eager_dispatches(node, cost, True, bool(getattr(runtime, "autocast", False)))[0] - 1 + int(bias)) \
         * stream_latency_s
     if elementwise_bw_bytes_per_s > 0:
-        t_s += (eager_attention_bytes(node, cost) + eager_bias_bytes(node, cost)) / elementwise_bw_bytes_per_s
-        if strided_elements_per_s > 0:  # the copies' element bound beyond their bytes (timing.aten)
-            copy_bytes, copy_elements = eager_attention_copies(node, cost)
-            t_s += max(0.0, copy_elements / strided_elements_per_s - copy_bytes / elementwise_bw_bytes_per_s)
+        t_s += eager_bias_bytes(node, cost) / elementwise_bw_bytes_per_s
     return t_s

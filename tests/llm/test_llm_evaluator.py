@@ -121,3 +121,29 @@ def test_token_accounting():
     assert e2e_s(0.2, None, 1) == 0.2
     arr = e2e_s(np.array([0.2, 0.3]), np.array([0.01, np.nan]), np.array([5, 1]))
     assert list(arr) == pytest.approx([0.24, 0.3])
+
+
+def test_an_eager_naive_attention_prices_its_other_kernels_as_the_per_op_model_does():
+    """The evaluator adds an eager naive attention's layout copies, scaling and register softmax
+    (graphroof.timing.aten.eager_attention_device_s) from the step's own costs: one step equals the per-op
+    model (roofline.evaluate) of the same kernel, less its launch (replayed from a CUDA graph)."""
+    from graphroof.counters import count
+    from graphroof.counters.settings import CountSettings
+    from graphroof.fuse import fuse
+    from graphroof.fuse.runtimes import get_runtime
+    from graphroof.hardware import load_hardware
+    from graphroof.timing.aten import eager_attention_device_s
+    from graphroof.validate.torchgpu import attention_graph
+
+    hw = load_hardware("h200-sxm")
+    rt = get_runtime("pytorch-cuda-graph")
+    g = attention_graph(2, 32, 32, 4096, 4096, 64, False, "fp16")  # 4,096 keys: the register softmax
+    count(g, settings=CountSettings(attention="naive", causal="full"))
+    kg = fuse(g, rt).as_opgraph(g)
+    (k,) = list(kg.ops())
+    cost = kg.get(k.name, COST)
+    assert eager_attention_device_s(k, cost, hw, rt) > 1e-3  # the softmax and copies: milliseconds
+    grid = KernelGrid(GridPlan((2,), (4096,), 0), [Counted(g, kg, None, None)], lambda nodes: [])
+    t = PhasePricer(grid, hw, cuda_graphs=True, runtime=rt).totals([2], [4096], [4096])
+    want = evaluate(cost, hw, "fp16", node=k, runtime=rt)
+    assert t.t_realistic_s[0] == pytest.approx(want.t_realistic_s - want.t_launch_s, rel=1e-9)

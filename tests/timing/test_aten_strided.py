@@ -124,7 +124,7 @@ def test_softmax_kernel_by_row_length():
 
 def test_register_softmax_bound_by_hand():
     from graphroof.counters.settings import CountSettings
-    from graphroof.timing.aten import eager_softmax_extra_s, softmax_reg_s
+    from graphroof.timing.aten import eager_attention_device_s, softmax_reg_s
     from graphroof.validate.torchgpu import attention_graph
 
     hw = load_hardware("h200-sxm")
@@ -158,9 +158,14 @@ def test_register_softmax_bound_by_hand():
     elements = 4 * 32 * 4096 * 4096
     extra = elements / (1.14 * 4.04e12 / 16) - 2 * 2 * elements / (4.8e12 * 0.886)
     assert extra == pytest.approx(5.439e-3, rel=1e-3)
-    assert eager_softmax_extra_s(sdpa, ag.get("sdpa", COST), hw, rt) == pytest.approx(extra)
-    assert eager_softmax_extra_s(sdpa, ag.get("sdpa", COST), hw, get_runtime("compiled")) == 0.0
+    no_reg = dataclasses.replace(rt, aten_softmax_reg_elements_per_sm_clock=0.0)
+    cost = ag.get("sdpa", COST)
+    assert eager_attention_device_s(sdpa, cost, hw, rt) - eager_attention_device_s(sdpa, cost, hw, no_reg) \
+        == pytest.approx(extra)
+    assert eager_attention_device_s(sdpa, cost, hw, get_runtime("compiled")) == 0.0
     # 2,048 keys: the warp kernel, nothing added
     ag = attention_graph(8, 32, 32, 2048, 2048, 64, False, "fp16")
     count(ag, settings=CountSettings(attention="naive", causal="full"))
-    assert eager_softmax_extra_s(ag.node("sdpa"), ag.get("sdpa", COST), hw, rt) == 0.0
+    cost = ag.get("sdpa", COST)
+    assert eager_attention_device_s(ag.node("sdpa"), cost, hw, rt) == \
+        pytest.approx(eager_attention_device_s(ag.node("sdpa"), cost, hw, no_reg))
