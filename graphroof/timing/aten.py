@@ -98,17 +98,21 @@ def _broadcast(shape: tuple, out: tuple) -> bool:
     return any(i == 1 and o != 1 for i, o in zip(pad, out))
 
 
-def off_vector_path(node: OpNode | None) -> bool:
-    """Whether PyTorch runs kernel *node* (one ATen op) on TensorIterator's non-vectorised path (module doc)."""
-    if node is None:
-        return False
+def _aten_op(node: OpNode) -> str | None:
+    """The op name of kernel *node* when it runs one ATen op (:func:`_op_name`), else None."""
     keys = tuple(node.attrs.get("op_keys") or (node.op,))
     if len(keys) != 1 or not keys[0].lower().startswith("aten."):
+        return None
+    return _op_name(keys[0])
+
+
+def off_vector_path(node: OpNode | None) -> bool:
+    """Whether PyTorch runs kernel *node* (one ATen op) on TensorIterator's non-vectorised path (module doc)."""
+    if node is None or not node.outputs or node.outputs[0] is None:
         return False
-    out = node.outputs[0] if node.outputs and node.outputs[0] is not None else None
-    if out is None:
+    name, out = _aten_op(node), node.outputs[0]
+    if name is None:
         return False
-    name = _op_name(keys[0])
     if node.attrs.get("strided_input") and (name in POINTWISE or name in STRIDED_ONLY):
         return True  # an input read through a strided view (graphroof.fuse.layout)
     if name not in POINTWISE:
@@ -120,29 +124,38 @@ def off_vector_path(node: OpNode | None) -> bool:
     return any(_broadcast(tuple(t.shape), tuple(out.shape)) for t in ins if t.rank)
 
 
+def _warp(dim: Any, itemsize_bytes: float) -> Any:
+    return (dim <= SOFTMAX_WARP_MAX) & (dim * itemsize_bytes <= SOFTMAX_WARP_MAX_BYTES)
+
+
+def _reg(dim: Any, itemsize_bytes: float) -> Any:
+    """Rows of *dim* elements (an int or an array) run the register kernel (module doc)."""
+    return ~_warp(dim, itemsize_bytes) & (np.ceil(np.asarray(dim) / SOFTMAX_BLOCK) <= SOFTMAX_REG_MAX)
+
+
 def softmax_kernel(dim: int, itemsize_bytes: float) -> str:
     """The kernel PyTorch (>= 2.7) runs a softmax over rows of *dim* elements of *itemsize_bytes* with (module doc):
     ``warp`` | ``reg`` | ``block`` (shared-memory or plain)."""
-    if dim <= SOFTMAX_WARP_MAX and dim * itemsize_bytes <= SOFTMAX_WARP_MAX_BYTES:
+    if _warp(dim, itemsize_bytes):
         return "warp"
-    return "reg" if -(-dim // SOFTMAX_BLOCK) <= SOFTMAX_REG_MAX else "block"
+    return "reg" if _reg(dim, itemsize_bytes) else "block"
 
 
-def softmax_reg_s(rows: Any, dim: int, itemsize_bytes: float, hw: Any, runtime: Any) -> Any:
-    """Element time (no latency) of a softmax over *rows* rows of *dim* elements when PyTorch runs its register
-    kernel (module doc), else 0; 0 without the preset's rate."""
+def softmax_reg_s(rows: Any, dim: Any, itemsize_bytes: float, hw: Any, runtime: Any) -> Any:
+    """Element time (no latency) of a softmax over *rows* rows of *dim* elements (floats, or arrays: one per step)
+    where PyTorch runs its register kernel (module doc), else 0; 0 without the preset's rate."""
     from .attention import exp_rate
 
     r = float(getattr(runtime, "aten_softmax_reg_elements_per_sm_clock", 0.0) or 0.0)
-    if r <= 0 or not getattr(runtime, "aten_ops", False) or softmax_kernel(dim, itemsize_bytes) != "reg":
+    if r <= 0 or not getattr(runtime, "aten_ops", False):
         return 0.0
-    return rows * dim / (r * exp_rate(hw) / 16.0)
+    t = np.where(_reg(dim, itemsize_bytes), rows * np.asarray(dim, dtype=float) / (r * exp_rate(hw) / 16.0), 0.0)
+    return float(t) if np.ndim(t) == 0 else t
 
 
 def _softmax_dim(node: OpNode) -> int | None:
     """The row length of a one-op ATen softmax over its last dim (None: another op, another dim, unbound)."""
-    keys = tuple(node.attrs.get("op_keys") or (node.op,))
-    if len(keys) != 1 or not keys[0].lower().startswith("aten.") or _op_name(keys[0]) not in SOFTMAX_KEYS:
+    if _aten_op(node) not in SOFTMAX_KEYS:
         return None
     x = node.inputs[0] if node.inputs else None
     if x is None or not x.rank or int(node.attrs.get("dim", -1)) % x.rank != x.rank - 1:
@@ -212,13 +225,8 @@ def eager_attention_device_s(node: OpNode | None, cost: Any, hw: Any, runtime: A
     rows = q.numel / int(q.shape[-1])
     item = q.itemsize_bits / 8.0
     dim = np.rint(np.asarray(score_elements, dtype=float) / rows)
-    r = float(getattr(runtime, "aten_softmax_reg_elements_per_sm_clock", 0.0) or 0.0)
-    if r > 0:
-        from .attention import exp_rate
-
-        reg = (dim * item > SOFTMAX_WARP_MAX_BYTES) | (dim > SOFTMAX_WARP_MAX)
-        reg &= np.ceil(dim / SOFTMAX_BLOCK) <= SOFTMAX_REG_MAX
-        t_reg = np.where(reg, score_elements / (r * exp_rate(hw) / 16.0), 0.0)
+    t_reg = softmax_reg_s(rows, dim, item, hw, runtime)
+    if np.any(np.asarray(t_reg) > 0):
         t_bytes = 2.0 * np.asarray(score_elements) * item / (hw.mem_bw_bytes_per_s * t.gemm_mem_bw_efficiency)
         out = out + np.maximum(0.0, t_reg - t_bytes)
     return float(out) if np.ndim(out) == 0 else out
