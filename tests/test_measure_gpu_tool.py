@@ -1,5 +1,6 @@
 """tools/measure_gpu.py (run on a lent GPU): its blind set measures nothing an earlier session did, and the BERT
-forward it captures into a CUDA graph is the eager program (tested on the CPU)."""
+forward it captures into a CUDA graph is the eager program, and its decoder step is the module graphroof prices for
+decode.csv (graphroof.validate.decoder_step; tested on the CPU)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,25 @@ def test_unmasked_bert_is_the_eager_forward():
         ref = bert(input_ids=ids).pooler_output
         out = tool.unmasked_bert(bert, ids)
     assert torch.equal(ref, out)
+
+
+def test_decoder_dims_are_the_measured_models():
+    # tools/measure_gpu.py: Llama-3-8B (the sessions) and the blind set's Llama-2-13B (UNSEEN["decoder"])
+    from graphroof.validate.decoder_step import DIMS
+
+    tool = _tool()
+    assert DIMS["llama-2-13b"] == tool.UNSEEN["decoder"][0]
+    assert DIMS["llama-3-8b"] == dict(layers=32, d=4096, inter=14336, heads=32, kv=8, vocab=128256)
+
+
+def test_the_decoder_step_is_graphroofs_module():
+    torch = pytest.importorskip("torch")
+    tool = _tool()
+    tiny = dict(layers=2, d=64, inter=128, heads=4, kv=2, vocab=256)
+    d = tool.Decoder("cpu", 2, 16, **tiny)
+    assert d.module.__class__.__name__ == "Step"
+    with torch.no_grad():
+        y = d.step()
+    assert tuple(y.shape) == (2, tiny["vocab"]) and y.dtype == torch.bfloat16 and bool(torch.isfinite(y).all())
+    # the step wrote its K / V at the last cache position
+    assert d.inputs[1].tolist() == [15]

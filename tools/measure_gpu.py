@@ -51,6 +51,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # graphroof (the decoder step of decode.csv)
+
 GEMM_NK = {  # (N, K) of y[M, N] = x[M, K] @ W[K, N]
     "llama3-8b.qkv": (6144, 4096), "llama3-8b.o": (4096, 4096), "llama3-8b.gate_up": (28672, 4096),
     "llama3-8b.down": (4096, 14336), "llama3-70b.qkv": (10240, 8192), "llama3-70b.o": (8192, 8192),
@@ -384,47 +386,19 @@ def moe_models(t: Timer, dev: str, out: Path) -> None:
             print(f"{name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
 
 
-def rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype) * w
-
-
 class Decoder:
     """A Llama-3-8B-shaped decoder step in plain torch ops (no fusion): embedding, per layer RMSNorm, fused QKV
     GEMM, K/V written into a static cache at one position, SDPA over the whole cache (GQA), output GEMM, RMSNorm,
-    fused gate/up GEMM, SiLU x up, down GEMM; final norm and LM head.  Random bf16 weights."""
+    fused gate/up GEMM, SiLU x up, down GEMM; final norm and LM head.  Random bf16 weights.  The module is
+    graphroof.validate.decoder_step's, the one graphroof.analyze prices for these rows."""
 
-    def __init__(self, dev: str, batch: int, ctx: int, layers: int = 32, d: int = 4096, inter: int = 14336,
-                 heads: int = 32, kv: int = 8, vocab: int = 128256) -> None:
-        bf = torch.bfloat16
-        self.h, self.kv, self.hd = heads, kv, d // heads
-        self.layers = [dict(qkv=torch.randn((heads + 2 * kv) * self.hd, d, device=dev, dtype=bf) * 0.02,
-                            o=torch.randn(d, d, device=dev, dtype=bf) * 0.02,
-                            gu=torch.randn(2 * inter, d, device=dev, dtype=bf) * 0.02,
-                            dn=torch.randn(d, inter, device=dev, dtype=bf) * 0.02,
-                            n1=torch.ones(d, device=dev, dtype=bf), n2=torch.ones(d, device=dev, dtype=bf),
-                            k=torch.randn(batch, kv, ctx, self.hd, device=dev, dtype=bf),
-                            v=torch.randn(batch, kv, ctx, self.hd, device=dev, dtype=bf))
-                       for _ in range(layers)]
-        self.emb = torch.randn(vocab, d, device=dev, dtype=bf) * 0.02
-        self.head = torch.randn(vocab, d, device=dev, dtype=bf) * 0.02
-        self.nf = torch.ones(d, device=dev, dtype=bf)
-        self.ids = torch.randint(0, vocab, (batch,), device=dev)
-        self.pos = torch.tensor([ctx - 1], device=dev)
-        self.batch = batch
+    def __init__(self, dev: str, batch: int, ctx: int, **dims: int) -> None:
+        from graphroof.validate.decoder_step import decoder_step
+
+        self.module, self.inputs = decoder_step(batch, ctx, "llama-3-8b", device=dev, init=True, **dims)
 
     def step(self) -> torch.Tensor:
-        b, hd = self.batch, self.hd
-        x = self.emb[self.ids]
-        for p in self.layers:
-            a = rms(x, p["n1"]) @ p["qkv"].t()
-            q, k, v = a.split([self.h * hd, self.kv * hd, self.kv * hd], dim=-1)
-            p["k"].index_copy_(2, self.pos, k.view(b, self.kv, 1, hd))
-            p["v"].index_copy_(2, self.pos, v.view(b, self.kv, 1, hd))
-            o = F.scaled_dot_product_attention(q.view(b, self.h, 1, hd), p["k"], p["v"], enable_gqa=True)
-            x = x + o.reshape(b, self.h * hd) @ p["o"].t()
-            g, u = (rms(x, p["n2"]) @ p["gu"].t()).chunk(2, dim=-1)
-            x = x + (F.silu(g) * u) @ p["dn"].t()
-        return rms(x, self.nf) @ self.head.t()
+        return self.module(*self.inputs)
 
 
 def decode(t: Timer, dev: str, out: Path, quick: bool, unseen: bool = False) -> None:

@@ -17,8 +17,9 @@ through the paths users run:
   preset file; PyTorch 2.11 with cuDNN 9.19 runs cuDNN by default on these GPUs, the flash backend is
   FlashAttention-2);
 * ``decode.csv``: a Llama-shaped decoder step in plain torch ops replayed from a CUDA graph (static K/V cache of
-  ``context`` positions) -> ``graphroof llm llama-3-8b --runtime pytorch-cuda-graph``, TPOT of the first decode
-  step after a ``context - 1`` token prompt;
+  ``context`` positions) -> that step as a module (:mod:`.decoder_step`, the one the source runs) through
+  ``graphroof.analyze`` under ``pytorch-cuda-graph``: totals.time_realistic_s (the step measured is not
+  transformers' Llama: no rotary, fused QKV and gate+up GEMMs; ``graphroof llm`` prices transformers' program);
 * ``models.csv``: ResNet / ViT / BERT fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
   (:data:`ANALYZE_TARGET`) under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-shaped transformers model's eager
   prefill (and ``moe_models.csv``'s whole MoE models) -> ``graphroof llm`` TTFT under ``pytorch-eager``;
@@ -180,37 +181,61 @@ def _naive_row(ctx: Context, hw: Any, hw_name: str, where: str, r: dict) -> Row:
 
 
 def _llm(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, str, str, int, int]]) -> list[Row]:
-    """The session's LLM rows; each live one is added to *todo* as ``(row, model, runtime, profile, batch, prompt)``
-    and priced by :func:`_price_llm` once every session's rows are known."""
+    """The session's LLM prefill rows; each live one is added to *todo* as ``(row, model, runtime, profile, batch,
+    prompt)`` and priced by :func:`_price_llm` once every session's rows are known."""
     out: list[Row] = []
-    dec = _optional_rows(ctx, folder, "decode.csv")
     pre = [(w, r) for w, r in _optional_rows(ctx, folder, "models.csv") if r["model"].startswith("llama")]
     pre += _optional_rows(ctx, folder, "moe_models.csv")  # whole MoE models' eager prefill (zoo configs)
-    for rows, runtime, figure in ((dec, "pytorch-cuda-graph", "tpot"), (pre, "pytorch-eager", "ttft")):
-        for where, r in rows:
-            model = r["model"].removesuffix("-shaped")  # e.g. llama-3-8b-shaped: the zoo's llama-3-8b
-            b = int(r["batch"])
-            ctx_len = int(r["context"]) if figure == "tpot" else int(r["seq"])
-            # the decode step attends over `context` positions: the first step after a (context - 1) prompt;
-            # the zoo model's 8,192 positions cap the 8,192-token prefill at 8,190 (0.02% fewer tokens)
-            prompt = ctx_len - 1 if figure == "tpot" else min(ctx_len, 8190)
-            regime = (f"decode batch {'1' if b == 1 else '8-64' if b <= 64 else '> 64'}" if figure == "tpot"
-                      else f"prefill {'<= 512' if ctx_len <= 512 else '> 512'} tokens")
-            row = _row(ctx, hw_name, where, r, model, regime, figure, runtime,
-                       {"batch": b, "prompt": prompt, "gen": 2}, float(r["time_s"]))
-            row.command = (f"graphroof llm {model} --hw {hw_name} --batch {b} --prompt {prompt} --gen 2 --runtime "
-                           f"{runtime} --dtype bf16 -f json: configs[0].{'tpot_s' if figure == 'tpot' else 'ttft_s'}")
-            out.append(row)
-            if not row.excluded:
-                todo.append((row, model, runtime, hw_name, b, prompt))
+    runtime = "pytorch-eager"
+    for where, r in pre:
+        model = r["model"].removesuffix("-shaped")  # e.g. llama-3-8b-shaped: the zoo's llama-3-8b
+        b, seq = int(r["batch"]), int(r["seq"])
+        prompt = min(seq, 8190)  # the zoo model's 8,192 positions cap the 8,192-token prefill (0.02% fewer tokens)
+        row = _row(ctx, hw_name, where, r, model, f"prefill {'<= 512' if seq <= 512 else '> 512'} tokens", "ttft",
+                   runtime, {"batch": b, "prompt": prompt, "gen": 2}, float(r["time_s"]))
+        row.command = (f"graphroof llm {model} --hw {hw_name} --batch {b} --prompt {prompt} --gen 2 --runtime "
+                       f"{runtime} --dtype bf16 -f json: configs[0].ttft_s")
+        out.append(row)
+        if not row.excluded:
+            todo.append((row, model, runtime, hw_name, b, prompt))
+    return out
+
+
+def _decode(ctx: Context, folder: str, hw_name: str, graphs: dict[tuple[str, int, int], Any]) -> list[Row]:
+    """The session's ``decode.csv`` rows: the plain-op decoder step the source times (:mod:`.decoder_step`), priced
+    by ``graphroof.analyze`` under ``pytorch-cuda-graph`` (the step is replayed from a CUDA graph); *graphs* keeps
+    each (model, batch, context) step's captured graph for the other device's rows."""
+    from ..api import analyze
+    from ..frontends import load
+    from ..options import DEFAULT
+    from .decoder_step import decoder_step
+
+    out: list[Row] = []
+    runtime = "pytorch-cuda-graph"
+    for where, r in _optional_rows(ctx, folder, "decode.csv"):
+        model = r["model"].removesuffix("-shaped")
+        b, ctx_len = int(r["batch"]), int(r["context"])
+        regime = f"decode batch {'1' if b == 1 else '8-64' if b <= 64 else '> 64'}"
+        row = _row(ctx, hw_name, where, r, model, regime, "tpot", runtime,
+                   {"batch": b, "context": ctx_len}, float(r["time_s"]))
+        row.command = (f"graphroof.analyze(*graphroof.validate.decoder_step.decoder_step({b}, {ctx_len}, "
+                       f"'{model}'), hw='{hw_name}', runtime='{runtime}'): totals.time_realistic_s")
+        if not row.excluded:
+            key = (model, b, ctx_len)
+            if key not in graphs:
+                module, inputs = decoder_step(b, ctx_len, model)
+                graphs[key] = load(module, inputs, options=DEFAULT)
+            a = analyze(graphs[key], hw=hw_name, runtime=runtime)
+            row.predicted, row.vendor = float(a.totals.t_realistic_s), ctx.hw(hw_name).vendor
+        out.append(row)
     return out
 
 
 def _price_llm(ctx: Context, todo: list[tuple[Row, str, str, str, int, int]]) -> None:
-    """Price the LLM rows of every session: each (model, runtime, profile) engine prices the points of all the
-    model's rows, so the engines of one model sample the same grid (:class:`~graphroof.llm.price.PricedModel`):
-    its traces are shared by both runtimes and its counted graphs by both devices (the values at a point do not
-    depend on which other points the grid was placed for: it interpolates polynomials exactly)."""
+    """Price the LLM prefill rows of every session: each (model, runtime, profile) engine prices the points of all
+    the model's rows, so the engines of one model sample the same grid (:class:`~graphroof.llm.price.PricedModel`):
+    its traces are shared by both devices (the values at a point do not depend on which other points the grid was
+    placed for: it interpolates polynomials exactly)."""
     from ..llm.engine import Pricing
 
     points: dict[str, list[tuple[int, int]]] = {}
@@ -223,8 +248,7 @@ def _price_llm(ctx: Context, todo: list[tuple[Row, str, str, str, int, int]]) ->
         pts = priced_points(eng, points[model], (pt for _, pt in rows))
         figs = eng.price([b for b, _ in pts], [p for _, p in pts], [2] * len(pts))
         for row, pt in rows:
-            vals = figs.tpot_s if row.figure == "tpot" else figs.ttft_s
-            row.predicted, row.vendor = float(vals[pts.index(pt)]), eng.hw.vendor
+            row.predicted, row.vendor = float(figs.ttft_s[pts.index(pt)]), eng.hw.vendor
 
 
 def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
@@ -256,10 +280,13 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
 def torch_gpu_rows(ctx: Context) -> list[Row]:
     out: list[Row] = []
     todo: list[tuple[Row, str, str, str, int, int]] = []
+    graphs: dict[tuple[str, int, int], Any] = {}
     for folder, hw in SESSIONS.items():
         ctx.progress(f"{hw}: kernels")
         out += _kernels(ctx, folder, hw)
         out += _llm(ctx, folder, hw, todo)
+        ctx.progress(f"{hw}: decoder step")
+        out += _decode(ctx, folder, hw, graphs)
         ctx.progress(f"{hw}: resnet-50 / bert-base")
         out += _vision(ctx, folder, hw)
     ctx.progress("LLM rows (llama-3-8b, llama-2-13b, MoE prefill)")
