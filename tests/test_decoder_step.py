@@ -1,5 +1,5 @@
-"""decode.csv's rows price the program the source times (graphroof.measure.decoder_step): the plain-op decoder
-step of tools/measure_gpu.py, not transformers' Llama.  Its kernels are counted by hand here; the validation row
+"""decode.csv's rows price the program the source times (graphroof.frontends.torch.decoder_step): the plain-op
+decoder step of tools/measure_gpu.py, not transformers' Llama.  Its kernels are counted by hand here; the validation row
 equals the ``graphroof.analyze`` call it names; the measuring tool builds the same module
 (tests/test_measure_gpu_tool.py)."""
 
@@ -10,7 +10,7 @@ import collections
 import pytest
 
 import graphroof
-from graphroof.measure.decoder_step import decoder_step
+from graphroof.frontends.torch.decoder_step import decoder_step
 from graphroof.validate import validate
 
 TINY = dict(layers=2, d=64, inter=128, heads=4, kv=2, vocab=256)
@@ -41,7 +41,7 @@ def test_the_row_equals_the_call_it_names():
     r = validate("torch_gpu", only=[row_id])
     [row] = [x for x in r.rows if x.row_id == row_id]
     assert row.scored and row.figure == "tpot" and row.runtime == "pytorch-cuda-graph"
-    assert row.command.startswith("graphroof.analyze(*graphroof.measure.decoder_step.decoder_step(16, 2048, "
+    assert row.command.startswith("graphroof.analyze(*graphroof.frontends.torch.decoder_step.decoder_step(16, 2048, "
                                   "'llama-2-13b'), hw='h200-sxm', runtime='pytorch-cuda-graph')")
     m, x = decoder_step(16, 2048, "llama-2-13b")
     a = graphroof.analyze(m, x, hw="h200-sxm", runtime="pytorch-cuda-graph")

@@ -1,6 +1,6 @@
 """tools/measure_gpu.py (run on a lent GPU): its blind set measures nothing an earlier session did, and the BERT
 forward it captures into a CUDA graph is the eager program, and its decoder step is the module graphroof prices for
-decode.csv (graphroof.measure.decoder_step; tested on the CPU)."""
+decode.csv (graphroof.frontends.torch.decoder_step; tested on the CPU)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_unmasked_bert_is_the_eager_forward():
 
 def test_decoder_dims_are_the_measured_models():
     # tools/measure_gpu.py: Llama-3-8B (the sessions) and the blind set's Llama-2-13B (UNSEEN["decoder"])
-    from graphroof.measure.decoder_step import DIMS
+    from graphroof.frontends.torch.decoder_step import DIMS
 
     tool = _tool()
     assert DIMS["llama-2-13b"] == tool.UNSEEN["decoder"][0]

@@ -390,10 +390,10 @@ class Decoder:
     """A Llama-3-8B-shaped decoder step in plain torch ops (no fusion): embedding, per layer RMSNorm, fused QKV
     GEMM, K/V written into a static cache at one position, SDPA over the whole cache (GQA), output GEMM, RMSNorm,
     fused gate/up GEMM, SiLU x up, down GEMM; final norm and LM head.  Random bf16 weights.  The module is
-    graphroof.measure.decoder_step's, the one graphroof.analyze prices for these rows."""
+    graphroof.frontends.torch.decoder_step's, the one graphroof.analyze prices for these rows."""
 
     def __init__(self, dev: str, batch: int, ctx: int, **dims: int) -> None:
-        from graphroof.measure.decoder_step import decoder_step
+        from graphroof.frontends.torch.decoder_step import decoder_step
 
         self.module, self.inputs = decoder_step(batch, ctx, "llama-3-8b", device=dev, init=True, **dims)
 

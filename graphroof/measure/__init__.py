@@ -6,8 +6,7 @@ Words: a *hardware profile* is a device description (:mod:`graphroof.hardware`);
 executed and timed here (:mod:`graphroof.measure.run`).  Modules: :mod:`.calibrate` + :mod:`.host_kernels`
 (device figures), :mod:`.model` (predict, run, compare), :mod:`.run_torch` / :mod:`.run_onnx` (the runners),
 :mod:`.match` (runtime ops -> graph nodes), :mod:`.run` (the measured-run result), :mod:`.hygiene` (load, spread and
-thread-count checks of both), :mod:`.decoder_step` (the decoder step ``tools/measure_gpu.py`` times on a lent GPU and
-``graphroof validate`` prices).
+thread-count checks of both).
 """
 
 from .model import check_measure_device, measure_model

@@ -17,9 +17,10 @@ through the paths users run:
   preset file; PyTorch 2.11 with cuDNN 9.19 runs cuDNN by default on these GPUs, the flash backend is
   FlashAttention-2);
 * ``decode.csv``: a Llama-shaped decoder step in plain torch ops replayed from a CUDA graph (static K/V cache of
-  ``context`` positions) -> that step as a module (:mod:`graphroof.measure.decoder_step`, the one the source
-  runs) through ``graphroof.analyze`` under ``pytorch-cuda-graph``: totals.time_realistic_s (the step measured is
-  not transformers' Llama: no rotary, fused QKV and gate+up GEMMs; ``graphroof llm`` prices transformers' program);
+  ``context`` positions) -> that step as a module (:mod:`graphroof.frontends.torch.decoder_step`, the one the
+  source runs) through ``graphroof.analyze`` under ``pytorch-cuda-graph``: totals.time_realistic_s (the step
+  measured is not transformers' Llama: no rotary, fused QKV and gate+up GEMMs; ``graphroof llm`` prices
+  transformers' program);
 * ``models.csv``: ResNet / ViT / BERT fp16 forward passes (eager and CUDA-graph replay) -> ``graphroof analyze``
   (:data:`ANALYZE_TARGET`) under ``pytorch-eager`` / ``pytorch-cuda-graph``; a Llama-shaped transformers model's eager
   prefill (and ``moe_models.csv``'s whole MoE models) -> ``graphroof llm`` TTFT under ``pytorch-eager``;
@@ -203,12 +204,12 @@ def _llm(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, str
 
 def _decode(ctx: Context, folder: str, hw_name: str, graphs: dict[tuple[str, int, int], Any]) -> list[Row]:
     """The session's ``decode.csv`` rows: the plain-op decoder step the source times
-    (:mod:`graphroof.measure.decoder_step`), priced by ``graphroof.analyze`` under ``pytorch-cuda-graph`` (the step
-    is replayed from a CUDA graph); *graphs* keeps each (model, batch, context) step's captured graph for the other
-    device's rows."""
+    (:mod:`graphroof.frontends.torch.decoder_step`), priced by ``graphroof.analyze`` under ``pytorch-cuda-graph``
+    (the step is replayed from a CUDA graph); *graphs* keeps each (model, batch, context) step's captured graph for
+    the other device's rows."""
     from ..api import analyze
     from ..frontends import load
-    from ..measure.decoder_step import decoder_step
+    from ..frontends.torch.decoder_step import decoder_step
     from ..options import DEFAULT
 
     out: list[Row] = []
@@ -219,7 +220,7 @@ def _decode(ctx: Context, folder: str, hw_name: str, graphs: dict[tuple[str, int
         regime = f"decode batch {'1' if b == 1 else '8-64' if b <= 64 else '> 64'}"
         row = _row(ctx, hw_name, where, r, model, regime, "tpot", runtime,
                    {"batch": b, "context": ctx_len}, float(r["time_s"]))
-        row.command = (f"graphroof.analyze(*graphroof.measure.decoder_step.decoder_step({b}, {ctx_len}, "
+        row.command = (f"graphroof.analyze(*graphroof.frontends.torch.decoder_step.decoder_step({b}, {ctx_len}, "
                        f"'{model}'), hw='{hw_name}', runtime='{runtime}'): totals.time_realistic_s")
         if not row.excluded:
             key = (model, b, ctx_len)
