@@ -42,3 +42,14 @@ def test_refuses_without_a_gpu(tool, monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="no CUDA device"):
         tool.main()
     assert not (tmp_path / "o").exists()
+
+
+def test_decode_part_sees_the_steps_own_views():
+    # the decode part asks PyTorch's SDPA dispatcher about Q as the step passes it: a view of the fused QKV output,
+    # batch stride (32 + 2 x 8) x 128 = 6,144, not a contiguous [b, 32, 1, 128] tensor
+    q, k, v = probe_kernels_gpu.decode_step_views(2, 16, "cpu")
+    assert q.shape == (2, 32, 1, 128) and q.stride() == (6144, 128, 128, 1) and not q.is_contiguous()
+    assert k.shape == v.shape == (2, 8, 16, 128)
+    names = {n for n in dir(torch.nn.attention.SDPBackend) if n.isupper()}  # a pybind11 enum: not iterable
+    assert "FLASH_ATTENTION" in names and probe_kernels_gpu.sdpa_backend(q, k, v) in names
+    assert probe_kernels_gpu.DECODE[0] == (1, 1024) and {b for b, _ in probe_kernels_gpu.DECODE} >= {1, 8, 64}

@@ -16,9 +16,13 @@
   shared-memory kernel), fp16 / bf16 / fp32, at a fixed 2^28 elements and across row counts, plus the
   ``softmax(x, dtype=float32).to(x.dtype)`` form of transformers' eager attention; each timed from a CUDA-graph
   replay and profiled (kernel name);
-* ``router``: a MoE router's small kernels (top-k of [tokens, experts] fp32 logits, the sort of the chosen expert ids).
+* ``router``: a MoE router's small kernels (top-k of [tokens, experts] fp32 logits, the sort of the chosen expert ids);
+* ``decode``: the decode step of ``decode.csv`` (graphroof.frontends.torch.decoder_step, Llama-3-8B shape, context
+  1,024) at batch 1, 8, 32 and 64: its CUDA-graph replay time, every kernel's name, calls and device time, and the
+  SDPA backend PyTorch picks for the step's own Q / K / V views (graphroof prices batch 8-64 about 0.5-0.7 ms a
+  step too fast and batch 1 within 4%: which kernels grow with the batch).
 
-Run on a GPU machine: ``python3 tools/probe_kernels_gpu.py --out DIR [--parts naive,stream,grouped]``.
+Run on a GPU machine: ``python3 tools/probe_kernels_gpu.py --out DIR [--parts naive,stream,grouped,decode]``.
 """
 
 from __future__ import annotations
@@ -234,10 +238,62 @@ def router(t: Timer, out: Path) -> None:
         write(out / "router.csv", rows)
 
 
+#: (batch, context) of the decode part: the batch 1 and 8-64 rows of h200_session/decode.csv
+DECODE = ((1, 1024), (8, 1024), (32, 1024), (64, 1024))
+
+
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
+    """The SDPA backend PyTorch picks for these tensors with ``enable_gqa`` (its dispatcher, no kernel run)."""
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                         enable_gqa=True)
+        return torch.nn.attention.SDPBackend(choice).name
+    except Exception as exc:  # noqa: BLE001 - a PyTorch without this entry point: say so in the row
+        return f"unknown ({type(exc).__name__})"
+
+
+def decode_step_views(batch: int, ctx: int, dev: str = "cuda") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q / K / V of the decode step's first layer as its SDPA sees them (Q a view of the fused QKV output)."""
+    from graphroof.frontends.torch.decoder_step import DIMS
+
+    d, heads, kv = DIMS["llama-3-8b"]["d"], DIMS["llama-3-8b"]["heads"], DIMS["llama-3-8b"]["kv"]
+    hd = d // heads
+    qkv = torch.randn(batch, (heads + 2 * kv) * hd, device=dev, dtype=torch.bfloat16)
+    q = qkv.split([heads * hd, kv * hd, kv * hd], dim=-1)[0].view(batch, heads, 1, hd)
+    k = torch.randn(batch, kv, ctx, hd, device=dev, dtype=torch.bfloat16)
+    return q, k, torch.randn_like(k)
+
+
+def decode(t: Timer, out: Path) -> None:
+    """The decode step's kernels by batch (module doc)."""
+    from graphroof.frontends.torch.decoder_step import decoder_step
+
+    rows, prof = [], []
+    for b, ctx in DECODE:
+        try:
+            m, x = decoder_step(b, ctx, "llama-3-8b", device="cuda", init=True)
+            with torch.no_grad():
+                ts = t.graph(lambda m=m, x=x: m(*x), 1)
+                ks = kernels_of(lambda m=m, x=x: m(*x))
+        except Exception as exc:  # noqa: BLE001
+            print(f"decode b={b} ctx={ctx}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+            continue
+        backend = sdpa_backend(*decode_step_views(b, ctx))
+        rows.append({"batch": b, "context": ctx, "time_s": ts, "kernel_sum_s": sum(k[2] for k in ks) / 1e6,
+                     "sdpa_backend": backend})
+        prof += [{"batch": b, "context": ctx, "kernel": n[:200], "calls": c, "device_us": us} for n, c, us in ks]
+        print(f"decode b={b} ctx={ctx}: {ts * 1e3:.3f} ms, kernels {sum(k[2] for k in ks) / 1e3:.3f} ms, "
+              f"SDPA {backend}", flush=True)
+        write(out / "decode_step.csv", rows)
+        write(out / "decode_step_kernels.csv", prof)
+        m = x = None  # type: ignore[assignment]
+        torch.cuda.empty_cache()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--parts", default="naive,stream,grouped,softmax,router")
+    ap.add_argument("--parts", default="naive,stream,grouped,softmax,router,decode")
     a = ap.parse_args()
     t0 = time.perf_counter()
     out = gpu_run_dir(a.out)
@@ -245,7 +301,7 @@ def main() -> None:
     parts = set(a.parts.split(","))
     for part, fn in (("naive", lambda: naive(out)), ("stream", lambda: stream(t, out)),
                      ("grouped", lambda: grouped(t, out)), ("softmax", lambda: softmax(t, out)),
-                     ("router", lambda: router(t, out))):
+                     ("router", lambda: router(t, out)), ("decode", lambda: decode(t, out))):
         if part in parts:
             fn()
             print(f"{part} part {time.perf_counter() - t0:.1f} s", flush=True)
