@@ -16,6 +16,7 @@ One definition serves both sides: :func:`decoder_step` builds the module on the 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 __all__ = ["DIMS", "decoder_step"]
@@ -34,7 +35,9 @@ def _rms(x: Any, w: Any) -> Any:
     return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype) * w
 
 
+@functools.cache
 def _classes() -> tuple[type, type]:
+    """The step's module classes, defined once (torch is imported on first use)."""
     import torch
     import torch.nn.functional as F
     from torch import nn
