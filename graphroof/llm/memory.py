@@ -1,7 +1,8 @@
 """Memory fit per device: resident weights + KV cache at the full context + the activation peak.
 
 * Weights: every parameter once, in the weights dtype of the what-if, divided by the TP degree when its module
-  is split (:class:`~graphroof.llm.tp.TPPlan`; norms and other replicated parameters stay whole).
+  is split (:class:`~graphroof.llm.tp.TPPlan`; norms and other replicated parameters stay whole; K / V
+  projections by the KV heads when the TP degree exceeds them: each device holds its KV head's columns).
 * KV cache: what a server must reserve for ``batch`` sequences of ``prompt + gen`` tokens; the bytes per token
   are the KV-role bytes one decode step writes per sequence (so they follow the KV dtype and the TP split).
 * Activation peak: a liveness sweep over the prefill graph in op order.  Each op's activation outputs are live
@@ -33,12 +34,15 @@ __all__ = ["MemoryFit", "ServingMemory", "resident_weight_bytes", "params_from_g
 def resident_weight_bytes(params: Iterable[Param], quant: Quant, tp: int = 1, plan: TPPlan = DEFAULT_PLAN) -> float:
     """Per-device bytes of *params* after the weights what-if and the TP split."""
     total = 0.0
+    kvs = plan.kv_split(tp)
     for scope, t in params:
         if quant.weights and is_float(t.dtype):
             t = t.with_dtype(quant.weights)
-        kind, _ = plan.kind(scope)
+        kind, mscope = plan.kind(scope)
         split = tp > 1 and kind is not None and not (kind == "row" and t.rank == 1)
-        total += t.nbytes / tp if split else t.nbytes
+        # a K / V projection above the KV heads: each device holds its KV head's columns (replicated r times)
+        ways = kvs if kind == "column" and mscope.rsplit(".", 1)[-1] in plan.kv else tp
+        total += t.nbytes / ways if split else t.nbytes
     return total
 
 

@@ -77,6 +77,9 @@ class Pipeline:
                  plan: TPPlan = DEFAULT_PLAN, settings: CountSettings | None = None,
                  rules: Mapping[str, Rule | None] | None = None, strict: bool = False, depth: int | None = None,
                  progress: Callable[[str], None] | None = None, runtime: str | Runtime | None = "serving"):
+        kv_heads = getattr(getattr(source, "spec", None), "kv_heads", None)
+        if plan.kv_heads is None and kv_heads:  # a TP degree above the KV heads replicates them (llm/tp.py)
+            plan = replace(plan, kv_heads=int(kv_heads))
         self.source, self.hw, self.quant, self.tp, self.plan = source, hw, quant, tp, plan
         self.runtime = get_runtime(runtime or "serving")
         self.progress = progress or (lambda message: None)

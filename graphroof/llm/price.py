@@ -53,7 +53,8 @@ def kv_bytes_per_token_of(appended: float, all_kv: float, b: int, src: Any, kv_d
     if appended:
         return appended / b
     per = src.spec.kv_bytes_per_token(kv_dtype_bits)  # the graph writes its cache inside a fused op
-    return per / tp if per else all_kv / b
+    kv_heads = src.spec.kv_heads
+    return per / (min(tp, kv_heads) if kv_heads else tp) if per else all_kv / b  # KV heads replicated above them
 
 
 @dataclass
@@ -288,7 +289,8 @@ class PricedModel:
                 check_tp(n, spec.heads, spec.kv_heads, spec.intermediate)
             except GraphroofError:
                 continue
-            fixed = self.weight_bytes(n) + kv_seq * pipe.tp / n * b
+            # the KV bytes of a sequence split as its KV heads are (replicated above them: llm/tp.py)
+            fixed = self.weight_bytes(n) + kv_seq * pipe.plan.kv_split(pipe.tp) / pipe.plan.kv_split(n) * b
             if fixed > usable:
                 continue  # activations are >= 0: no need to shard the graph at n to know it does not fit
             try:

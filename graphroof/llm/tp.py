@@ -13,12 +13,19 @@ The split, by module name (the last matching part of an op's scope, see :class:`
   all-reduce after the module; the router stays replicated;
 * the token embedding is vocab-parallel (rows split, partial outputs, all-reduce after it) and the LM head
   column-parallel over the vocabulary with an **all-gather** of the logits after it;
-* norms, residual adds and anything else outside those regions are replicated (full cost on every device).
+* norms, residual adds and anything else outside those regions are replicated (full cost on every device);
+* more devices than KV heads (``N = r x kv_heads``, GQA / MQA models: vLLM, SGLang and TensorRT-LLM all do it):
+  each KV head is replicated on ``r`` devices, so the K / V projections (``k_proj v_proj`` ...), their rotary,
+  the KV cache and its appends are split ``kv_heads`` ways, not ``N`` (:attr:`TPPlan.kv_heads`; the query heads,
+  the attention's FLOPs and everything else still ``N`` ways).  A fused QKV projection cannot be split that way
+  here (its K / V columns are not told apart): such a model needs ``N <= kv_heads``.
 
 Costs are per device.  A sharded op costs ``1/N`` of its FLOPs and of the bytes of its sharded tensors, and
 the full bytes of its replicated tensors (the input of a column-parallel linear, the partial-sum output of a
 row-parallel one, masks and rotary tables): ``cost/N + (1 - 1/N) * bytes(replicated tensors)``, capped at the
-unsharded cost.  Tensor shapes in op rows stay the unsharded ones; the op's ``tp_shard`` attr records the split.
+unsharded cost.  With KV heads replicated, an op whose sharded inputs are all K / V (a K / V projection, the cache
+append, K's rotary) costs ``1/kv_heads`` instead of ``1/N``; an op that also reads the query heads (attention)
+costs ``1/N`` plus ``(1/kv_heads - 1/N) * bytes(its K / V inputs)``.  Tensor shapes in op rows stay the unsharded ones; the op's ``tp_shard`` attr records the split.
 Collectives are ``comm.*`` ops (see :mod:`graphroof.counters.rules.comm`) costed on the interconnect.
 """
 
@@ -54,6 +61,16 @@ class TPPlan:
     })
     embed: frozenset[str] = frozenset({"embed_tokens", "wte", "word_embeddings", "embed_in", "tok_embeddings"})
     lm_head: frozenset[str] = frozenset({"lm_head", "embed_out"})
+    #: column-parallel modules that project K or V alone (split by KV heads when the TP degree exceeds them)
+    kv: frozenset[str] = frozenset({"k_proj", "v_proj", "key", "value", "wk", "wv", "k", "v"})
+    #: column-parallel modules that project Q, K and V in one linear
+    fused_qkv: frozenset[str] = frozenset({"qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv"})
+    #: the model's KV heads (None: unknown): a TP degree above them replicates each KV head (module docstring)
+    kv_heads: int | None = None
+
+    def kv_split(self, n: int) -> int:
+        """Ways the K / V heads are split at TP degree *n*: ``kv_heads`` when *n* exceeds them, else *n*."""
+        return self.kv_heads if self.kv_heads and n > self.kv_heads else n
 
     def kind(self, scope: str) -> tuple[str | None, str]:
         """(``column`` | ``row`` | ``embed`` | ``lm_head`` | None, module scope) of the deepest matching part."""
@@ -70,15 +87,26 @@ DEFAULT_PLAN = TPPlan()
 
 def check_tp(n: int, heads: int | None = None, kv_heads: int | None = None,
              intermediate: int | None = None) -> None:
-    """Raise :class:`InputError` when ``N`` cannot split the model's heads / MLP evenly."""
+    """Raise :class:`InputError` when ``N`` cannot split the model's heads / MLP evenly, or neither divides its KV
+    heads nor is a multiple of them (replicated KV heads: the module docstring)."""
     if not isinstance(n, int) or n < 1:
         raise InputError(f"--tp must be an integer >= 1, got {n!r}")
-    for what, v in (("attention heads", heads), ("KV heads", kv_heads), ("MLP intermediate size", intermediate)):
-        if n > 1 and v and v % n:
-            ok = [d for d in range(1, v + 1) if v % d == 0 and (not heads or heads % d == 0)
-                  and (not kv_heads or kv_heads % d == 0) and d <= 64]
+    if n == 1:
+        return
+
+    def fits(d: int) -> bool:  # a degree the heads and KV heads allow (above the KV heads: replicated, a multiple)
+        return (not heads or heads % d == 0) and (not kv_heads or kv_heads % d == 0 or d % kv_heads == 0)
+
+    for what, v in (("attention heads", heads), ("MLP intermediate size", intermediate)):
+        if v and v % n:
+            ok = [d for d in range(1, min(v, 64) + 1) if v % d == 0 and fits(d)]
             raise InputError(f"--tp {n} does not divide the model's {v} {what}; use one of: "
                              f"{', '.join(str(d) for d in ok)}")
+    if kv_heads and kv_heads % n and n % kv_heads:
+        ok = [d for d in range(1, 65) if fits(d)]
+        raise InputError(f"--tp {n} neither divides the model's {kv_heads} KV heads nor is a multiple of them (above "
+                         f"the KV heads each is replicated on tp / {kv_heads} devices); use one of: "
+                         f"{', '.join(str(d) for d in ok)}")
 
 
 def _producers(g: OpGraph, name: str, node: OpNode,
@@ -190,8 +218,16 @@ def shard(graph: OpGraph, n: int, plan: TPPlan = DEFAULT_PLAN) -> OpGraph:
         raise InputError(f"--tp {n}: no column/row-parallel linear layers found in the op scopes "
                          f"(expected module names such as q_proj, o_proj, gate_proj, down_proj); tensor "
                          "parallelism needs a model with module scopes")
+    kvs = plan.kv_split(n)
+    if kvs < n:
+        fused = sorted({m for op in graph.ops() for m in [_kind_of(plan, op.scope, kinds)[1].rsplit(".", 1)[-1]]
+                        if m in plan.fused_qkv})
+        if fused:
+            raise InputError(f"--tp {n} exceeds the model's {plan.kv_heads} KV heads, and its attention projects "
+                             f"Q, K and V in one linear ({fused[0]}): graphroof replicates KV heads only where K and "
+                             f"V have projections of their own; use a TP degree that divides {plan.kv_heads}")
     g = _insert_comms(graph, n, plan, kinds)
-    state: dict[str, tuple[bool, bool, bool]] = {}  # op -> (output sharded, weight-only, partial sums)
+    state: dict[str, tuple[bool, bool, bool, bool]] = {}  # op -> (output sharded, weight-only, partial, K/V only)
     decided: dict[tuple, tuple] = {}                # _split's memo: the blocks repeat the same decisions
     updates: dict[str, OpNode] = {}
     out_specs: dict[str, frozenset[tuple]] = {}
@@ -200,13 +236,15 @@ def shard(graph: OpGraph, n: int, plan: TPPlan = DEFAULT_PLAN) -> OpGraph:
         if op.op in COMM_OPS:
             state[name] = _NOT_SPLIT
             continue
-        kind = _kind_of(plan, op.scope, kinds)[0]
+        kind, mscope = _kind_of(plan, op.scope, kinds)
         prods = _producers(g, name, op, out_specs)
         ins = tuple(_input_case(t, p, state) for t, p in zip(op.inputs, prods))
-        key = (kind, ins, len(op.outputs))
+        kv_module = kvs < n and kind == "column" and mscope.rsplit(".", 1)[-1] in plan.kv
+        grows = kvs < n and _grows(op, ins)
+        key = (kind, ins, len(op.outputs), kv_module, grows)
         d = decided.get(key)
         if d is None:
-            d = decided[key] = _split(kind, ins, len(op.outputs), n)
+            d = decided[key] = _split(kind, ins, len(op.outputs), n, kvs, kv_module, grows)
         state[name], info = d
         if info is not None:
             updates[name] = replace(op, attrs={**op.attrs, "tp_shard": dict(info)})
@@ -216,12 +254,26 @@ def shard(graph: OpGraph, n: int, plan: TPPlan = DEFAULT_PLAN) -> OpGraph:
     return g
 
 
-_NOT_SPLIT = (False, False, False)
+_NOT_SPLIT = (False, False, False, False)
 
 
-def _input_case(t: TensorSpec | None, p: str | None, state: dict[str, tuple[bool, bool, bool]]) -> tuple | None:
+def _grows(op: OpNode, ins: tuple) -> bool:
+    """Whether *op* writes more elements than its largest K / V-only input holds (``repeat_kv``: K / V expanded to
+    every query head, split ``N`` ways again)."""
+    kv_in = [t.numel for t, c in zip(op.inputs, ins)
+             if t is not None and c is not None and (c == ("kv",) or (c[0] is True and c[3]))]
+    outs = [t.numel for t in op.outputs if t is not None]
+    try:
+        return bool(kv_in and outs) and max(outs) > max(kv_in)
+    except TypeError:  # symbolic sizes that do not compare: not an expansion graphroof can tell
+        return False
+
+
+def _input_case(t: TensorSpec | None, p: str | None, state: dict[str, tuple[bool, bool, bool, bool]]
+                ) -> tuple | None:
     """What the split of an op needs to know of one input: absent (None), a weight / constant (its role and
-    rank), a cache input with no producer, or the (sharded, weight-only, partial) state of its producer."""
+    rank), a cache input with no producer, or the (sharded, weight-only, partial, K/V-only) state of its
+    producer."""
     if t is None:
         return None
     if t.role is Role.WEIGHT or t.role is Role.CONST:
@@ -231,27 +283,36 @@ def _input_case(t: TensorSpec | None, p: str | None, state: dict[str, tuple[bool
     return state.get(p, _NOT_SPLIT) if p else _NOT_SPLIT
 
 
-def _split(kind: str | None, ins: tuple, n_out: int, n: int) -> tuple[tuple[bool, bool, bool], dict | None]:
-    """(state of the op's output, its ``tp_shard`` attr or None) from its module *kind* and input cases."""
-    in_sh, in_w, in_partial = [], [], []
+def _split(kind: str | None, ins: tuple, n_out: int, n: int, kvs: int | None = None, kv_module: bool = False,
+           grows: bool = False) -> tuple[tuple[bool, bool, bool, bool], dict | None]:
+    """(state of the op's output, its ``tp_shard`` attr or None) from its module *kind* and input cases; *kvs*:
+    the ways K / V are split (below *n*: replicated KV heads), *kv_module*: the op is a K / V projection's, *grows*:
+    it expands its K / V input (:func:`_grows`)."""
+    kvs = n if kvs is None else kvs
+    in_sh, in_w, in_partial, in_kv = [], [], [], []
     for c in ins:
         if c is None:
             in_sh.append(False)
             in_w.append(False)
             in_partial.append(False)
+            in_kv.append(False)
         elif c[0] == "w":
             # a row-parallel bias (rank 1) is added to the full output: replicated
-            in_sh.append(kind is not None and c[1] is Role.WEIGHT and not (kind == "row" and c[2] == 1))
+            sh = kind is not None and c[1] is Role.WEIGHT and not (kind == "row" and c[2] == 1)
+            in_sh.append(sh)
             in_w.append(True)
             in_partial.append(False)
+            in_kv.append(sh and kv_module)
         elif c[0] == "kv":
             in_sh.append(True)
             in_w.append(False)
             in_partial.append(False)
+            in_kv.append(True)
         else:
             in_sh.append(c[0])
             in_w.append(c[1])
             in_partial.append(c[2])
+            in_kv.append(c[0] and c[3])
     weightish = bool(ins) and all(in_w[i] for i, c in enumerate(ins) if c is not None)
     act_sh = any(s and not w for s, w in zip(in_sh, in_w))
     if kind in ("row", "embed") and any(in_w) and (act_sh or kind == "embed") and not weightish:
@@ -260,12 +321,20 @@ def _split(kind: str | None, ins: tuple, n_out: int, n: int) -> tuple[tuple[bool
         out_sh, partial = False, True          # e.g. the view / bias add after the matmul
     else:
         out_sh, partial = any(in_sh), False
+    sharded = [i for i, s in enumerate(in_sh) if s]
+    # K / V alone (split kvs ways): every sharded input is, and the op does not expand them to the query heads
+    out_kv = kvs < n and out_sh and bool(sharded) and all(in_kv[i] for i in sharded) and not grows
     info = None
     if any(in_sh) or out_sh:
         rep_in = tuple(i for i, c in enumerate(ins) if c is not None and not in_sh[i])
         rep_out = () if out_sh else tuple(range(n_out))
         info = {"world_size": n, "replicated_inputs": rep_in, "replicated_outputs": rep_out}
-    return (out_sh, weightish, partial), info
+        if out_kv:
+            info["divisor"] = kvs
+        elif kvs < n and any(in_kv):
+            info["kv_split"] = kvs
+            info["kv_inputs"] = tuple(i for i in sharded if in_kv[i])
+    return (out_sh, weightish, partial, out_kv), info
 
 
 def _cap(new: Cost, old: Cost) -> Cost:
@@ -281,13 +350,18 @@ def shard_cost(op: OpNode, cost: Cost) -> Cost:
     info = op.attrs.get("tp_shard")
     if not info:
         return cost
-    n = info["world_size"]
+    n = info.get("divisor", info["world_size"])  # K / V-only ops of replicated KV heads: split kv_heads ways
     keep = 1 - 1 / n
     r = read_bytes(op.inputs[i] for i in info["replicated_inputs"])
     w = write_bytes(op.outputs[i] for i in info["replicated_outputs"])
     back = Cost(weight_bytes=r["weight_bytes"] * keep, act_read_bytes=r["act_read_bytes"] * keep,
                 kv_read_bytes=r["kv_read_bytes"] * keep, act_write_bytes=w["act_write_bytes"] * keep,
                 kv_write_bytes=w["kv_write_bytes"] * keep)
+    if info.get("kv_inputs"):  # an op over the query heads reading K / V split fewer ways: their bytes 1/kv_split
+        more = 1 / info["kv_split"] - 1 / n
+        k = read_bytes(op.inputs[i] for i in info["kv_inputs"])
+        back = back + Cost(weight_bytes=k["weight_bytes"] * more, act_read_bytes=k["act_read_bytes"] * more,
+                           kv_read_bytes=k["kv_read_bytes"] * more)
     return _cap(cost.scale(1 / n) + back, cost)
 
 
@@ -304,7 +378,8 @@ def scale_costs(graph: OpGraph) -> None:
             continue
         cost = data.get(COST)
         key: tuple | None = (op.op, op.inputs, op.outputs, info["world_size"], tuple(info["replicated_inputs"]),
-                             tuple(info["replicated_outputs"]), cost)
+                             tuple(info["replicated_outputs"]), info.get("divisor"), info.get("kv_split"),
+                             tuple(info.get("kv_inputs", ())), cost)
         try:
             hit = seen.get(key)  # type: ignore[arg-type]  # key is the tuple just built
         except TypeError:  # an unhashable cost or spec: computed on its own

@@ -50,11 +50,17 @@ def test_shard_cost_column_and_row_linear():
 
 def test_check_tp_names_the_constraint():
     check_tp(2, 4, 2, 128)
-    # 4 heads but 2 KV heads: only 1 and 2 split both
-    with pytest.raises(InputError, match=r"--tp 3 does not divide the model's 4 attention heads; use one of: 1, 2$"):
+    # 4 heads, 2 KV heads: 1 and 2 split both; 4 splits the heads and replicates each KV head on 2 devices
+    check_tp(4, 4, 2, 128)
+    with pytest.raises(InputError, match=r"--tp 3 does not divide the model's 4 attention heads; use one of: 1, 2, 4$"):
         check_tp(3, 4, 2, 128)
-    with pytest.raises(InputError, match="KV heads"):
-        check_tp(4, 4, 2, 128)
+    # 12 heads, 4 KV heads: 6 divides the heads, but neither divides the KV heads nor is a multiple of them
+    with pytest.raises(InputError, match=r"--tp 6 neither divides the model's 4 KV heads nor is a multiple of them "
+                                         r"\(above the KV heads each is replicated on tp / 4 devices\); "
+                                         r"use one of: 1, 2, 4, 12$"):
+        check_tp(6, 12, 4, 768)
+    # MQA (1 KV head): any degree that divides the heads
+    check_tp(8, 8, 1, 64)
     with pytest.raises(InputError, match=">= 1"):
         check_tp(0)
 
