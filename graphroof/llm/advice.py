@@ -93,14 +93,23 @@ def _dominant_critical(cfg: Any) -> tuple[str, int] | None:
     return None
 
 
+def _usable(est: Any, mem: Any) -> str:
+    """``76.5 GB usable on h100-sxm (0.9 of its 85.0 GB)``: what the fit compares with."""
+    usable = mem.usable_bytes if mem.usable_bytes is not None else mem.capacity_bytes
+    if mem.capacity_bytes and usable != mem.capacity_bytes:
+        return (f"the {fmt_bytes(usable)} usable on {est.hw.name} ({mem.serving.gpu_mem_util:g} of its "
+                f"{fmt_bytes(mem.capacity_bytes)})")
+    return f"{est.hw.name}'s {fmt_bytes(usable)}"
+
+
 def _memory_item(est: Any, pipe: Any, cfg: Any) -> dict[str, Any]:
     mem = cfg.memory
-    need, cap = mem.total_bytes, mem.capacity_bytes
+    need = mem.total_bytes
     if mem.min_tp and mem.min_tp > est.tp and est.hw.interconnect_bw_bytes_per_s:
         after = _rerun(est, pipe, cfg, tp=mem.min_tp)
         return advice_item(
-            "tp", f"batch {cfg.batch} needs {fmt_bytes(need)} per device, more than {est.hw.name}'s "
-            f"{fmt_bytes(cap)}: --tp {mem.min_tp} fits ({fmt_bytes(after.memory.total_bytes)} per "
+            "tp", f"batch {cfg.batch} needs {fmt_bytes(need)} per device, more than {_usable(est, mem)}: "
+            f"--tp {mem.min_tp} fits ({fmt_bytes(after.memory.total_bytes)} per "
             f"device) at TPOT {fmt_time(after.tpot_s or 0)}, TTFT {fmt_time(after.ttft_s)}",
             f"--tp {mem.min_tp}", "total_bytes_per_device", need, after.memory.total_bytes,
             tp=mem.min_tp, tpot_s=after.tpot_s, ttft_s=after.ttft_s)
@@ -108,7 +117,7 @@ def _memory_item(est: Any, pipe: Any, cfg: Any) -> dict[str, Any]:
     fits = after.memory.fits
     return advice_item(
         "fit", f"batch {cfg.batch} needs {fmt_bytes(need)} per device, more than "
-        f"{est.hw.name}'s {fmt_bytes(cap)}; with int4 weights it needs "
+        f"{_usable(est, mem)}; with int4 weights it needs "
         f"{fmt_bytes(after.memory.total_bytes)} ({'fits' if fits else 'still does not fit'})"
         + ("" if est.hw.interconnect_bw_bytes_per_s else
            f"; {est.hw.name} has no interconnect in its profile for --tp"),

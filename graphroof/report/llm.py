@@ -179,6 +179,9 @@ def memory_lines(r: Any, c: Any) -> list[str]:
             line += "; no TP degree up to 64 fits"
         if m.max_batch:
             line += f"; max concurrent sequences at TP {c.tp}: {m.max_batch}"
+            if m.max_batch >= c.batch:  # the KV fits: what does not is the one-pass prefill of the whole batch
+                line += (f" (their KV fits beside one prompt's prefill activations; the {c.batch} prompts "
+                         f"prefilled in one pass do not: --max-batched-tokens {c.prompt} prefills one at a time)")
     return [line]
 
 

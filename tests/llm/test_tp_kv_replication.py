@@ -114,3 +114,40 @@ def test_smallest_tp_counts_replicated_kv_heads():
     # one KV head of 16 x 2 bytes = 8,192 + the activations: within 0.9 x 80,000 = 72,000
     assert four.memory.weight_bytes == 48_000 and four.memory.kv_reserved_bytes == 2 * 32 * 2 * 2 * 16 * 2
     assert four.fits is True
+
+
+def _profile(name: str, cap: float):
+    from graphroof.hardware import HardwareProfile
+
+    return HardwareProfile(name=name, matrix_peak_flops_per_s={"bf16": 1e14}, vector_peak_flops_per_s={},
+                           mem_bw_bytes_per_s=1e12, mem_capacity_bytes=cap, interconnect_bw_bytes_per_s=1e11)
+
+
+def test_memory_advice_compares_with_the_usable_memory():
+    from graphroof.report import render
+
+    src = toy_source(L, H, HEADS, KVH, I, V)
+    # 80,000 bytes, 72,000 usable (0.9): TP 1 needs the 173,696 weight bytes and more
+    r = estimate(src, hw=_profile("tiny", 80_000), prompt=16, gen=8, batch=[2], rules=RULES, ideal=True)
+    text = render(r)
+    assert "more than the 72.0 kB usable on tiny (0.9 of its 80.0 kB): --tp 4 fits" in text
+
+
+def test_a_batch_whose_kv_fits_but_not_its_one_pass_prefill_is_told_to_chunk():
+    from graphroof.report import render
+
+    src = toy_source(L, H, HEADS, KVH, I, V)
+    B, P, G = 8, 16, 8
+    big = estimate(src, hw=_profile("big", 1e12), prompt=P, gen=G, batch=[B], rules=RULES, ideal=True).configs[0]
+    m = big.memory
+    # usable between weights + KV + one prompt's activations (act / B) and weights + KV + all B prompts' (act)
+    need_one = m.weight_bytes + m.kv_reserved_bytes + m.activation_peak_bytes / B
+    cap = (need_one + m.activation_peak_bytes / 2) / 0.9
+    r = estimate(src, hw=_profile("mid", cap), prompt=P, gen=G, batch=[B], rules=RULES, ideal=True)
+    c = r.configs[0]
+    assert c.fits is False and c.memory.max_batch >= B
+    assert (f"the {B} prompts prefilled in one pass do not: --max-batched-tokens {P} prefills one at a time"
+            in render(r))
+    chunked = estimate(src, hw=_profile("mid", cap), prompt=P, gen=G, batch=[B], rules=RULES, ideal=True,
+                       max_batched_tokens=P).configs[0]
+    assert chunked.fits is True
