@@ -95,8 +95,8 @@ class AttentionDims:
 
 
 def attention_dims(node: Any) -> AttentionDims:
-    """Head dims and GQA group of an attention node (inputs q, k, v as ``[..., H, L, D]``); defaults when the
-    tensors do not say."""
+    """Head dims and GQA group of an attention node (inputs q, k, v as ``[..., H, L, D]``; a device's group under
+    a TP split above the KV heads, :mod:`graphroof.llm.tp`); defaults when the tensors do not say."""
     ins = list(getattr(node, "inputs", ()) or ())
     try:
         q, k, v = ins[0], ins[1], ins[2]
@@ -104,6 +104,9 @@ def attention_dims(node: Any) -> AttentionDims:
         group = 1
         if q.rank == 4 and k.rank == 4 and int(k.shape[1]) > 0 and int(q.shape[1]) % int(k.shape[1]) == 0:
             group = int(q.shape[1]) // int(k.shape[1])
+            tp = (getattr(node, "attrs", None) or {}).get("tp_shard") or {}
+            if tp.get("kv_split"):  # TP above the KV heads: a device's H / N query heads share its one KV head
+                group = max(1, group * int(tp["kv_split"]) // int(tp["world_size"]))
         outs = getattr(node, "outputs", ()) or ()
         ob = dtype_bits(outs[0].dtype) / 8 if outs and outs[0] is not None else dtype_bits(q.dtype) / 8
         return AttentionDims(d, dv, group, ob, attention_is_causal(node), dtype_bits(k.dtype) / 8,

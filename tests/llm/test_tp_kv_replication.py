@@ -151,3 +151,16 @@ def test_a_batch_whose_kv_fits_but_not_its_one_pass_prefill_is_told_to_chunk():
     chunked = estimate(src, hw=_profile("mid", cap), prompt=P, gen=G, batch=[B], rules=RULES, ideal=True,
                        max_batched_tokens=P).configs[0]
     assert chunked.fits is True
+
+
+def test_attention_group_per_device_above_the_kv_heads():
+    from graphroof.timing.attention import attention_dims
+
+    q, k, o = T("bf16", 2, 64, 1, 128), T("bf16", 2, 8, 2048, 128), T("bf16", 2, 64, 1, 128)
+    # 64 query heads over 8 KV heads: a group of 8; at TP 16 a device has 64 / 16 = 4 query heads on its one KV head
+    assert attention_dims(node("aten.scaled_dot_product_attention", [q, k, k], [o])).gqa_group == 8
+    split = {"world_size": 16, "replicated_inputs": (), "replicated_outputs": (), "kv_split": 8, "kv_inputs": (1, 2)}
+    assert attention_dims(node("aten.scaled_dot_product_attention", [q, k, k], [o], tp_shard=split)).gqa_group == 4
+    # TP 8 (no replication): the group is the model's
+    even = {"world_size": 8, "replicated_inputs": (), "replicated_outputs": ()}
+    assert attention_dims(node("aten.scaled_dot_product_attention", [q, k, k], [o], tp_shard=even)).gqa_group == 8
