@@ -25,7 +25,8 @@ the full bytes of its replicated tensors (the input of a column-parallel linear,
 row-parallel one, masks and rotary tables): ``cost/N + (1 - 1/N) * bytes(replicated tensors)``, capped at the
 unsharded cost.  With KV heads replicated, an op whose sharded inputs are all K / V (a K / V projection, the cache
 append, K's rotary) costs ``1/kv_heads`` instead of ``1/N``; an op that also reads the query heads (attention)
-costs ``1/N`` plus ``(1/kv_heads - 1/N) * bytes(its K / V inputs)``.  Tensor shapes in op rows stay the unsharded ones; the op's ``tp_shard`` attr records the split.
+costs ``1/N`` plus ``(1/kv_heads - 1/N) * bytes(its K / V inputs)``.  Tensor shapes in op rows stay the unsharded
+ones; the op's ``tp_shard`` attr records the split.
 Collectives are ``comm.*`` ops (see :mod:`graphroof.counters.rules.comm`) costed on the interconnect.
 """
 
