@@ -47,3 +47,25 @@ def test_the_row_equals_the_call_it_names():
     a = graphroof.analyze(m, x, hw="h200-sxm", runtime="pytorch-cuda-graph")
     assert row.predicted == pytest.approx(a.totals.t_realistic_s, rel=1e-9)
 
+
+
+def test_the_step_graph_is_read_back_from_the_trace_store(tmp_path, monkeypatch):
+    import graphroof.frontends.torch.decoder_step as ds
+    from graphroof.frontends import load
+
+    monkeypatch.setenv("GRAPHROOF_CACHE", "on")
+    monkeypatch.setenv("GRAPHROOF_CACHE_DIR", str(tmp_path / "store"))
+    first = ds.decoder_step_graph(1, 16)
+    fresh = load(*ds.decoder_step(1, 16))
+
+    def no_capture(*a, **k):
+        raise AssertionError("captured again: the trace store missed")
+
+    monkeypatch.setattr(ds, "decoder_step", no_capture)
+    again = ds.decoder_step_graph(1, 16)
+    t = [graphroof.analyze(g, hw="h200-sxm", runtime="pytorch-cuda-graph").totals for g in (first, again, fresh)]
+    assert t[0].t_realistic_s == t[1].t_realistic_s == t[2].t_realistic_s
+    assert t[0].cost == t[1].cost == t[2].cost
+    # another shape is another entry: captured (and here refused)
+    with pytest.raises(AssertionError, match="captured again"):
+        ds.decoder_step_graph(2, 16)

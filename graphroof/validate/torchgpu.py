@@ -208,9 +208,7 @@ def _decode(ctx: Context, folder: str, hw_name: str, graphs: dict[tuple[str, int
     (the step is replayed from a CUDA graph); *graphs* keeps each (model, batch, context) step's captured graph for
     the other device's rows."""
     from ..api import analyze
-    from ..frontends import load
-    from ..frontends.torch.decoder_step import decoder_step
-    from ..options import DEFAULT
+    from ..frontends.torch.decoder_step import decoder_step_graph
 
     out: list[Row] = []
     runtime = "pytorch-cuda-graph"
@@ -224,9 +222,8 @@ def _decode(ctx: Context, folder: str, hw_name: str, graphs: dict[tuple[str, int
                        f"'{model}'), hw='{hw_name}', runtime='{runtime}'): totals.time_realistic_s")
         if not row.excluded:
             key = (model, b, ctx_len)
-            if key not in graphs:
-                module, inputs = decoder_step(b, ctx_len, model)
-                graphs[key] = load(module, inputs, options=DEFAULT)
+            if key not in graphs:  # captured once, or read from the trace store
+                graphs[key] = decoder_step_graph(b, ctx_len, model, options=ctx.options)
             a = analyze(graphs[key], hw=hw_name, runtime=runtime)
             row.predicted, row.vendor = float(a.totals.t_realistic_s), ctx.hw(hw_name).vendor
         out.append(row)

@@ -11,7 +11,9 @@ measured program does not run.
 
 One definition serves both sides: :func:`decoder_step` builds the module on the meta device for
 ``graphroof.analyze`` (no weights materialised) and, with ``device="cuda", init=True``, the measured one
-(``tools/measure_gpu.py`` ``Decoder``).  Torch is imported when a step is built.
+(``tools/measure_gpu.py`` ``Decoder``).  Torch is imported when a step is built.  :func:`decoder_step_graph` is
+the captured graph of a meta step through the trace store (keyed by the step's shape; the store's key holds a hash
+of graphroof's sources, this module's included), so a later run skips the capture.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["DIMS", "decoder_step"]
+__all__ = ["DIMS", "decoder_step", "decoder_step_graph"]
 
 #: ``decode.csv``'s ``model`` (less ``-shaped``) -> the step's shape (tools/measure_gpu.py: the default set's
 #: Llama-3-8B, the blind set's Llama-2-13B)
@@ -111,3 +113,22 @@ def decoder_step(batch: int, ctx: int, model: str = "llama-3-8b", *, device: str
                else torch.zeros(batch, dtype=torch.long))
         pos = torch.tensor([ctx - 1])
     return m, (ids, pos)
+
+
+def decoder_step_graph(batch: int, ctx: int, model: str = "llama-3-8b", *, options: Any = None) -> Any:
+    """The :class:`~graphroof.graph.OpGraph` of the meta step :func:`decoder_step` builds (what ``graphroof.analyze``
+    captures from it), read from the trace store when a run stored it before (``options``: the trace store's
+    switch, :class:`graphroof.options.Options`)."""
+    from ...graph import OpGraph
+    from ...options import DEFAULT
+    from .. import load, trace_store
+
+    opts = DEFAULT if options is None else options
+    shape = DIMS[model]
+    entry = trace_store.Entry("decoder-step", {"model": model, "batch": batch, "ctx": ctx, "dims": shape}, opts)
+
+    def capture() -> Any:
+        module, inputs = decoder_step(batch, ctx, model)
+        return load(module, inputs, options=opts)
+
+    return trace_store.capture(entry, "graph", capture, expect=OpGraph)
