@@ -70,6 +70,8 @@ ENGINE = "PyTorch 2.11 (cu130), measured by graphroof"
 #: label, so every table keeps them apart (the engine hold-out groups them with the rest: same start)
 BLIND = {"h200_unseen": ENGINE + ", blind set", "h100_unseen": ENGINE + ", blind set"}
 DATASET = "torch_gpu"
+#: the decode.csv steps are replayed from a CUDA graph (tools/measure_gpu.py)
+DECODE_RUNTIME = "pytorch-cuda-graph"
 
 
 def _optional_rows(ctx: Context, folder: str, name: str) -> list[tuple[str, dict[str, str]]]:
@@ -202,32 +204,46 @@ def _llm(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, str
     return out
 
 
-def _decode(ctx: Context, folder: str, hw_name: str, graphs: dict[tuple[str, int, int], Any]) -> list[Row]:
+def _decode(ctx: Context, folder: str, hw_name: str, todo: list[tuple[Row, str, int, int, str]]) -> list[Row]:
     """The session's ``decode.csv`` rows: the plain-op decoder step the source times
     (:mod:`graphroof.frontends.torch.decoder_step`), priced by ``graphroof.analyze`` under ``pytorch-cuda-graph``
-    (the step is replayed from a CUDA graph); *graphs* keeps each (model, batch, context) step's captured graph for
-    the other device's rows."""
-    from ..api import analyze
-    from ..frontends.torch.decoder_step import decoder_step_graph
-
+    (the step is replayed from a CUDA graph); each live one is added to *todo* as ``(row, model, batch, context,
+    profile)`` and priced by :func:`_price_decode` once every session's rows are known."""
     out: list[Row] = []
-    runtime = "pytorch-cuda-graph"
     for where, r in _optional_rows(ctx, folder, "decode.csv"):
         model = r["model"].removesuffix("-shaped")
         b, ctx_len = int(r["batch"]), int(r["context"])
         regime = f"decode batch {'1' if b == 1 else '8-64' if b <= 64 else '> 64'}"
-        row = _row(ctx, hw_name, where, r, model, regime, "tpot", runtime,
+        row = _row(ctx, hw_name, where, r, model, regime, "tpot", DECODE_RUNTIME,
                    {"batch": b, "context": ctx_len}, float(r["time_s"]))
         row.command = (f"graphroof.analyze(*graphroof.frontends.torch.decoder_step.decoder_step({b}, {ctx_len}, "
-                       f"'{model}'), hw='{hw_name}', runtime='{runtime}'): totals.time_realistic_s")
+                       f"'{model}'), hw='{hw_name}', runtime='{DECODE_RUNTIME}'): totals.time_realistic_s")
         if not row.excluded:
-            key = (model, b, ctx_len)
-            if key not in graphs:  # captured once, or read from the trace store
-                graphs[key] = decoder_step_graph(b, ctx_len, model, options=ctx.options)
-            a = analyze(graphs[key], hw=hw_name, runtime=runtime)
-            row.predicted, row.vendor = float(a.totals.t_realistic_s), ctx.hw(hw_name).vendor
+            todo.append((row, model, b, ctx_len, hw_name))
         out.append(row)
     return out
+
+
+def _price_decode(ctx: Context, todo: list[tuple[Row, str, int, int, str]]) -> None:
+    """Price the decode rows of every session: per model, the step's graph at each (batch, context) of its rows,
+    captured (through the trace store: :func:`~graphroof.frontends.torch.decoder_step.decoder_step_graph`) at the
+    corners of the rows' batches x contexts and interpolated between them where the graph is linear in both (checked
+    against one more capture: :func:`.traces.graphs_at`), so both devices' rows of a shape share one graph."""
+    from ..api import analyze
+    from ..frontends.torch.decoder_step import decoder_step_graph
+    from .traces import graphs_at
+
+    for model in sorted({t[1] for t in todo}):
+        mine = [t for t in todo if t[1] == model]
+
+        def capture(b: int, c: int | None, model: str = model) -> Any:
+            assert c is not None
+            return decoder_step_graph(b, c, model, options=ctx.options)
+
+        graphs, _ = graphs_at(capture, [(b, c) for _, _, b, c, _ in mine], ctx.progress)
+        for row, _, b, c, hw_name in mine:
+            a = analyze(graphs[b, c], hw=hw_name, runtime=DECODE_RUNTIME)
+            row.predicted, row.vendor = float(a.totals.t_realistic_s), ctx.hw(hw_name).vendor
 
 
 def _price_llm(ctx: Context, todo: list[tuple[Row, str, str, str, int, int]]) -> None:
@@ -279,15 +295,16 @@ def _vision(ctx: Context, folder: str, hw_name: str) -> list[Row]:
 def torch_gpu_rows(ctx: Context) -> list[Row]:
     out: list[Row] = []
     todo: list[tuple[Row, str, str, str, int, int]] = []
-    graphs: dict[tuple[str, int, int], Any] = {}
+    steps: list[tuple[Row, str, int, int, str]] = []
     for folder, hw in SESSIONS.items():
         ctx.progress(f"{hw}: kernels")
         out += _kernels(ctx, folder, hw)
         out += _llm(ctx, folder, hw, todo)
-        ctx.progress(f"{hw}: decoder step")
-        out += _decode(ctx, folder, hw, graphs)
+        out += _decode(ctx, folder, hw, steps)
         ctx.progress(f"{hw}: resnet-50 / bert-base")
         out += _vision(ctx, folder, hw)
+    ctx.progress("decoder-step rows (llama-3-8b, llama-2-13b shapes)")
+    _price_decode(ctx, steps)
     ctx.progress("LLM rows (llama-3-8b, llama-2-13b, MoE prefill)")
     _price_llm(ctx, todo)
     return out
