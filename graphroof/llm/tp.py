@@ -95,8 +95,9 @@ def check_tp(n: int, heads: int | None = None, kv_heads: int | None = None,
     if n == 1:
         return
 
-    def fits(d: int) -> bool:  # a degree the heads and KV heads allow (above the KV heads: replicated, a multiple)
-        return (not heads or heads % d == 0) and (not kv_heads or kv_heads % d == 0 or d % kv_heads == 0)
+    def fits(d: int) -> bool:  # a degree the heads, KV heads (above them: replicated, a multiple) and MLP allow
+        return ((not heads or heads % d == 0) and (not kv_heads or kv_heads % d == 0 or d % kv_heads == 0)
+                and (not intermediate or intermediate % d == 0))
 
     for what, v in (("attention heads", heads), ("MLP intermediate size", intermediate)):
         if v and v % n:

@@ -164,3 +164,14 @@ def test_attention_group_per_device_above_the_kv_heads():
     # TP 8 (no replication): the group is the model's
     even = {"world_size": 8, "replicated_inputs": (), "replicated_outputs": ()}
     assert attention_dims(node("aten.scaled_dot_product_attention", [q, k, k], [o], tp_shard=even)).gqa_group == 8
+
+
+def test_check_tp_lists_only_degrees_that_split_everything():
+    from graphroof.llm.tp import check_tp
+
+    # 32 heads, 8 KV heads, MLP 1,000 (= 8 x 125): 16 and 32 split the heads but not the MLP, so they are not offered
+    with pytest.raises(InputError, match=r"--tp 3 does not divide the model's 32 attention heads; use one of: "
+                                         r"1, 2, 4, 8$"):
+        check_tp(3, 32, 8, 1000)
+    with pytest.raises(InputError, match=r"--tp 16 does not divide the model's 1000 MLP intermediate size"):
+        check_tp(16, 32, 8, 1000)
