@@ -116,9 +116,9 @@ def decoder_step(batch: int, ctx: int, model: str = "llama-3-8b", *, device: str
 
 
 def decoder_step_graph(batch: int, ctx: int, model: str = "llama-3-8b", *, options: Any = None) -> Any:
-    """The :class:`~graphroof.graph.OpGraph` of the meta step :func:`decoder_step` builds (what ``graphroof.analyze``
-    captures from it), read from the trace store when a run stored it before (``options``: the trace store's
-    switch, :class:`graphroof.options.Options`)."""
+    """The :class:`~graphroof.graph.OpGraph` of the meta step :func:`decoder_step` builds for *model*, a key of
+    :data:`DIMS` (what ``graphroof.analyze`` captures from it), read from the trace store when a run stored it
+    before (``options``: the trace store's switch, :class:`graphroof.options.Options`)."""
     from ...graph import OpGraph
     from ...options import DEFAULT
     from .. import load, trace_store
