@@ -7,6 +7,9 @@ the after figure comes from evaluating the estimate again under the change, neve
 * ``batch``: the batch is below the critical batch of the layer with most of the decode time (where decode
   turns compute-bound) -> the estimate again at that batch (capped by the largest batch that fits):
   throughput and TPOT before / after.
+* ``chunk``: the configuration does not fit, but its sequences' KV does beside one prompt's prefill activations
+  (only the one-pass prefill of the whole batch overflows) -> the estimate again with the prefill in chunks of one
+  prompt (``--max-batched-tokens PROMPT``): memory, TTFT and TPOT before / after; no more devices.
 * ``tp``: the configuration does not fit the device -> the smallest tensor-parallel degree that fits (from the
   memory model) and the estimate again at it when the profile has an interconnect; else (``fit``) int4 weights.
 * ``fuse``: the prefill's non-GEMM ops under the ``compiled`` preset (:func:`graphroof.advice.fuse_item`).
@@ -41,11 +44,12 @@ class Rerun:
 
 
 def full_rerun(est: Any, pipe: Any, cfg: Any, *, batch: int | None = None, weights: str | None = None,
-               tp: int | None = None) -> Rerun:
-    """Configuration *cfg* of *est* priced again with the *batch*, weights dtype or TP degree changed: a
-    pipeline with *pipe*'s options (hardware, plan, count settings, rules, runtime) on *pipe*'s traced graphs
-    (re-counted, not re-traced), priced at that one point (:class:`~graphroof.llm.price.PricedModel`) with the
-    configuration's serving-memory settings."""
+               tp: int | None = None, serving: Any = None) -> Rerun:
+    """Configuration *cfg* of *est* priced again with the *batch*, weights dtype, TP degree or serving-memory
+    settings (*serving*, a :class:`~graphroof.llm.memory.ServingMemory`) changed: a pipeline with *pipe*'s options
+    (hardware, plan, count settings, rules, runtime) on *pipe*'s traced graphs (re-counted, not re-traced), priced
+    at that one point (:class:`~graphroof.llm.price.PricedModel`) with the configuration's serving-memory settings
+    unless *serving* is given."""
     from .memfit import memory_of
     from .phases import Pipeline
     from .price import PricedModel
@@ -61,8 +65,9 @@ def full_rerun(est: Any, pipe: Any, cfg: Any, *, batch: int | None = None, weigh
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         priced = PricedModel(p, [b], [P], [G])
-        figs = priced.price(p.hw, b, P, G, ideal=est.ideal, serving=cfg.memory.serving)
-        memory = memory_of(priced, figs.memory, b, P, 0, cfg.memory.serving, min_tp=False)
+        sm = cfg.memory.serving if serving is None else serving
+        figs = priced.price(p.hw, b, P, G, ideal=est.ideal, serving=sm)
+        memory = memory_of(priced, figs.memory, b, P, 0, sm, min_tp=False)
     tpot = float(figs.tpot_s[0])
     return Rerun(float(figs.ttft_s[0]), None if math.isnan(tpot) else tpot, float(figs.tokens_per_s[0]), memory)
 
@@ -102,9 +107,34 @@ def _usable(est: Any, mem: Any) -> str:
     return f"{est.hw.name}'s {fmt_bytes(usable)}"
 
 
+def _chunk_item(est: Any, pipe: Any, cfg: Any) -> dict[str, Any] | None:
+    """The batch's KV fits beside one prompt's prefill (``max_batch >= batch``) but not its one-pass prefill: the
+    estimate again with the prefill in chunks of one prompt, when that fits."""
+    from dataclasses import replace
+
+    mem, P = cfg.memory, est.prompt
+    sm = mem.serving
+    if not (mem.max_batch and mem.max_batch >= cfg.batch and cfg.batch > 1) or \
+            (sm.max_batched_tokens is not None and sm.max_batched_tokens <= P):
+        return None
+    after = full_rerun(est, pipe, cfg, serving=replace(sm, max_batched_tokens=P))
+    if not after.memory.fits:
+        return None
+    return advice_item(
+        "chunk", f"batch {cfg.batch} needs {fmt_bytes(mem.total_bytes)} per device, more than {_usable(est, mem)}, "
+        f"but only because its {cfg.batch} prompts are prefilled in one pass: --max-batched-tokens {P} (one "
+        f"prompt a chunk) fits ({fmt_bytes(after.memory.total_bytes)} per device) at TTFT "
+        f"{fmt_time(after.ttft_s)}, TPOT {fmt_time(after.tpot_s or 0)}, on the same devices",
+        f"--max-batched-tokens {P}", "total_bytes_per_device", mem.total_bytes, after.memory.total_bytes,
+        max_batched_tokens=P, tpot_s=after.tpot_s, ttft_s=after.ttft_s)
+
+
 def _memory_item(est: Any, pipe: Any, cfg: Any) -> dict[str, Any]:
     mem = cfg.memory
     need = mem.total_bytes
+    chunk = _chunk_item(est, pipe, cfg)
+    if chunk is not None:
+        return chunk
     if mem.min_tp and mem.min_tp > est.tp and est.hw.interconnect_bw_bytes_per_s:
         after = _rerun(est, pipe, cfg, tp=mem.min_tp)
         return advice_item(

@@ -151,6 +151,11 @@ def test_a_batch_whose_kv_fits_but_not_its_one_pass_prefill_is_told_to_chunk():
     chunked = estimate(src, hw=_profile("mid", cap), prompt=P, gen=G, batch=[B], rules=RULES, ideal=True,
                        max_batched_tokens=P).configs[0]
     assert chunked.fits is True
+    # the next step says so with the figures of the chunked estimate, before a bigger TP (no more devices)
+    item = r.next_steps[0]
+    assert item["kind"] == "chunk" and item["change"] == f"--max-batched-tokens {P}"
+    assert item["before"] == c.memory.total_bytes and item["after"] == chunked.memory.total_bytes
+    assert item["ttft_s"] == pytest.approx(chunked.ttft_s) and item["tpot_s"] == pytest.approx(chunked.tpot_s)
 
 
 def test_attention_group_per_device_above_the_kv_heads():
