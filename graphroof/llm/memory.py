@@ -41,7 +41,7 @@ def resident_weight_bytes(params: Iterable[Param], quant: Quant, tp: int = 1, pl
         kind, mscope = plan.kind(scope)
         split = tp > 1 and kind is not None and not (kind == "row" and t.rank == 1)
         # a K / V projection above the KV heads: each device holds its KV head's columns (replicated r times)
-        ways = kvs if kind == "column" and mscope.rsplit(".", 1)[-1] in plan.kv else tp
+        ways = kvs if plan.projects_kv(kind, mscope) else tp
         total += t.nbytes / ways if split else t.nbytes
     return total
 

@@ -69,6 +69,10 @@ class TPPlan:
     #: the model's KV heads (None: unknown): a TP degree above them replicates each KV head (module docstring)
     kv_heads: int | None = None
 
+    def projects_kv(self, kind: str | None, mscope: str) -> bool:
+        """Whether the module *mscope* of *kind* (:meth:`kind`) is a column-parallel K or V projection."""
+        return kind == "column" and mscope.rsplit(".", 1)[-1] in self.kv
+
     def kv_split(self, n: int) -> int:
         """Ways the K / V heads are split at TP degree *n*: ``kv_heads`` when *n* exceeds them, else *n*."""
         return self.kv_heads if self.kv_heads and n > self.kv_heads else n
@@ -241,7 +245,7 @@ def shard(graph: OpGraph, n: int, plan: TPPlan = DEFAULT_PLAN) -> OpGraph:
         kind, mscope = _kind_of(plan, op.scope, kinds)
         prods = _producers(g, name, op, out_specs)
         ins = tuple(_input_case(t, p, state) for t, p in zip(op.inputs, prods))
-        kv_module = kvs < n and kind == "column" and mscope.rsplit(".", 1)[-1] in plan.kv
+        kv_module = kvs < n and plan.projects_kv(kind, mscope)
         grows = kvs < n and _grows(op, ins)
         key = (kind, ins, len(op.outputs), kv_module, grows)
         d = decided.get(key)
